@@ -1,0 +1,74 @@
+"""Backend adapters: one module per provider, imported lazily.
+
+An adapter only translates between the loop's neutral values (:mod:`reactlab.types`) and
+its provider's wire shape, keeping the provider-shaped conversation itself so that every
+request carries exactly what the official SDK would send. Provider quirks live in the
+adapter's file and nowhere else. ``import reactlab.backends`` imports no SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from reactlab.types import BudgetExceeded, RequestMeter
+
+if TYPE_CHECKING:
+    from reactlab.config import RunSpec
+    from reactlab.types import Session
+
+PROVIDERS = ("openai", "anthropic")
+
+
+def open_session(spec: RunSpec) -> Session:
+    """A new conversation for ``spec`` on its backend (imports only that backend's SDK)."""
+    provider = spec.backend_config["provider"]
+    if provider == "openai":
+        from reactlab.backends.openai_responses import OpenAIResponsesSession as cls
+    elif provider == "anthropic":
+        from reactlab.backends.anthropic_messages import AnthropicMessagesSession as cls
+    else:  # config validation makes this unreachable
+        raise ValueError(f"unknown provider {provider!r}")
+    return cls(spec)
+
+
+def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
+    """An httpx/httpx2 request event hook: count the body's tokens, enforce the budget."""
+    from reactlab.tokens import count
+
+    def hook(request: Any) -> None:
+        n = count(request.content.decode("utf-8"))
+        if meter.limit is not None and n > meter.limit:
+            meter.refused = n
+            raise BudgetExceeded(n, meter.limit)
+        meter.counts.append(n)
+
+    return hook
+
+
+def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, description, JSON schema) of the task's tools, in the task's order."""
+    from reactlab.tools import TOOLS, json_schema
+
+    return [(n, TOOLS[n].description, json_schema(n)) for n in spec.tools]
+
+
+def result_text(result: dict[str, Any]) -> str:
+    """A tool result as the API backends send it back: ``json.dumps`` defaults (ASCII)."""
+    return json.dumps(result)
+
+
+def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, raw): a JSON object, or None and the raw text when it is not one."""
+    if isinstance(text, dict):
+        return text, None
+    if isinstance(text, str):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None, text
+        if isinstance(value, dict):
+            return value, None
+        return None, text
+    return None, json.dumps(text)

@@ -1,0 +1,87 @@
+"""Provider-neutral values that flow between the loop and the backend adapters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model proposed it.
+
+    ``arguments`` is None when the model's argument text was not a JSON object; the raw
+    text is then kept in ``raw`` and the call is answered with an error, never executed.
+    """
+
+    id: str
+    name: str | None
+    arguments: dict[str, Any] | None
+    raw: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """One model response: free text and/or tool calls, and what the request cost."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+    tokens_sent: int
+    tokens_out: int = 0
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The program's answer to one call: the result dict and how it came about.
+
+    ``status`` is one of ``ok``, ``error`` (the tool or its validation said no),
+    ``invalid`` (arguments were not JSON), ``unknown`` (no such tool offered),
+    ``repeated`` (same call already made; not executed).
+    """
+
+    call: ToolCall
+    result: dict[str, Any]
+    status: str
+
+    @property
+    def is_error(self) -> bool:
+        return "error" in self.result
+
+
+@dataclass
+class RequestMeter:
+    """Counts the tokens of every request body a backend sends.
+
+    ``limit`` (tokens) makes the next request fail *before* it is sent if its body is
+    larger: the token budget is enforced on the exact bytes the SDK would send.
+    """
+
+    counts: list[int] = field(default_factory=list)
+    limit: int | None = None
+    refused: int | None = None  # size of the request refused by the budget, if any
+
+    def take(self) -> list[int]:
+        out, self.counts = self.counts, []
+        return out
+
+
+class BudgetExceeded(Exception):
+    """Raised inside the transport when a request would exceed the token budget."""
+
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(f"request of {tokens} tokens exceeds the {limit} tokens left")
+        self.tokens = tokens
+        self.limit = limit
+
+
+class Session(Protocol):
+    """A conversation with one model through one adapter."""
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        """Send the conversation; raise BudgetExceeded or BackendError."""
+        ...
+
+    def add_results(self, outcomes: list[ToolOutcome]) -> None:
+        """Append the program's answers to the calls of the last turn."""
+        ...

@@ -1,0 +1,208 @@
+"""Deterministic checks of a final answer against the trace of the run that produced it.
+
+The loop's guardrails (schema validation, repetition detection, step limit) never see the
+most dangerous error, because it lives in the final answer and not in a call. This module
+checks the answer against the recorded tool calls with a handful of cheap, pure rules taken
+from the lesson ("Verifying the final answer against the trace", the wrong-tool scenario and
+Exercise 1). Findings come out in a fixed order:
+
+1. ``no_answer`` -- the run ended without an answer (step limit, token budget, backend error);
+   when it fires it is the only finding.
+2. The lesson's ``verificar``, with exactly its semantics:
+
+   - ``figure_without_source`` -- every figure in the answer must be near (see :func:`near`)
+     some figure in a successful tool result or in the question; one finding per offending
+     figure, in order of appearance;
+   - ``percentage_without_calculation`` -- every percentage in the answer must be near a
+     figure from a successful result of a calculating tool (:data:`CALCULATING_TOOLS`);
+   - ``unresolved_tool_error`` -- some call failed and the successful results hold no figure
+     at all (the lesson tests the list of figures seen, ``not vistas``, not the list of
+     successful calls: a successful result without digits, e.g. an empty news search, does
+     not resolve an error).
+
+3. ``headline_not_verbatim`` (Exercise 1) -- every quoted headline in the answer must appear
+   verbatim as a ``titular`` of a successful ``buscar_noticias`` result. The check is literal:
+   an honest paraphrase fails it too.
+4. ``percentage_not_given`` (the wrong-tool scenario) -- the question asks for a percentage
+   and the answer gives none. A percentage that is given but not computed is already caught
+   by ``percentage_without_calculation``.
+
+The rules are independent: a figure inside an invented quoted headline is still a figure of
+the answer, so it is reported by rule 2 as well as the headline by rule 3.
+
+Figures of a result are read from ``json.dumps(result["resultado"])`` with the default
+arguments, as the lesson does. ``ensure_ascii=True`` turns non-ASCII letters into escapes
+such as ``\\u00f3`` whose digits become figures too (``0``, ``3``...); this is a quirk of the
+lesson that is kept on purpose so that verdicts match it.
+
+A call is a mapping with keys ``name`` (``None`` for a call that could not be parsed),
+``arguments`` and ``result``; a result is successful when it is a mapping holding the key
+``"resultado"``, and anything else (``{"error": ...}``, an unparseable call) counts as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CALCULATING_TOOLS",
+    "NEWS_TOOL",
+    "Finding",
+    "asks_percentage",
+    "figures",
+    "near",
+    "verdict",
+    "verify",
+]
+
+CALCULATING_TOOLS = frozenset({"calculadora", "variacion"})
+"""Tools whose results are computed in code; only they can be the source of a percentage."""
+
+NEWS_TOOL = "buscar_noticias"
+"""The tool whose results hold the headlines (``titular``) an answer may quote."""
+
+_NUM = re.compile(r"\d[\d.,]*\d|\d")
+_THOUSANDS = re.compile(r"\d{1,3}(\.\d{3})+")
+_DIGITS = re.compile(r"\d+")
+_PERCENT = re.compile(r"(\d[\d.,]*)\s*%")
+_QUOTED = re.compile(r"[«\"“]([^»\"”]+)[»\"”]")
+_ASKS_PERCENT = re.compile(r"porcentaje|porcentual|%", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason why an answer cannot be accepted.
+
+    ``rule`` is a stable identifier (``no_answer``, ``figure_without_source``,
+    ``percentage_without_calculation``, ``unresolved_tool_error``, ``headline_not_verbatim``,
+    ``percentage_not_given``); ``message`` is the human-readable English text of the lesson,
+    e.g. ``"figure without a source: 10"``.
+    """
+
+    rule: str
+    message: str
+
+
+def _token_values(token: str) -> list[float]:
+    """Value(s) of one numeric token, following the lesson's ``cifras``."""
+    if "," in token:
+        token = token.replace(".", "").replace(",", ".")
+    elif _THOUSANDS.fullmatch(token):
+        token = token.replace(".", "")
+    try:
+        return [float(token.rstrip("."))]
+    except ValueError:
+        # The lesson's function raises here ("15.03.2024", "1,234,567", "1.2.3"). A verifier
+        # must not crash on an answer, so each run of digits is taken as its own figure,
+        # the same way "2024-03-15" is read as 2024, 3 and 15: every part must be sourced.
+        return [float(d) for d in _DIGITS.findall(token)]
+
+
+def figures(text: str | None) -> list[float]:
+    """The numbers in ``text``, in order: the lesson's ``cifras``.
+
+    A token with a comma is read in the European way (``"1.234,5"`` -> 1234.5); a token that
+    only has dot-separated groups of three digits is a thousands separator (``"1.234"`` ->
+    1234); otherwise the dot is decimal (``"27.88."`` -> 27.88). ``None`` gives ``[]``. Where
+    the lesson's function would raise ``ValueError`` (a token such as ``"15.03.2024"`` that is
+    no valid float after those rules), each run of digits of the token is returned instead.
+    """
+    out: list[float] = []
+    for token in _NUM.findall(text or ""):
+        out.extend(_token_values(token))
+    return out
+
+
+def near(x: float, ys: Iterable[float]) -> bool:
+    """Whether ``x`` is within 0.6 % of some ``y`` (absolute 0.006 when ``|y| < 1``): ``cerca``."""
+    return any(abs(x - y) <= 0.006 * max(1.0, abs(y)) for y in ys)
+
+
+def asks_percentage(question: str) -> bool:
+    """Whether the question asks for a percentage ("porcentaje", "porcentual" or "%")."""
+    return _ASKS_PERCENT.search(question or "") is not None
+
+
+def _is_success(result: object) -> bool:
+    return isinstance(result, Mapping) and "resultado" in result
+
+
+def _headlines(calls: Sequence[Mapping]) -> set[str]:
+    """Every ``titular`` of the successful news results (malformed items are skipped)."""
+    found: set[str] = set()
+    for call in calls:
+        result = call.get("result")
+        if call.get("name") != NEWS_TOOL or not _is_success(result):
+            continue
+        items = result["resultado"]
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Mapping) and isinstance(item.get("titular"), str):
+                found.add(item["titular"])
+    return found
+
+
+def verify(
+    question: str,
+    answer: str | None,
+    calls: Sequence[Mapping],
+    termination: str = "answer",
+) -> list[Finding]:
+    """Check ``answer`` to ``question`` against the tool ``calls`` of the run.
+
+    ``termination`` says why the run ended ("answer", "step_limit", "token_budget",
+    "backend_error"...); it only appears in the ``no_answer`` message. An empty string is an
+    answer like any other and goes through every rule. Returns the findings in the order
+    described in the module docstring; an empty list means the answer passes.
+    """
+    if answer is None:
+        return [Finding("no_answer", f"no answer: {termination.replace('_', ' ')}")]
+
+    seen: list[float] = []
+    computed: list[float] = []
+    errors = 0
+    for call in calls:
+        result = call.get("result")
+        if _is_success(result):
+            values = figures(json.dumps(result["resultado"]))
+            seen += values
+            if call.get("name") in CALCULATING_TOOLS:
+                computed += values
+        else:
+            errors += 1
+
+    findings: list[Finding] = []
+    sources = seen + figures(question)
+    for x in figures(answer):
+        if not near(x, sources):
+            findings.append(Finding("figure_without_source", f"figure without a source: {x:g}"))
+    percentages = _PERCENT.findall(answer)
+    for p in percentages:
+        if not near(figures(p)[0], computed):
+            findings.append(
+                Finding("percentage_without_calculation", f"percentage without a calculation: {p}%")
+            )
+    if errors and not seen:
+        findings.append(Finding("unresolved_tool_error", "unresolved tool error"))
+
+    real = _headlines(calls)
+    for quoted in _QUOTED.findall(answer):
+        if quoted not in real:
+            findings.append(
+                Finding("headline_not_verbatim", f"headline not in any news result: {quoted}")
+            )
+
+    if asks_percentage(question) and not percentages:
+        findings.append(
+            Finding("percentage_not_given", "question asks for a percentage; the answer gives none")
+        )
+    return findings
+
+
+def verdict(findings: Iterable[Finding]) -> bool:
+    """True when there are no findings: the answer is accepted."""
+    return not list(findings)
