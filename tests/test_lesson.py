@@ -1,0 +1,65 @@
+"""The lesson's table and token series, reproduced to the token (tools not sent, 6 steps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reactlab import config, trace
+from reactlab.runner import run_to_trace
+
+LESSON_TABLE = [
+    ("correcto", "openai", 3, 3, 0, 630),
+    ("correcto", "anthropic", 3, 3, 0, 643),
+    ("herramienta_equivocada", "openai", 2, 1, 0, 221),
+    ("herramienta_equivocada", "anthropic", 2, 1, 0, 235),
+    ("argumentos_inventados", "openai", 4, 4, 1, 1065),
+    ("argumentos_inventados", "anthropic", 4, 4, 1, 1101),
+    ("bucle", "openai", 6, 6, 5, 1643),
+    ("bucle", "anthropic", 6, 6, 5, 1763),
+]
+ANSWER = "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y 2024-03-22."
+LESSON_ANSWERS = {"correcto": ANSWER, "argumentos_inventados": ANSWER, "bucle": None,
+                  "herramienta_equivocada": "BUSI subió por la oferta de compra de un fondo."}
+
+
+@pytest.fixture(scope="module")
+def lesson_config() -> config.Config:
+    from tests.conftest import ROOT
+
+    raw = config.load_yaml(ROOT / "config.yaml")
+    raw["agent"]["send_tools"] = False
+    assert raw["agent"]["max_steps"] == 6
+    return config.parse(raw)
+
+
+@pytest.mark.parametrize("row", LESSON_TABLE, ids=lambda r: f"{r[0]}-{r[1]}")
+def test_lesson_table_to_the_token(row, lesson_config, toolbox, tmp_path):
+    scenario, backend, steps, calls, errors, tokens = row
+    spec = lesson_config.run("variacion_busi", backend, scenario)
+    end = run_to_trace(spec, toolbox, tmp_path / "t.jsonl")
+    assert (end["steps"], end["calls"], end["errors"], end["tokens_sent"]) == (
+        steps, calls, errors, tokens)
+    assert end["answer"] == LESSON_ANSWERS[scenario]
+    tr = trace.read(tmp_path / "t.jsonl")
+    assert sum(r["tokens_sent"] for r in tr.requests()) == tokens
+
+
+def test_loop_series_without_limit(lesson_config, toolbox, tmp_path):
+    spec = lesson_config.run("variacion_busi", "anthropic", "bucle_sin_limite")
+    assert spec.script["model"] == "bucle"  # the simulated model is the lesson's `bucle`
+    run_to_trace(spec, toolbox, tmp_path / "loop.jsonl")
+    sent = [r["tokens_sent"] for r in trace.read(tmp_path / "loop.jsonl").requests()]
+    assert len(sent) == 30
+    assert sent[:6] == [53, 160, 251, 342, 433, 524]
+    assert sent[24:30] == [2253, 2344, 2435, 2526, 2617, 2708]
+    cumulative = [sum(sent[:i]) for i in (6, 12, 30)]
+    assert cumulative == [1763, 6818, 41639]
+
+
+def test_tools_sent_by_default_cost_more(raw_config, toolbox, tmp_path):
+    cfg = config.parse(raw_config)
+    assert cfg.raw["agent"]["send_tools"] is True
+    end = run_to_trace(cfg.run("variacion_busi", "openai", "correcto"), toolbox,
+                       tmp_path / "t.jsonl")
+    assert end["answer"] == ANSWER
+    assert end["tokens_sent"] > 630

@@ -1,0 +1,90 @@
+"""End to end: run the Snakemake pipeline in a temporary directory, compare with goldens.
+
+`make golden` (pytest --regen-golden) rewrites tests/golden/ instead of comparing; it is
+never done automatically.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.golden import diff_tables
+
+GOLDEN = ROOT / "tests" / "golden"
+TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "steps", "cumulative_tokens"]
+
+pytestmark = pytest.mark.e2e
+
+
+def copy_workflow(dest: Path) -> None:
+    shutil.copy(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
+    shutil.copytree(ROOT / "workflow", dest / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+                          cwd=workdir, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("pipeline")
+    copy_workflow(work)
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_tables_match_golden(pipeline: Path, name: str, request: pytest.FixtureRequest) -> None:
+    actual = pipeline / "results" / "tables" / f"{name}.csv"
+    assert actual.exists()
+    golden = GOLDEN / f"{name}.csv"
+    if request.config.getoption("--regen-golden"):
+        GOLDEN.mkdir(exist_ok=True)
+        shutil.copy(actual, golden)
+        pytest.skip(f"regenerated {golden.relative_to(ROOT)}; review `git diff tests/golden`")
+    assert golden.exists(), f"no golden file {golden}; run `make golden` and review it"
+    diffs = diff_tables(golden, actual)
+    assert not diffs, "tables differ from tests/golden:\n" + "\n".join(diffs)
+
+
+def test_every_run_has_trace_and_verification(pipeline: Path) -> None:
+    from reactlab import config, trace
+
+    cfg = config.load(pipeline / "config.yaml")
+    for spec in cfg.runs:
+        tr = trace.read(pipeline / "results" / "traces" / f"{spec.key}.jsonl")
+        assert tr.header["config_hash"] == spec.config_hash
+        assert (pipeline / "results" / "verified" / f"{spec.key}.json").exists()
+        log = (pipeline / "results" / "logs" / "run" / f"{spec.key}.log").read_text()
+        assert spec.key in log  # the job log carries a summary line per run
+
+
+def test_figure_is_a_png(pipeline: Path) -> None:
+    png = pipeline / "results" / "figures" / "cumulative_tokens.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rerun_is_a_noop(pipeline: Path) -> None:
+    proc = snakemake(pipeline, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_config_typo_stops_before_any_job(tmp_path: Path) -> None:
+    copy_workflow(tmp_path)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("max_steps: 6", "max_step: 6"))
+    proc = snakemake(tmp_path)
+    assert proc.returncode != 0
+    assert "agent.max_step: unknown key (did you mean 'max_steps'?)" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()

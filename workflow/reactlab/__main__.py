@@ -1,0 +1,5 @@
+import sys
+
+from reactlab.cli import main
+
+sys.exit(main())

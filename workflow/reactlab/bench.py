@@ -1,0 +1,93 @@
+"""Benchmark: the simulated matrix under Snakemake vs one Python process, and a no-op rerun.
+
+Both sides run in fresh temporary copies of the workflow with the data generated
+beforehand (data generation is not timed), in the same invocation, alternating when
+``repeat`` > 1, so the ratio is measured side by side on the same (noisy) machine.
+The ratio is the per-job overhead of one fresh interpreter per job.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def copy_workflow(dest: Path) -> None:
+    shutil.copy(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
+    shutil.copytree(ROOT / "workflow", dest / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+
+
+def snakemake(workdir: Path, cores: int, *extra: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", "all",
+                    *extra], cwd=workdir, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def in_process(workdir: Path) -> float:
+    """Every run, verification, table and the figure in one interpreter (fresh, timed whole)."""
+    code = r"""
+import json, sys
+from pathlib import Path
+from reactlab import config, figures, tables, trace
+from reactlab.runner import run_to_trace
+from reactlab.tools import ToolBox
+cfg = config.load("config.yaml")
+tools = ToolBox.from_files("data/generated/acciones6_precios.parquet",
+                           "data/generated/noticias6_corpus.parquet")
+pairs = []
+for spec in cfg.runs:
+    t = f"results/traces/{spec.key}.jsonl"; v = f"results/verified/{spec.key}.json"
+    run_to_trace(spec, tools, t)
+    trace.write_json_atomic(v, tables.verification_record(trace.read(t), t))
+    pairs.append((t, v))
+tables.build(pairs, cfg.figure, "results/tables")
+figures.cumulative_tokens("results/tables/cumulative_tokens.csv",
+                          "results/figures/cumulative_tokens.png", cfg.figure)
+"""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=workdir, check=True)
+    return time.perf_counter() - t0
+
+
+def main(cores: int = 4, repeat: int = 1) -> None:
+    from reactlab import config, data
+
+    n_runs = len(config.load(ROOT / "config.yaml").runs)
+    seed = config.load(ROOT / "config.yaml").data["seed"]
+    sm, ip, noop = [], [], []
+    with tempfile.TemporaryDirectory(prefix="reactlab-bench-") as tmp:
+        for i in range(repeat):
+            a, b = Path(tmp) / f"snakemake{i}", Path(tmp) / f"process{i}"
+            for d in (a, b):
+                d.mkdir()
+                copy_workflow(d)
+                data.write(d / "data" / "generated", seed)
+            # Snakemake would regenerate data whose metadata it lacks; mark it as done.
+            subprocess.run([sys.executable, "-m", "snakemake", "--touch", "--cores", "1",
+                            "--quiet", *[f"data/generated/{p.name}" for p in
+                                         (a / "data" / "generated").glob("*.parquet")]],
+                           cwd=a, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            sm.append(snakemake(a, cores))
+            ip.append(in_process(b))
+            noop.append(snakemake(a, cores))
+    med = statistics.median
+    print(f"matrix: {n_runs} runs ({n_runs * 2 + 2} jobs under Snakemake), "
+          f"--cores {cores}, repeat {repeat}")
+    print(f"snakemake --cores {cores}:        {med(sm):7.2f} s")
+    print(f"one python process:          {med(ip):7.2f} s")
+    print(f"ratio snakemake / process:   {med(sm) / med(ip):7.2f}x")
+    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 2):7.3f} s/job "
+          f"(wall, {cores} cores)")
+    print(f"no-op rerun:                 {med(noop):7.2f} s")

@@ -1,0 +1,144 @@
+"""Command line: ``python -m reactlab COMMAND``. The Snakemake rules call these.
+
+Every deliberate error (config, data, trace, tokenizer) is printed as one clear line
+on stderr with exit status 2; a bare traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from reactlab.errors import ReactlabError
+
+
+def _cmd_data(a: argparse.Namespace) -> None:
+    from reactlab import data
+
+    prices, news = data.write(Path(a.out), a.seed)
+    print(f"wrote {prices} and {news} (seed {a.seed})", file=sys.stderr)
+
+
+def _cmd_run(a: argparse.Namespace) -> None:
+    from reactlab.config import RunSpec
+    from reactlab.runner import run_to_trace
+    from reactlab.tools import ToolBox
+
+    spec = RunSpec.from_json(Path(a.spec).read_text(encoding="utf-8") if a.spec_file
+                             else a.spec)
+    tools = ToolBox.from_files(a.prices, a.news)
+    end = run_to_trace(spec, tools, a.out)
+    print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
+          f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent",
+          file=sys.stderr)
+
+
+def _cmd_verify(a: argparse.Namespace) -> None:
+    from reactlab import trace
+    from reactlab.tables import verification_record
+
+    rec = verification_record(trace.read(a.trace), a.trace)
+    trace.write_json_atomic(a.out, rec)
+    verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
+        f["message"] for f in rec["findings"])
+    print(f"{a.trace}: {verdict}", file=sys.stderr)
+
+
+def _cmd_tables(a: argparse.Namespace) -> None:
+    from reactlab import config, tables
+
+    if len(a.traces) != len(a.verified):
+        raise ReactlabError("tables: --traces and --verified must pair up")
+    figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
+    written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir)
+    print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
+
+
+def _cmd_figure(a: argparse.Namespace) -> None:
+    from reactlab import config, figures
+
+    figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
+    figures.cumulative_tokens(a.table, a.out, figure)
+
+
+def _cmd_check(a: argparse.Namespace) -> None:
+    from reactlab import config
+
+    cfg = config.load(a.config)
+    print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
+    if a.list:
+        for r in cfg.runs:
+            print(r.key)
+
+
+def _cmd_bench(a: argparse.Namespace) -> None:
+    from reactlab.bench import main as bench_main
+
+    bench_main(cores=a.cores, repeat=a.repeat)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reactlab", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("data", help="generate the synthetic parquet data")
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, required=True)
+    s.set_defaults(func=_cmd_data)
+
+    s = sub.add_parser("run", help="run one task x backend x scenario, write its trace")
+    s.add_argument("--spec", required=True,
+                   help="the run spec as JSON (or a file path with --spec-file)")
+    s.add_argument("--spec-file", action="store_true")
+    s.add_argument("--prices", required=True)
+    s.add_argument("--news", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_run)
+
+    s = sub.add_parser("verify", help="check a trace's final answer against its tool results")
+    s.add_argument("--trace", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_verify)
+
+    s = sub.add_parser("tables", help="aggregate traces into CSV tables")
+    s.add_argument("--traces", nargs="+", required=True)
+    s.add_argument("--verified", nargs="+", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--figure", help="the config's `figure` section as JSON")
+    s.set_defaults(func=_cmd_tables)
+
+    s = sub.add_parser("figure", help="draw the cumulative-token figure")
+    s.add_argument("--table", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--figure", help="the config's `figure` section as JSON")
+    s.set_defaults(func=_cmd_figure)
+
+    s = sub.add_parser("check", help="validate config.yaml and count the runs")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--list", action="store_true", help="print every run key")
+    s.set_defaults(func=_cmd_check)
+
+    s = sub.add_parser("bench", help="benchmark Snakemake vs one process, and a no-op rerun")
+    s.add_argument("--cores", type=int, default=4)
+    s.add_argument("--repeat", type=int, default=1)
+    s.set_defaults(func=_cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except ReactlabError as exc:
+        print(f"reactlab: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

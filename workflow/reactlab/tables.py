@@ -1,0 +1,133 @@
+"""Aggregate verified traces into the result tables (CSV).
+
+Every row names the trace it came from. Tables are a pure function of the traces and
+verification files: rows are sorted, floats rounded, so the bytes are reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reactlab import trace as tracemod
+from reactlab.errors import TraceError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RUN_COLUMNS = ["task", "backend", "scenario", "model", "steps", "calls", "errors",
+               "tokens_sent", "termination", "answered", "verified", "n_findings",
+               "findings", "trace"]
+FLOAT_DIGITS = 4
+
+
+def verification_record(tr: tracemod.Trace, trace_path: str) -> dict[str, Any]:
+    """The verifier's findings for one trace (what ``results/verified/*.json`` holds)."""
+    from reactlab.verify import verify
+
+    calls = [{"name": c["name"], "arguments": c["arguments"], "result": c["result"]}
+             for c in tr.tool_calls()]
+    findings = verify(tr.header["spec"]["question"], tr.end["answer"], calls,
+                      tr.end["termination"])
+    return {"trace": trace_path, "trace_sha256": tr.end["sha256"], "run": tr.run,
+            "verified": not findings,
+            "findings": [{"rule": f.rule, "message": f.message} for f in findings]}
+
+
+def run_row(tr: tracemod.Trace, verification: Mapping[str, Any], trace_path: str) -> dict:
+    if verification.get("trace_sha256") != tr.end["sha256"]:
+        raise TraceError(f"{trace_path}: verification file is for another version of the trace")
+    end = tr.end
+    return {
+        "task": tr.run["task"], "backend": tr.run["backend"], "scenario": tr.run["scenario"],
+        "model": tr.header["spec"]["script"]["model"],
+        "steps": end["steps"], "calls": end["calls"], "errors": end["errors"],
+        "tokens_sent": end["tokens_sent"], "termination": end["termination"],
+        "answered": end["answer"] is not None, "verified": verification["verified"],
+        "n_findings": len(verification["findings"]),
+        "findings": "; ".join(f["message"] for f in verification["findings"]),
+        "trace": trace_path,
+    }
+
+
+def step_rows(tr: tracemod.Trace) -> list[dict[str, Any]]:
+    return [{"task": tr.run["task"], "backend": tr.run["backend"],
+             "scenario": tr.run["scenario"], "step": r["step"],
+             "tokens_sent": r["tokens_sent"], "cumulative_tokens": r["cumulative_tokens"]}
+            for r in tr.requests()]
+
+
+def _summary(runs: pd.DataFrame, by: str) -> pd.DataFrame:
+    g = runs.groupby(by, sort=True)
+    out = g.agg(runs=("task", "size"), answered=("answered", "sum"),
+                verified=("verified", "sum"), steps_mean=("steps", "mean"),
+                calls=("calls", "sum"), errors=("errors", "sum"),
+                tokens_sent=("tokens_sent", "sum"), tokens_mean=("tokens_sent", "mean"))
+    out["verified_rate"] = out["verified"] / out["runs"]
+    for c in ("answered", "verified", "calls", "errors", "tokens_sent"):
+        out[c] = out[c].astype("int64")
+    return out.reset_index().round(FLOAT_DIGITS)
+
+
+def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
+          out_dir: str | Path) -> dict[str, Path]:
+    """Build every table from (trace path, verification path) pairs into ``out_dir``."""
+    import pandas as pd
+
+    runs, steps = [], []
+    for trace_path, verified_path in pairs:
+        tr = tracemod.read(trace_path)
+        verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        runs.append(run_row(tr, verification, trace_path))
+        steps.extend(step_rows(tr))
+    if not runs:
+        raise TraceError("no traces to aggregate")
+    keys = ["task", "backend", "scenario"]
+    runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS).sort_values(keys, kind="stable")
+    steps_df = pd.DataFrame(steps).sort_values([*keys, "step"], kind="stable")
+    fig_df = figure_table(steps_df, figure)
+    tables = {
+        "runs": runs_df,
+        "summary_by_scenario": _summary(runs_df, "scenario"),
+        "summary_by_backend": _summary(runs_df, "backend"),
+        "steps": steps_df,
+        "cumulative_tokens": fig_df,
+    }
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, df in tables.items():
+        path = out_dir / f"{name}.csv"
+        tmp = path.with_name(f".{path.name}.tmp")
+        df.to_csv(tmp, index=False, lineterminator="\n")
+        tmp.replace(path)
+        written[name] = path
+    return written
+
+
+def figure_table(steps: pd.DataFrame, figure: Mapping[str, Any]) -> pd.DataFrame:
+    """The table behind the cumulative-token figure: loop and reference series."""
+    import pandas as pd
+
+    parts = []
+    for role in ("loop", "reference"):
+        sel = steps[(steps.task == figure["task"]) & (steps.backend == figure["backend"])
+                    & (steps.scenario == figure[role])].copy()
+        sel.insert(0, "series", role)
+        parts.append(sel)
+    out = pd.concat(parts, ignore_index=True)
+    out["mark"] = (out.series == "loop") & out.step.isin(list(figure["marks"]))
+    return out[["series", "task", "backend", "scenario", "step", "tokens_sent",
+                "cumulative_tokens", "mark"]]
+
+
+def lesson_table(runs: pd.DataFrame, scenarios: Sequence[str]) -> list[tuple]:
+    """(scenario, backend, steps, calls, errors, tokens) rows in the lesson's order."""
+    rows = []
+    for s in scenarios:
+        for b in ("openai", "anthropic"):
+            r = runs[(runs.scenario == s) & (runs.backend == b)].iloc[0]
+            rows.append((s, b, int(r.steps), int(r.calls), int(r.errors), int(r.tokens_sent)))
+    return rows

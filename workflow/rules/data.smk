@@ -1,0 +1,14 @@
+# Synthetic input data, generated deterministically from the seed in config.yaml.
+# A user's own files at config.data.prices / config.data.news take precedence.
+
+
+rule generate_data:
+    output:
+        prices=GENERATED[0],
+        news=GENERATED[1],
+    params:
+        seed=config["data"]["seed"],
+    log:
+        "results/logs/generate_data.log",
+    shell:
+        "{PY} -m reactlab data --out data/generated --seed {params.seed} 2> {log}"

@@ -1,0 +1,19 @@
+# One job per (task x backend x scenario): run the agent loop, write the JSONL trace.
+# The job receives its whole config slice as JSON (params), so editing one scenario
+# re-runs only the jobs that use it.
+
+
+rule run_agent:
+    input:
+        prices=PRICES,
+        news=NEWS,
+    output:
+        "results/traces/{task}/{backend}/{scenario}.jsonl",
+    params:
+        spec=run_spec,
+    log:
+        "results/logs/run/{task}/{backend}/{scenario}.log",
+    threads: 1
+    shell:
+        "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
+        "--news {input.news:q} --out {output:q} 2> {log:q}"
