@@ -381,29 +381,32 @@ def test_empty_answer_is_an_answer() -> None:
     assert verify(Q_CHANGE, "", CORRECT) == [
         Finding("percentage_not_given", "question asks for a percentage; the answer gives none")
     ]
-    assert verify(Q_ACME, "", ACME) == [Finding("unresolved_tool_error", "unresolved tool error")]
+    assert verify(Q_ACME, "", ACME) == []  # an empty answer gives no data point
     assert verify(Q_ACME, "", []) == []
 
 
 def test_unparseable_calls_count_as_errors() -> None:
     bad = call(None, None, {"error": "llamada con JSON no válido"})
-    findings = verify(Q_ACME, "No pude obtener el cierre de ACME.", [bad, bad])
-    assert messages(findings) == ["unresolved tool error"]
+    assert verify(Q_ACME, "No pude obtener el cierre de ACME.", [bad, bad]) == []
+    findings = verify(Q_ACME, "El cierre de ACME fue de 12.", [bad, bad])
+    assert messages(findings) == ["figure without a source: 12", "unresolved tool error"]
     # resolved once some result brings figures
     findings = verify(Q_CHANGE, ANSWER_CORRECT, [bad, *CORRECT])
     assert findings == []
 
 
 def test_result_that_is_not_a_mapping_is_an_error() -> None:
-    assert rules(verify(Q_ACME, "Sin datos.", [call("precio", {}, None)])) == [  # type: ignore[arg-type]
-        "unresolved_tool_error"
+    assert rules(verify(Q_ACME, "Cierre: 12.", [call("precio", {}, None)])) == [  # type: ignore[arg-type]
+        "figure_without_source",
+        "unresolved_tool_error",
     ]
 
 
 def test_successful_result_without_figures_does_not_resolve_an_error() -> None:
     # the lesson tests `not vistas` (figures seen), not the number of successful calls
     calls = [*ACME, call("buscar_noticias", NEWS_ARGS, {"resultado": []})]
-    assert messages(verify(Q_ACME, "No hay datos de ACME.", calls)) == ["unresolved tool error"]
+    assert messages(verify(Q_ACME, "El cierre de ACME fue 12.", calls)) == [
+        "figure without a source: 12", "unresolved tool error"]
     assert verificar(Q_ACME, "No hay datos de ACME.", as_trace(calls)) == ["unresolved tool error"]
 
 
@@ -461,3 +464,13 @@ def test_verdict() -> None:
     assert verdict([])
     assert not verdict([Finding("no_answer", "no answer: step limit")])
     assert verdict(iter([]))
+
+
+def test_honest_no_data_answer_is_not_an_unresolved_error() -> None:
+    """An error followed by an answer that gives no data point passes (the lesson's prose)."""
+    assert verify(Q_ACME, "No hay datos de ACME: el ticker no existe.", ACME) == []
+    # the date of the question is not a data point either
+    assert verify(Q_ACME, "No hay cierre de ACME el 2024-03-15.", ACME) == []
+    # but any figure that is not in the question is
+    assert messages(verify(Q_ACME, "ACME cerró en 12,5.", ACME)) == [
+        "figure without a source: 12.5", "unresolved tool error"]

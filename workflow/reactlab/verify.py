@@ -15,10 +15,14 @@ Exercise 1). Findings come out in a fixed order:
      figure, in order of appearance;
    - ``percentage_without_calculation`` -- every percentage in the answer must be near a
      figure from a successful result of a calculating tool (:data:`CALCULATING_TOOLS`);
-   - ``unresolved_tool_error`` -- some call failed and the successful results hold no figure
+   - ``unresolved_tool_error`` -- some call failed, the successful results hold no figure
      at all (the lesson tests the list of figures seen, ``not vistas``, not the list of
      successful calls: a successful result without digits, e.g. an empty news search, does
-     not resolve an error).
+     not resolve an error), *and the answer gives a data point anyway* (a figure that is
+     not in the question, or a quoted headline). This last clause is the lesson's prose
+     ("the answer cannot give the data point that tool was supposed to bring") rather than
+     its code, which also flagged an honest "there is no data" answer; every verdict of
+     the lesson is unchanged.
 
 3. ``headline_not_verbatim`` (Exercise 1) -- every quoted headline in the answer must appear
    verbatim as a ``titular`` of a successful ``buscar_noticias`` result. The check is literal:
@@ -186,7 +190,10 @@ def verify(
             findings.append(
                 Finding("percentage_without_calculation", f"percentage without a calculation: {p}%")
             )
-    if errors and not seen:
+    question_figures = figures(question)
+    gives_data = any(not near(x, question_figures) for x in figures(answer)) or bool(
+        _QUOTED.findall(answer))
+    if errors and not seen and gives_data:
         findings.append(Finding("unresolved_tool_error", "unresolved tool error"))
 
     real = _headlines(calls)
