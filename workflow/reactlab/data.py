@@ -19,8 +19,8 @@ Dtypes (both of :func:`generate` and of the loaders):
 from __future__ import annotations
 
 import os
-import tempfile
 import unicodedata
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -128,10 +128,16 @@ _REGIONS = (
     "Andalucía", "Cataluña", "Galicia", "Castilla y León", "la Comunidad Valenciana",
     "Aragón", "el País Vasco", "Madrid", "Murcia", "Asturias", "Canarias", "Baleares",
 )
-_PEOPLE = (
-    "Lucía Ferrer", "Javier Olmedo", "Marta Quintana", "Andrés Beltrán", "Elena Soriano",
-    "Pablo Garrido", "Carmen Lozano", "Raúl Medina", "Irene Vidal", "Sergio Cuesta",
-    "Nuria Esteban", "Óscar Prieto",
+_PEOPLE = (  # (name, is_female): the role in a headline agrees with the person
+    ("Lucía Ferrer", True), ("Javier Olmedo", False), ("Marta Quintana", True),
+    ("Andrés Beltrán", False), ("Elena Soriano", True), ("Pablo Garrido", False),
+    ("Carmen Lozano", True), ("Raúl Medina", False), ("Irene Vidal", True),
+    ("Sergio Cuesta", False), ("Nuria Esteban", True), ("Óscar Prieto", False),
+)
+_ROLES = (  # (male, female)
+    ("consejero delegado", "consejera delegada"),
+    ("director financiero", "directora financiera"),
+    ("presidente no ejecutivo", "presidenta no ejecutiva"),
 )
 _BANKS = (
     "Banco Meridiano", "Ibercapital Valores", "Norte Securities", "Atlántica Research",
@@ -139,18 +145,20 @@ _BANKS = (
 )
 
 # Spanish headline templates. Fields: e (company), p (integer percent), m (millions),
-# d (dividend, "0,45"), y (year), q (quarter), mes (month), pais, region, persona, banco,
-# po (target price, "31,50"), n (small integer), k (employees).
+# d (dividend, "0,45"), y (this or next year), y1 (a later year), mes (the last complete
+# month), q (the last complete quarter), pais, region, persona, cargo (role agreeing with
+# persona), banco, po (target price near the current close, "31,50"), n (small integer),
+# k (employees).
 _TEMPLATES = (
     "{e} eleva su beneficio un {p} % en el {q} trimestre",
-    "{e} reduce su beneficio un {p} % por el alza de costes",
+    "{e} reduce su beneficio un {p} % en el {q} trimestre por el alza de costes",
     "{e} gana {m} millones hasta {mes}",
     "{e} repartirá un dividendo de {d} euros por acción",
     "{e} firma un contrato de {m} millones en {pais}",
-    "{e} nombra a {persona} nueva consejera delegada",
-    "{e} nombra a {persona} presidente no ejecutivo",
+    "{e} nombra a {persona} {cargo}",
+    "{e} ficha a {persona} como {cargo}",
     "{e} recorta su previsión de ventas para {y}",
-    "{e} mejora sus previsiones para {y} tras un {q} trimestre sólido",
+    "{e} mejora sus previsiones para {y}",
     "Los analistas elevan el precio objetivo de {e} a {po} euros",
     "{banco} rebaja la recomendación de {e} a vender",
     "{banco} eleva {e} a comprar con un precio objetivo de {po} euros",
@@ -159,16 +167,21 @@ _TEMPLATES = (
     "{e} anuncia un plan de recompra de acciones de {m} millones",
     "{e} abre {n} nuevos centros en {region}",
     "{e} ampliará capital en {m} millones",
-    "{e} sube un {p} % en bolsa tras presentar resultados",
-    "{e} cae un {p} % tras rebajar previsiones",
     "{e} presenta un ERE que afectará a {k} empleados",
-    "{e} invertirá {m} millones en {region} hasta {y}",
+    "{e} invertirá {m} millones en {region} hasta {y1}",
     "{e} vende su negocio en {pais} por {m} millones",
     "{e} refinancia su deuda por {m} millones",
-    "{e} gana cuota de mercado en {pais} durante {mes}",
-    "{e} ficha a {persona} como directora financiera",
+    "{e} gana cuota de mercado en {pais} en {mes}",
 )
-
+# Used only on a session where the stock really moved that much (|return| >= 1.5 %).
+_UP_TEMPLATES = (
+    "{e} sube un {p} % en bolsa tras presentar resultados",
+    "{e} se dispara en bolsa tras mejorar previsiones",
+)
+_DOWN_TEMPLATES = (
+    "{e} cae un {p} % tras rebajar previsiones",
+    "{e} se desploma en bolsa por las dudas sobre su deuda",
+)
 
 # --------------------------------------------------------------------------- generation
 
@@ -185,10 +198,13 @@ def _companies(rng: np.random.Generator) -> list[tuple[str, str]]:
     names = {BUSI_NAME}
     roots_used = {"Busmar"}
     while len(out) < N_COMPANIES:
-        root = str(rng.choice(_ROOT_HEADS)) + str(rng.choice(_ROOT_TAILS))
+        head, tail = str(rng.choice(_ROOT_HEADS)), str(rng.choice(_ROOT_TAILS))
+        root = head + tail
         sector = str(rng.choice(_SECTORS))
         name = f"{root} {sector}"
-        if root in roots_used or name in names:
+        # No doubled letter or three consonants at the joint ("Navvera", "Castmar").
+        clash = head[-1] == tail[0] or not set(head[-2:] + tail[0]) & set("aeiou")
+        if clash or root in roots_used or name in names:
             continue
         # Ticker: three letters of the root and one of the sector, else random letters.
         letters = _ascii_upper(root)
@@ -250,38 +266,70 @@ def _prices(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.Da
     return _canonical_prices(prices)
 
 
-def _headline(rng: np.random.Generator, name: str) -> str:
-    template = str(rng.choice(_TEMPLATES))
+def _thousands(n: int) -> str:
+    """Spanish thousands separator: 1422 -> "1.422"."""
+    return f"{n:,}".replace(",", ".")
+
+
+def _decimal(x: float) -> str:
+    """Spanish decimal comma with two decimals: 0.45 -> "0,45"."""
+    return f"{x:.2f}".replace(".", ",")
+
+
+def _headline(rng: np.random.Generator, name: str, when: pd.Timestamp, close: float,
+              move: float | None) -> str:
+    """One headline about ``name`` published at ``when``.
+
+    ``close`` is the last close at or before ``when`` (target prices are set near it) and
+    ``move`` the return of that session (None on weekends), so that "sube"/"cae"
+    headlines only appear on sessions that really moved that way.
+    """
+    if move is not None and abs(move) >= 0.015 and rng.random() < 0.5:
+        template = str(rng.choice(_UP_TEMPLATES if move > 0 else _DOWN_TEMPLATES))
+        pct = round(abs(move) * 100)
+    else:
+        template = str(rng.choice(_TEMPLATES))
+        pct = int(rng.integers(2, 46))
+    last_month = (when.month - 2) % 12
+    last_quarter = ((when.month - 1) // 3 - 1) % 4
+    person, female = _PEOPLE[int(rng.integers(len(_PEOPLE)))]
+    role = _ROLES[int(rng.integers(len(_ROLES)))][int(female)]
+    millions = int(rng.choice([5, 10, 12, 15, 20, 25, 30, 40, 50, 60, 75, 80, 100, 120,
+                               150, 200, 250, 300, 400, 500, 750, 1000, 1200]))
     fields = {
         "e": name,
-        "p": int(rng.integers(2, 46)),
-        "m": int(rng.choice([5, 10, 12, 15, 20, 25, 30, 40, 50, 60, 75, 80, 100, 120, 150,
-                             200, 250, 300, 400, 500, 750, 1000])),
-        "d": f"{rng.integers(5, 120) / 100:.2f}".replace(".", ","),
-        "y": int(rng.integers(2023, 2027)),
-        "q": str(rng.choice(_QUARTERS)),
-        "mes": str(rng.choice(_MONTHS)),
+        "p": pct,
+        "m": _thousands(millions),
+        "d": _decimal(rng.integers(5, 120) / 100),
+        "y": when.year + int(rng.integers(0, 2)),
+        "y1": when.year + int(rng.integers(1, 4)),
+        "q": _QUARTERS[last_quarter],
+        "mes": _MONTHS[last_month],
         "pais": str(rng.choice(_COUNTRIES)),
         "region": str(rng.choice(_REGIONS)),
-        "persona": str(rng.choice(_PEOPLE)),
+        "persona": person,
+        "cargo": role,
         "banco": str(rng.choice(_BANKS)),
-        "po": f"{rng.integers(300, 9000) / 100:.2f}".replace(".", ","),
+        "po": _decimal(close * rng.uniform(1.05, 1.4)),
         "n": int(rng.integers(2, 16)),
-        "k": int(rng.integers(40, 1500)),
+        "k": _thousands(int(rng.integers(40, 1500))),
     }
     return template.format(**fields)
 
 
-def _news(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.DataFrame:
-    first = pd.Timestamp(FIRST_DAY).value
-    n_cal_days = (pd.Timestamp(LAST_DAY) - pd.Timestamp("2023-01-01")).days + 1
-    day0 = pd.Timestamp("2023-01-01").value
-    bdays = pd.bdate_range(FIRST_DAY, LAST_DAY).as_unit("ns").asi8
-    quiet = (pd.Timestamp(_BUSI_QUIET[0]).value, pd.Timestamp(_BUSI_QUIET[1]).value)
+def _news(rng: np.random.Generator, companies: list[tuple[str, str]],
+          prices: pd.DataFrame) -> pd.DataFrame:
+    days = pd.bdate_range(FIRST_DAY, LAST_DAY).as_unit("ns")
+    bdays = days.asi8
     day_ns = 86_400 * 10**9
+    first_cal = pd.Timestamp("2023-01-01").value
+    n_cal_days = (pd.Timestamp(LAST_DAY).value - first_cal) // day_ns + 1
+    quiet = (pd.Timestamp(_BUSI_QUIET[0]).value, pd.Timestamp(_BUSI_QUIET[1]).value)
+    closes = {t: g.to_numpy() for t, g in prices.groupby("ticker", sort=False)["cierre"]}
     used = set(_FORBIDDEN_HEADLINES)
     rows: list[tuple[int, str, str, str]] = []
     for ticker, name in companies:
+        close = closes[ticker]
         n_events = int(rng.poisson(10)) + 2
         made = 0
         attempts = 0
@@ -291,11 +339,15 @@ def _news(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.Data
             if rng.random() < 0.85:
                 day = int(bdays[rng.integers(len(bdays))])
             else:
-                day = day0 + int(rng.integers(n_cal_days)) * day_ns
+                day = first_cal + int(rng.integers(n_cal_days)) * day_ns
             # Between 06:00 and 20:00 UTC so that every copy stays on the same UTC date.
             t = day + int(rng.integers(6 * 3600, 20 * 3600)) * 10**9
-            headline = _headline(rng, name)
-            if headline in used or t < first:
+            # Session of the day (or the last one before it) and its return.
+            i = int(np.searchsorted(bdays, day, side="right")) - 1
+            session = i >= 1 and int(bdays[i]) == day
+            move = float(close[i] / close[i - 1] - 1) if session else None
+            headline = _headline(rng, name, pd.Timestamp(t), float(close[max(i, 0)]), move)
+            if headline in used or i < 0:
                 continue
             if ticker == BUSI_TICKER and quiet[0] <= day < quiet[1]:
                 continue
@@ -304,8 +356,8 @@ def _news(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.Data
             copies = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.35, 0.2, 0.1]))
             sources = rng.choice(len(_SOURCES), size=copies, replace=False)
             for j, s in enumerate(sources):
-                if j:
-                    t += int(rng.integers(60, 15 * 60))
+                if j:  # syndicated copies follow a few minutes later
+                    t += int(rng.integers(60, 15 * 60)) * 10**9
                 rows.append((t, ticker, headline, _SOURCES[int(s)]))
     for ts, source in _BUSI_EVENT_COPIES:
         rows.append((pd.Timestamp(ts).value, BUSI_TICKER, BUSI_EVENT, source))
@@ -328,14 +380,17 @@ def generate(seed: int = 6) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(seed)
     companies = _companies(rng)
     prices = _prices(rng, companies)
-    news = _news(rng, companies)
+    news = _news(rng, companies, prices)
     return prices, news
 
 
 def _write_atomic(df: pd.DataFrame, path: Path) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    """Write to a unique temporary file next to ``path``, then rename it into place.
+
+    (Not tempfile.mkstemp: its 0600 mode would survive the rename; this way the file
+    gets the usual permissions under the process umask.)
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         df.to_parquet(tmp, index=False)
         os.replace(tmp, path)
