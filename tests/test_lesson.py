@@ -63,3 +63,22 @@ def test_tools_sent_by_default_cost_more(raw_config, toolbox, tmp_path):
                        tmp_path / "t.jsonl")
     assert end["answer"] == ANSWER
     assert end["tokens_sent"] > 630
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_tool_definitions_cost_a_constant_per_request(backend, raw_config, lesson_config,
+                                                      toolbox, tmp_path):
+    """The default run (tools sent) differs from the lesson's by the same amount per request.
+
+    This ties the default configuration's own numbers (and so the golden tables) back to
+    the lesson's: only the tool definitions were added to every request body.
+    """
+    default = config.parse(raw_config)
+    series = {}
+    for name, cfg in (("lesson", lesson_config), ("default", default)):
+        spec = cfg.run("variacion_busi", backend, "bucle_sin_limite")
+        run_to_trace(spec, toolbox, tmp_path / f"{name}.jsonl")
+        series[name] = [r["tokens_sent"] for r in
+                        trace.read(tmp_path / f"{name}.jsonl").requests()]
+    deltas = {d - lesson for d, lesson in zip(series["default"], series["lesson"], strict=True)}
+    assert len(deltas) == 1 and deltas.pop() > 0
