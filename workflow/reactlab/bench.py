@@ -1,8 +1,8 @@
 """Benchmark: the simulated matrix under Snakemake vs one Python process, and a no-op rerun.
 
-Both sides run in fresh temporary copies of the workflow with the data generated
-beforehand (data generation is not timed), in the same invocation, alternating when
-``repeat`` > 1, so the ratio is measured side by side on the same (noisy) machine.
+Both sides run in fresh temporary copies of the workflow and do the same work (generate
+the data, run every run, verify, aggregate, draw), in the same invocation, alternating
+when ``repeat`` > 1, so the ratio is measured side by side on the same (noisy) machine.
 The ratio is the per-job overhead of one fresh interpreter per job.
 """
 
@@ -39,12 +39,11 @@ def in_process(workdir: Path) -> float:
     code = r"""
 import json, sys
 from pathlib import Path
-from reactlab import config, figures, tables, trace
+from reactlab import config, data, figures, tables, trace
 from reactlab.runner import run_to_trace
 from reactlab.tools import ToolBox
 cfg = config.load("config.yaml")
-tools = ToolBox.from_files("data/generated/acciones6_precios.parquet",
-                           "data/generated/noticias6_corpus.parquet")
+tools = ToolBox.from_files(*data.write(Path("data/generated"), cfg.data["seed"]))
 pairs = []
 for spec in cfg.runs:
     t = f"results/traces/{spec.key}.jsonl"; v = f"results/verified/{spec.key}.json"
@@ -61,10 +60,9 @@ figures.cumulative_tokens("results/tables/cumulative_tokens.csv",
 
 
 def main(cores: int = 4, repeat: int = 1) -> None:
-    from reactlab import config, data
+    from reactlab import config
 
     n_runs = len(config.load(ROOT / "config.yaml").runs)
-    seed = config.load(ROOT / "config.yaml").data["seed"]
     sm, ip, noop = [], [], []
     with tempfile.TemporaryDirectory(prefix="reactlab-bench-") as tmp:
         for i in range(repeat):
@@ -72,22 +70,15 @@ def main(cores: int = 4, repeat: int = 1) -> None:
             for d in (a, b):
                 d.mkdir()
                 copy_workflow(d)
-                data.write(d / "data" / "generated", seed)
-            # Snakemake would regenerate data whose metadata it lacks; mark it as done.
-            subprocess.run([sys.executable, "-m", "snakemake", "--touch", "--cores", "1",
-                            "--quiet", *[f"data/generated/{p.name}" for p in
-                                         (a / "data" / "generated").glob("*.parquet")]],
-                           cwd=a, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
             sm.append(snakemake(a, cores))
             ip.append(in_process(b))
             noop.append(snakemake(a, cores))
     med = statistics.median
-    print(f"matrix: {n_runs} runs ({n_runs * 2 + 2} jobs under Snakemake), "
+    print(f"matrix: {n_runs} runs ({n_runs * 2 + 3} jobs under Snakemake), "
           f"--cores {cores}, repeat {repeat}")
     print(f"snakemake --cores {cores}:        {med(sm):7.2f} s")
     print(f"one python process:          {med(ip):7.2f} s")
     print(f"ratio snakemake / process:   {med(sm) / med(ip):7.2f}x")
-    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 2):7.3f} s/job "
+    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 3):7.3f} s/job "
           f"(wall, {cores} cores)")
     print(f"no-op rerun:                 {med(noop):7.2f} s")

@@ -76,7 +76,7 @@ class AnthropicMessagesSession:
                     args, raw = parse_arguments(b.input)
                     calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
             text = "".join(b.text for b in r.content if b.type == "text")
-            dumped = [b.model_dump(exclude_none=True) for b in r.content]
+            dumped = [b.model_dump(exclude_none=True, warnings=False) for b in r.content]
         except BudgetExceeded:
             raise
         except (anthropic.AnthropicError, ValueError, AttributeError, TypeError,

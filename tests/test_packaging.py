@@ -1,0 +1,51 @@
+"""The two install routes (pip via pyproject.toml, conda via environment.yml) agree."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import metadata
+
+import yaml
+
+from tests.conftest import ROOT
+
+
+def _pins(lines: list[str]) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^\s;]+)", line.strip())
+        if m:
+            out[m.group(1).lower()] = m.group(2)
+    return out
+
+
+def pyproject_pins() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return _pins(project["dependencies"] + project["optional-dependencies"]["dev"])
+
+
+def conda_pins() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return _pins(pip)
+
+
+def test_every_dependency_is_pinned_exactly() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for dep in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        assert "==" in dep, f"{dep} is not pinned"
+
+
+def test_pip_and_conda_routes_agree() -> None:
+    assert pyproject_pins() == conda_pins()
+
+
+def test_torch_is_the_cpu_build_on_disk() -> None:
+    assert pyproject_pins()["torch"] == "2.13.0"
+
+
+def test_installed_versions_match_pins() -> None:
+    """The environment the tests run in is the pinned one (token counts depend on it)."""
+    for name in ("openai", "anthropic", "pydantic", "tiktoken", "httpx", "httpx2"):
+        assert metadata.version(name) == pyproject_pins()[name], name
