@@ -88,3 +88,30 @@ def test_config_typo_stops_before_any_job(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "agent.max_step: unknown key (did you mean 'max_steps'?)" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_users_own_data_files_are_used_and_checked(tmp_path: Path, data_files) -> None:
+    """Parquet files dropped into data/ replace the generated ones, after a schema check."""
+    import pandas as pd
+
+    copy_workflow(tmp_path)
+    (tmp_path / "data").mkdir()
+    target = "results/traces/variacion_busi/openai/correcto.jsonl"
+    prices = pd.read_parquet(data_files[0]).drop(columns=["cierre"])
+    prices.to_parquet(tmp_path / "data" / "acciones6_precios.parquet")
+    proc = snakemake(tmp_path, target)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "column 'cierre' is missing" in out, out[-3000:]
+    assert not (tmp_path / target).exists()
+
+    own = pd.read_parquet(data_files[0])
+    own["cierre"] = own["cierre"] * 2  # a recognisably different panel
+    own.to_parquet(tmp_path / "data" / "acciones6_precios.parquet")
+    proc = snakemake(tmp_path, target)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from reactlab import trace
+
+    closes = [c["result"]["resultado"]["cierre"]
+              for c in trace.read(tmp_path / target).tool_calls() if c["name"] == "precio"]
+    assert closes == [52.38, 55.76]  # 2 x 26.19 and 2 x 27.88: the user's file was used

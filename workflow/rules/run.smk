@@ -16,4 +16,4 @@ rule run_agent:
     threads: 1
     shell:
         "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
-        "--news {input.news:q} --out {output:q} 2> {log:q}"
+        "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}"

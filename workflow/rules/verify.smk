@@ -9,4 +9,4 @@ rule verify:
     log:
         "results/logs/verify/{task}/{backend}/{scenario}.log",
     shell:
-        "{PY} -m reactlab verify --trace {input:q} --out {output:q} 2> {log:q}"
+        "{PY} -m reactlab verify --trace {input:q} --out {output:q} 2>&1 | tee {log:q}"
