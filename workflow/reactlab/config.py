@@ -32,37 +32,42 @@ from reactlab.scripts import ROOT_NAMES, Script
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses duplicate mapping keys."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise ConfigError(
-                "", f"duplicate key {key!r} at line {key_node.start_mark.line + 1}"
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
+def _duplicate_key(node: yaml.Node, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
+    """(dotted path, line) of the first duplicate mapping key in a composed YAML tree."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                return _path([*path, key]), key_node.start_mark.line + 1
+            seen.add(key)
+            found = _duplicate_key(value_node, (*path, key))
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _duplicate_key(item, (*path, i))
+            if found:
+                return found
+    return None
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file; duplicate keys are an error naming their path and line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("", f"cannot read {path}: {exc.strerror}") from exc
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError("", f"{path}: invalid YAML: {exc}") from exc
+    if dup is not None:
+        field, line = dup
+        raise ConfigError(field, f"{path}: duplicate key {field.rsplit('.', 1)[-1]!r} at line "
+                                 f"{line} (YAML would silently keep the last one)")
     if not isinstance(data, dict):
         raise ConfigError("", f"{path}: the top level must be a mapping")
     return data
@@ -95,8 +100,8 @@ def _schema_error_message(err: Any) -> tuple[str, str]:
             return _path([*err.absolute_path, key]), msg
     parts = list(err.absolute_path)
     if len(parts) == 2 and parts[0] == "scenarios" and err.validator in ("oneOf", "not"):
-        return where, ("a scenario has either `steps` (and optionally `repeat_last`) "
-                       "or `extends`, not both and not neither")
+        return where, ("a scenario has exactly one of `steps` (and optionally "
+                       "`repeat_last`), `extends` or `strategy`")
     if parts[:1] == ["scenarios"] and "steps" in parts and err.validator in (
             "minProperties", "maxProperties"):
         return where, "a step has exactly one of `calls` or `answer`"
@@ -109,7 +114,13 @@ def _schema_error_message(err: Any) -> tuple[str, str]:
 def validate_schema(raw: Mapping[str, Any]) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(_schema())
+    # JSON Schema counts 6.0 as an integer; a step limit of 6.0 would then reach
+    # range() as a float. Here an integer is a Python int (and never a bool).
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                          type_checker=checker)
+    validator = strict(_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: (list(map(str, e.absolute_path))))
     if errors:
         best = jsonschema.exceptions.best_match(errors)
@@ -186,6 +197,8 @@ class Config:
 def _resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
     """The scenario with ``extends`` applied: its base's script, its own limits."""
     entry = raw["scenarios"][sid]
+    if "strategy" in entry:
+        return {"model": sid, "strategy": entry["strategy"], "limits": entry.get("limits", {})}
     if "extends" not in entry:
         return {"model": sid, "steps": entry["steps"],
                 "repeat_last": entry.get("repeat_last", False),
@@ -194,9 +207,9 @@ def _resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
     base = raw["scenarios"].get(base_id)
     if base is None:
         raise ConfigError(f"scenarios.{sid}.extends", f"no scenario named {base_id!r}")
-    if "extends" in base:
+    if "extends" in base or "strategy" in base:
         raise ConfigError(f"scenarios.{sid}.extends",
-                          f"{base_id!r} itself extends another scenario; use its base")
+                          f"{base_id!r} is not a scripted scenario with `steps`; extend one")
     return {"model": base_id, "steps": base["steps"],
             "repeat_last": base.get("repeat_last", False),
             "limits": {**base.get("limits", {}), **entry.get("limits", {})}}
@@ -210,7 +223,8 @@ def parse(raw: Mapping[str, Any]) -> Config:
     for sid in raw["scenarios"]:
         scen = _resolved_scenario(raw, sid)
         try:
-            scen["names"] = Script.from_config(sid, scen).names()
+            scen["names"] = (set() if "strategy" in scen
+                             else Script.from_config(sid, scen).names())
         except ScriptError as exc:
             raise ConfigError(f"scenarios.{sid}.steps", str(exc)) from exc
         scen_cache[sid] = scen
@@ -241,6 +255,14 @@ def parse(raw: Mapping[str, Any]) -> Config:
                         f", which task {t!r} does not define in its params",
                     )
                 for b in block["backends"]:
+                    model_backend = raw["backends"][b]["mode"] == "model"
+                    if model_backend != ("strategy" in scen):
+                        raise ConfigError(
+                            f"matrix[{i}]",
+                            f"backend {b!r} " + (
+                                f"runs a real model and needs a `strategy` scenario, not the "
+                                f"script {s!r}" if model_backend else
+                                f"plays scripts and cannot run the `strategy` scenario {s!r}"))
                     if (t, b, s) in seen:
                         continue
                     seen.add((t, b, s))
@@ -248,8 +270,10 @@ def parse(raw: Mapping[str, Any]) -> Config:
                         task=t, backend=b, scenario=s,
                         question=task["question"], tools=tuple(task["tools"]),
                         params=task["params"], backend_config=raw["backends"][b],
-                        script={"model": scen["model"], "steps": scen["steps"],
-                                "repeat_last": scen["repeat_last"]},
+                        script=({"model": scen["model"], "strategy": scen["strategy"]}
+                                if "strategy" in scen else
+                                {"model": scen["model"], "steps": scen["steps"],
+                                 "repeat_last": scen["repeat_last"]}),
                         limits={"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
                                 "token_budget": scen["limits"].get("token_budget",
                                                                    agent["token_budget"])},

@@ -83,7 +83,10 @@ def template_names(text: str) -> set[str]:
             if field is not None:
                 if field == "" or field.isdigit():
                     raise ScriptError(f"positional field in template {text!r}")
-                names.add(string._string.formatter_field_name_split(field)[0])  # type: ignore[attr-defined]
+                first, rest = string._string.formatter_field_name_split(field)  # type: ignore[attr-defined]
+                if any(is_attr for is_attr, _ in rest):
+                    raise ScriptError(f"attribute access is not allowed in {{{field}}}")
+                names.add(first)
     except ValueError as exc:
         raise ScriptError(f"malformed template {text!r}: {exc}") from exc
     return names

@@ -2,8 +2,9 @@
 
 A trace is a ``header`` record, the run's records (``request``, ``tool_call``,
 ``guardrail``, ``answer``, ``error``), and an ``end`` record that carries the number of
-records before it and the sha256 of their bytes. A reader therefore rejects a truncated,
-edited, concatenated or re-encoded file with a specific reason instead of trusting it.
+records before it and a sha256 over their bytes and the end record's own fields. A
+reader therefore rejects a truncated, edited, concatenated or re-encoded file with a
+specific reason instead of trusting it.
 
 The writer keeps the records in memory and publishes the file with one ``os.replace``
 at the end: a job killed half-way leaves no trace file at all, never half of one.
@@ -52,8 +53,9 @@ class TraceWriter:
         self._chunks.append(_encode(dumps(record)))
 
     def close(self, end: Mapping[str, Any]) -> Path:
-        digest = hashlib.sha256(b"".join(self._chunks)).hexdigest()
-        final = {"type": "end", **end, "records": len(self._chunks), "sha256": digest}
+        final = {"type": "end", **end, "records": len(self._chunks)}
+        dumps(final)  # refuse NaN / Infinity with a TraceError before hashing
+        final["sha256"] = _digest(self._chunks, final)
         data = b"".join(self._chunks) + _encode(dumps(final))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -63,6 +65,17 @@ class TraceWriter:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         return self.path
+
+
+def _digest(chunks: list[bytes], end: Mapping[str, Any]) -> str:
+    """sha256 of the records' bytes and of the end record's own fields (but the hash)."""
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(chunk)
+    own = {k: v for k, v in end.items() if k != "sha256"}
+    h.update(json.dumps(own, sort_keys=True, ensure_ascii=False, allow_nan=False).encode(
+        "utf-8", errors="backslashreplace"))
+    return h.hexdigest()
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
@@ -137,7 +150,7 @@ def read(path: str | Path) -> Trace:
     if end.get("records") != len(records) - 1:
         raise TraceError(f"{path}: end record counts {end.get('records')} records, "
                          f"the file has {len(records) - 1}")
-    digest = hashlib.sha256(b"".join(line + b"\n" for line in lines[:-1])).hexdigest()
+    digest = _digest([line + b"\n" for line in lines[:-1]], end)
     if end.get("sha256") != digest:
         raise TraceError(f"{path}: checksum mismatch (the file was edited after it was written)")
     return Trace(path=path, header=header, records=records[1:-1], end=end)

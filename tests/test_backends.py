@@ -1,0 +1,260 @@
+"""Tests of the OpenAI and Anthropic adapters through their simulated HTTP transports.
+
+The central property is cross-backend parity: the same scripted scenario played through
+the official openai SDK (Responses API) and the official anthropic SDK (Messages API)
+gives the same calls, arguments, statuses, results, answers and termination; only call
+ids and token counts may differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import reactlab.simulate.anthropic_messages as sim_anthropic
+import reactlab.simulate.openai_responses as sim_openai
+from reactlab import trace
+from reactlab.backends import open_session
+from reactlab.config import RunSpec, load, parse
+from reactlab.loop import run_agent
+from reactlab.runner import run_to_trace
+from reactlab.scripts import Script
+from reactlab.simulate import ScriptedPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+PROVIDERS = ("openai", "anthropic")
+
+# Fields that legitimately differ between providers.
+_DROP: dict[str, set[str]] = {
+    "request": {"tokens_sent", "cumulative_tokens", "tokens_out"},
+    "tool_call": {"id"},
+    "guardrail": {"id", "tokens_refused", "tokens_left"},
+    "error": {"message"},
+    "end": {"tokens_sent", "sha256"},
+}
+
+
+def normalised(tr: trace.Trace) -> list[dict[str, Any]]:
+    out = []
+    for rec in [*tr.records, tr.end]:
+        drop = _DROP.get(rec["type"], set())
+        out.append({k: v for k, v in rec.items() if k not in drop})
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
+                   ) -> dict[tuple[str, str], dict[str, trace.Trace]]:
+    """Every API run of the shipped matrix, written and read back, by (task, scenario)."""
+    cfg = load(ROOT / "config.yaml")
+    out_dir = tmp_path_factory.mktemp("traces")
+    by_pair: dict[tuple[str, str], dict[str, trace.Trace]] = defaultdict(dict)
+    for spec in cfg.runs:
+        if spec.backend_config["provider"] not in PROVIDERS:
+            continue  # local backends are not HTTP APIs
+        path = out_dir / f"{spec.task}__{spec.backend}__{spec.scenario}.jsonl"
+        end = run_to_trace(spec, toolbox, path)
+        tr = trace.read(path)
+        assert tr.end == {"type": "end", **end, "records": tr.end["records"],
+                          "sha256": tr.end["sha256"]}
+        by_pair[(spec.task, spec.scenario)][spec.backend_config["provider"]] = tr
+    return dict(by_pair)
+
+
+@pytest.fixture
+def bodies(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The JSON body of every request that reaches a simulator."""
+    seen: list[dict[str, Any]] = []
+    for mod in (sim_openai, sim_anthropic):
+        original = mod.handler
+
+        def wrapped(policy: Any, original: Any = original) -> Any:
+            inner = original(policy)
+
+            def handle(request: Any) -> Any:
+                seen.append(json.loads(request.content))
+                return inner(request)
+
+            return handle
+
+        monkeypatch.setattr(mod, "handler", wrapped)
+    return seen
+
+
+def _run(spec: RunSpec, toolbox: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    records: list[dict[str, Any]] = []
+    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits["max_steps"],
+                    spec.limits["token_budget"], records.append)
+    return end, records
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def test_every_matrix_run_has_both_providers(shipped_traces: dict, raw_config: dict) -> None:
+    backends = raw_config["backends"]
+    expected = {(t, s) for b in raw_config["matrix"] for t in b["tasks"] for s in b["scenarios"]
+                if any(backends[x]["provider"] in PROVIDERS for x in b["backends"])}
+    assert len(expected) >= 13
+    assert set(shipped_traces) == expected
+    for pair, by_provider in shipped_traces.items():
+        assert set(by_provider) == set(PROVIDERS), pair
+
+
+def test_cross_backend_parity(shipped_traces: dict) -> None:
+    mismatches = []
+    for pair, by_provider in sorted(shipped_traces.items()):
+        a, b = (normalised(by_provider[p]) for p in PROVIDERS)
+        if a != b:
+            mismatches.append(pair)
+    assert mismatches == []
+
+
+def test_parity_is_not_vacuous(shipped_traces: dict) -> None:
+    # the normalisation keeps what matters: scenarios differ from each other
+    correcto = normalised(shipped_traces[("variacion_busi", "correcto")]["openai"])
+    bucle = normalised(shipped_traces[("variacion_busi", "bucle")]["openai"])
+    assert correcto != bucle
+    assert correcto[-1]["termination"] == "answer"
+    assert bucle[-1]["termination"] == "step_limit"
+    # and ids and tokens really did differ before normalisation
+    tr_o, tr_a = (shipped_traces[("variacion_busi", "correcto")][p] for p in PROVIDERS)
+    assert {c["id"] for c in tr_o.tool_calls()}.isdisjoint({c["id"] for c in tr_a.tool_calls()})
+
+
+def test_json_invalido_keeps_the_raw_text(shipped_traces: dict, raw_config: dict) -> None:
+    params = raw_config["tasks"]["variacion_busi"]["params"]
+    raw_text = f'{{"ticker": "{params["ticker"]}", "fecha": '
+    for provider in PROVIDERS:
+        tr = shipped_traces[("variacion_busi", "json_invalido")][provider]
+        first = tr.tool_calls()[0]
+        assert first["status"] == "invalid", provider
+        assert first["name"] == "precio"
+        assert first["arguments"] is None
+        assert first["raw"] == raw_text
+        assert first["result"] == {"error": "llamada con JSON no válido"}
+        assert [c["status"] for c in tr.tool_calls()[1:]] == ["ok", "ok", "ok"]
+        assert tr.end["termination"] == "answer"
+
+
+# --------------------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unknown_model_is_a_client_error(raw_config: dict, toolbox: Any, provider: str) -> None:
+    spec = parse(raw_config).run("variacion_busi", provider, "correcto")
+    session = open_session(spec)
+    session.model = "modelo_inexistente"  # type: ignore[attr-defined]
+    records: list[dict[str, Any]] = []
+    end = run_agent(session, toolbox, spec.tools, 6, None, records.append)
+    assert end["termination"] == "backend_error"
+    assert end["steps"] == 1 and end["calls"] == 0
+    err = records[-1]
+    assert (err["type"], err["kind"], err["status"]) == ("error", "client", 404)
+    assert "modelo_inexistente" in err["message"]
+
+
+@pytest.mark.parametrize("module", [sim_openai, sim_anthropic])
+def test_simulators_answer_404_for_unknown_models(module: Any) -> None:
+    policy = ScriptedPolicy({"a": Script("a", ({"answer": "hola"},))}, {}, "¿?")
+    status, _ = module.respond(policy, {"model": "a", "input": "x", "messages": []})
+    assert status == 200
+    status, payload = module.respond(policy, {"model": "b", "input": "x", "messages": []})
+    assert status == 404
+    assert "b" in json.dumps(payload)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unrenderable_script_is_a_backend_error(raw_config: dict, toolbox: Any,
+                                                provider: str) -> None:
+    raw_config["scenarios"]["roto"] = {"steps": [
+        {"calls": [{"name": "precio", "arguments": {"ticker": "{ticker}", "fecha": "{desde}"}}]},
+        {"answer": "{ok[5][cierre]}"},
+    ]}
+    raw_config["matrix"][0]["scenarios"].append("roto")
+    spec = parse(raw_config).run("variacion_busi", provider, "roto")
+    end, records = _run(spec, toolbox)
+    assert end["termination"] == "backend_error"
+    assert end["steps"] == 2 and end["calls"] == 1
+    err = records[-1]
+    assert (err["type"], err["kind"], err["status"]) == ("error", "client", 400)
+    assert "script 'roto'" in err["message"]
+    assert "ok[5]" in err["message"]
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+def _tool_spec(raw_config: dict, send_tools: bool, send_system_prompt: bool,
+               provider: str) -> RunSpec:
+    raw_config["agent"]["send_tools"] = send_tools
+    raw_config["agent"]["send_system_prompt"] = send_system_prompt
+    return parse(raw_config).run("variacion_busi", provider, "correcto")
+
+
+def test_openai_body_shape(raw_config: dict, toolbox: Any, bodies: list) -> None:
+    spec = _tool_spec(raw_config, True, True, "openai")
+    end, _ = _run(spec, toolbox)
+    assert end["termination"] == "answer"
+    assert len(bodies) == end["steps"] == 3
+    for body in bodies:
+        assert body["model"] == "correcto"
+        assert body["instructions"] == raw_config["agent"]["system_prompt"]
+        assert "system" not in body
+        tools = body["tools"]
+        assert [t["name"] for t in tools] == list(raw_config["tasks"]["variacion_busi"]["tools"])
+        for t in tools:
+            assert set(t) == {"type", "name", "description", "parameters"}
+            assert t["type"] == "function"
+            assert t["parameters"]["type"] == "object"
+        assert set(tools[0]["parameters"]["properties"]) == {"ticker", "fecha"}
+    assert bodies[0]["input"] == [{"role": "user", "content": spec.question}]
+
+
+def test_anthropic_body_shape(raw_config: dict, toolbox: Any, bodies: list) -> None:
+    spec = _tool_spec(raw_config, True, True, "anthropic")
+    end, _ = _run(spec, toolbox)
+    assert end["termination"] == "answer"
+    assert len(bodies) == end["steps"] == 3
+    for body in bodies:
+        assert body["model"] == "correcto"
+        assert body["max_tokens"] == raw_config["backends"]["anthropic"]["max_tokens"]
+        assert body["system"] == raw_config["agent"]["system_prompt"]
+        assert "instructions" not in body
+        tools = body["tools"]
+        assert [t["name"] for t in tools] == list(raw_config["tasks"]["variacion_busi"]["tools"])
+        for t in tools:
+            assert set(t) == {"name", "description", "input_schema"}
+            assert t["input_schema"]["type"] == "object"
+        assert set(tools[0]["input_schema"]["properties"]) == {"ticker", "fecha"}
+    assert bodies[0]["messages"] == [{"role": "user", "content": spec.question}]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_nothing_extra_when_disabled(raw_config: dict, toolbox: Any, bodies: list,
+                                     provider: str) -> None:
+    spec = _tool_spec(raw_config, False, False, provider)
+    end, _ = _run(spec, toolbox)
+    assert end["termination"] == "answer"  # the scripted model does not need the definitions
+    assert bodies
+    for body in bodies:
+        assert not {"tools", "system", "instructions"} & set(body)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tool_results_travel_back(raw_config: dict, toolbox: Any, bodies: list,
+                                  provider: str) -> None:
+    spec = parse(raw_config).run("variacion_busi", provider, "correcto")
+    _, records = _run(spec, toolbox)
+    results = [json.dumps(r["result"]) for r in records if r["type"] == "tool_call"]
+    last = bodies[-1]
+    if provider == "openai":
+        sent = [x["output"] for x in last["input"] if x.get("type") == "function_call_output"]
+    else:
+        sent = [b["content"] for m in last["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b.get("type") == "tool_result"]
+    assert sent == results

@@ -1,0 +1,275 @@
+"""Tests of reactlab.config: parsing, validation messages, the run matrix and config hashes."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reactlab.config import Config, RunSpec, load, load_yaml, parse
+from reactlab.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "config.yaml"
+
+Raw = dict[str, Any]
+
+
+def _error(raw: Raw) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse(raw)
+    return info.value
+
+
+def _mutated(raw: Raw, mutate: Callable[[Raw], None]) -> Raw:
+    out = copy.deepcopy(raw)
+    mutate(out)
+    return out
+
+
+# --------------------------------------------------------------------------- the shipped file
+
+
+def test_shipped_config_parses() -> None:
+    cfg = load(CONFIG)
+    assert isinstance(cfg, Config)
+    assert cfg.runs
+
+
+def test_number_of_runs_is_the_sum_of_the_cross_products(raw_config: Raw) -> None:
+    expected = sum(len(b["tasks"]) * len(b["backends"]) * len(b["scenarios"])
+                   for b in raw_config["matrix"])
+    cfg = parse(raw_config)
+    assert len(cfg.runs) == expected
+    expected_keys = {f"{t}/{b}/{s}" for block in raw_config["matrix"]
+                     for t, b, s in itertools.product(block["tasks"], block["backends"],
+                                                      block["scenarios"])}
+    assert {r.key for r in cfg.runs} == expected_keys
+    assert len({r.key for r in cfg.runs}) == len(cfg.runs)
+
+
+def test_duplicate_matrix_entries_are_dropped(raw_config: Raw) -> None:
+    n = len(parse(raw_config).runs)
+    raw_config["matrix"].append(copy.deepcopy(raw_config["matrix"][0]))
+    assert len(parse(raw_config).runs) == n
+
+
+def test_parse_does_not_modify_its_input(raw_config: Raw) -> None:
+    before = copy.deepcopy(raw_config)
+    parse(raw_config)
+    assert raw_config == before
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+# (id, mutation, expected field, substrings the message must contain)
+BAD: list[tuple[str, Callable[[Raw], None], str, tuple[str, ...]]] = [
+    ("unknown_key", lambda r: r["agent"].update(max_step=5), "agent.max_step",
+     ("unknown key", "did you mean 'max_steps'")),
+    ("max_steps_zero", lambda r: r["agent"].update(max_steps=0), "agent.max_steps",
+     ("0", "minimum of 1")),
+    ("negative_budget", lambda r: r["agent"].update(token_budget=-5), "agent.token_budget",
+     ("-5",)),
+    ("number_as_string", lambda r: r["agent"].update(max_steps="6"), "agent.max_steps",
+     ("'6'", "integer")),
+    ("unknown_backend_in_matrix", lambda r: r["matrix"][0]["backends"].insert(0, "openia"),
+     "matrix[0].backends[0]", ("no backend named 'openia'", "did you mean 'openai'")),
+    ("unknown_provider", lambda r: r["backends"]["openai"].update(provider="azure"),
+     "backends.openai.provider", ("'azure'",)),
+    ("unknown_tool_in_task", lambda r: r["tasks"]["cierre_acme"]["tools"].append("cotizacion"),
+     "tasks.cierre_acme.tools[3]", ("'cotizacion'",)),
+    ("steps_and_extends",
+     lambda r: r["scenarios"]["bucle_sin_limite"].update(steps=[{"answer": "x"}]),
+     "scenarios.bucle_sin_limite", ("`steps`", "`extends`")),
+    ("extends_missing", lambda r: r["scenarios"]["bucle_sin_limite"].update(extends="nada"),
+     "scenarios.bucle_sin_limite.extends", ("no scenario named 'nada'",)),
+    ("extends_chain",
+     lambda r: r["scenarios"]["bucle_presupuesto"].update(extends="bucle_sin_limite"),
+     "scenarios.bucle_presupuesto.extends", ("'bucle_sin_limite'",)),
+    ("calls_and_answer",
+     lambda r: r["scenarios"]["correcto"]["steps"][2].update(
+         calls=[{"name": "precio", "arguments": {}}]),
+     "scenarios.correcto.steps[2]", ("exactly one of `calls` or `answer`",)),
+    ("arguments_and_raw",
+     lambda r: r["scenarios"]["correcto"]["steps"][0]["calls"][0].update(raw_arguments="{"),
+     "scenarios.correcto.steps[0].calls[0]", ("`arguments` or `raw_arguments`, not both",)),
+    ("malformed_template",
+     lambda r: r["scenarios"]["correcto"]["steps"].__setitem__(2, {"answer": "{ok[0"}),
+     "scenarios.correcto.steps", ("malformed template", "{ok[0")),
+    ("figure_not_in_matrix", lambda r: r["figure"].update(loop="titular_fiel"),
+     "figure.loop", ("variacion_busi/anthropic/titular_fiel", "not in the matrix")),
+    ("empty_matrix", lambda r: r.update(matrix=[]), "matrix", ("non-empty",)),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field", "needles"),
+                         [pytest.param(m, f, n, id=i) for i, m, f, n in BAD])
+def test_bad_input_names_the_culprit(raw_config: Raw, mutate: Callable[[Raw], None],
+                                     field: str, needles: tuple[str, ...]) -> None:
+    err = _error(_mutated(raw_config, mutate))
+    assert err.field == field
+    for needle in needles:
+        assert needle in err.message, (needle, err.message)
+    assert str(err).startswith(f"config: {field}: ")
+
+
+def test_template_with_a_param_the_task_lacks(raw_config: Raw) -> None:
+    # cierre_acme defines {ticker, fecha}; the scenario now also needs {desde}.
+    raw_config["scenarios"]["cierre_inventado"]["steps"][1] = {"answer": "{ticker} {desde}"}
+    err = _error(raw_config)
+    block = next(i for i, b in enumerate(raw_config["matrix"])
+                 if "cierre_inventado" in b["scenarios"])
+    assert err.field == f"matrix[{block}]"
+    assert "'cierre_inventado'" in err.message
+    assert "'cierre_acme'" in err.message
+    assert "{desde}" in err.message
+    assert "{ticker}" not in err.message
+
+
+def test_root_names_need_no_param(raw_config: Raw) -> None:
+    raw_config["scenarios"]["cierre_inventado"]["steps"][1] = {
+        "answer": "{question} {results[0]} {ok[0]}"}
+    parse(raw_config)  # no ConfigError
+
+
+DUPLICATE_YAML = """\
+data: {seed: 6, prices: p.parquet, news: n.parquet}
+agent:
+  max_steps: 6
+  max_steps: 7
+"""
+
+
+def test_duplicate_yaml_keys_are_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_YAML, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert "duplicate key 'max_steps'" in info.value.message
+    assert "line 4" in info.value.message
+
+
+def test_duplicate_yaml_key_field_is_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_YAML, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert info.value.field == "agent.max_steps"
+
+
+def test_duplicate_yaml_key_message_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_YAML, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert str(path) in str(info.value)
+
+
+def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_yaml(tmp_path / "missing.yaml")
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_yaml(path)
+
+
+def test_integral_float_max_steps_is_refused_or_normalised(raw_config: Raw) -> None:
+    raw_config["agent"]["max_steps"] = 6.0
+    try:
+        cfg = parse(raw_config)
+    except ConfigError as exc:
+        assert exc.field == "agent.max_steps"
+        return
+    max_steps = cfg.run("variacion_busi", "openai", "bucle").limits["max_steps"]
+    assert type(max_steps) is int
+
+
+# --------------------------------------------------------------------------- RunSpec
+
+
+def test_runspec_json_round_trip(raw_config: Raw) -> None:
+    cfg = parse(raw_config)
+    for spec in cfg.runs:
+        back = RunSpec.from_json(spec.to_json())
+        assert back == spec
+        assert back.tools == spec.tools and isinstance(back.tools, tuple)
+        assert back.to_json() == spec.to_json()
+        assert back.config_hash == spec.config_hash
+
+
+def test_config_hash_is_stable_across_parses(raw_config: Raw) -> None:
+    a = {r.key: r.config_hash for r in parse(copy.deepcopy(raw_config)).runs}
+    b = {r.key: r.config_hash for r in parse(copy.deepcopy(raw_config)).runs}
+    assert a == b
+    assert all(len(h) == 64 for h in a.values())
+    assert len(set(a.values())) == len(a)  # every run depends on a different slice
+
+
+def test_config_hash_follows_its_own_scenario_only(raw_config: Raw) -> None:
+    key = ("variacion_busi", "openai", "bucle")
+    base = parse(raw_config).run(*key).config_hash
+
+    changed = copy.deepcopy(raw_config)
+    changed["scenarios"]["bucle"]["steps"][0]["calls"][0]["arguments"]["fecha"] = "{hasta}"
+    assert parse(changed).run(*key).config_hash != base
+    # a scenario that extends bucle follows its base's steps too
+    ext = ("variacion_busi", "openai", "bucle_sin_limite")
+    assert parse(changed).run(*ext).config_hash != parse(raw_config).run(*ext).config_hash
+
+    unrelated = copy.deepcopy(raw_config)
+    unrelated["scenarios"]["correcto"]["steps"][2]["answer"] = "otra respuesta"
+    assert parse(unrelated).run(*key).config_hash == base
+    assert (parse(unrelated).run("variacion_busi", "openai", "correcto").config_hash
+            != parse(raw_config).run("variacion_busi", "openai", "correcto").config_hash)
+
+
+def test_scenario_limits_override_agent_defaults(raw_config: Raw) -> None:
+    agent = raw_config["agent"]
+    cfg = parse(raw_config)
+    plain = cfg.run("variacion_busi", "anthropic", "bucle")
+    assert plain.limits == {"max_steps": agent["max_steps"],
+                            "token_budget": agent["token_budget"]}
+    sin = raw_config["scenarios"]["bucle_sin_limite"]["limits"]
+    assert cfg.run("variacion_busi", "anthropic", "bucle_sin_limite").limits == {
+        "max_steps": sin["max_steps"], "token_budget": agent["token_budget"]}
+    pres = raw_config["scenarios"]["bucle_presupuesto"]["limits"]
+    assert cfg.run("variacion_busi", "anthropic", "bucle_presupuesto").limits == {
+        "max_steps": pres["max_steps"], "token_budget": pres["token_budget"]}
+    # a non-default agent value reaches scenarios without limits of their own
+    raw_config["agent"]["max_steps"] = 9
+    assert parse(raw_config).run("variacion_busi", "anthropic", "bucle").limits[
+        "max_steps"] == 9
+
+
+def test_extends_uses_the_base_script_and_model(raw_config: Raw) -> None:
+    cfg = parse(raw_config)
+    base = cfg.run("variacion_busi", "openai", "bucle")
+    ext = cfg.run("variacion_busi", "openai", "bucle_sin_limite")
+    assert raw_config["scenarios"]["bucle_sin_limite"]["extends"] == "bucle"
+    assert ext.script["model"] == "bucle"
+    assert ext.script["steps"] == raw_config["scenarios"]["bucle"]["steps"]
+    assert ext.script["repeat_last"] is True
+    assert base.script == ext.script
+    assert cfg.run("variacion_busi", "openai", "correcto").script["model"] == "correcto"
+
+
+def test_runspec_carries_task_backend_and_agent(raw_config: Raw) -> None:
+    spec = parse(raw_config).run("cierre_acme", "anthropic", "ticker_inexistente")
+    task = raw_config["tasks"]["cierre_acme"]
+    assert spec.key == "cierre_acme/anthropic/ticker_inexistente"
+    assert spec.question == task["question"]
+    assert spec.tools == tuple(task["tools"])
+    assert dict(spec.params) == task["params"]
+    assert dict(spec.backend_config) == raw_config["backends"]["anthropic"]
+    assert dict(spec.agent) == {k: raw_config["agent"][k] for k in
+                                ("send_tools", "send_system_prompt", "system_prompt")}
+
+
+def test_run_outside_the_matrix_is_a_keyerror(raw_config: Raw) -> None:
+    with pytest.raises(KeyError, match="cierre_acme/openai/correcto"):
+        parse(raw_config).run("cierre_acme", "openai", "correcto")
