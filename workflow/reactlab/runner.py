@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from reactlab.loop import Executor
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
-_PROVIDER_PACKAGES = {"openai": ("openai", "httpx"), "anthropic": ("anthropic", "httpx2")}
+_PROVIDER_PACKAGES = {"openai": ("openai", "httpx"), "anthropic": ("anthropic", "httpx2"),
+                      "local": ("transformers", "torch")}
 
 
 @cache
@@ -48,8 +49,13 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, A
 
     writer = TraceWriter(out)
     writer.add(header(spec))
-    session = open_session(spec)
-    end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], writer.add)
+    if spec.script.get("strategy") == "plan_execute":
+        from reactlab.backends.local import load_model, run_plan_execute
+
+        end = run_plan_execute(spec, load_model(spec), tools, writer.add)
+    else:
+        session = open_session(spec)
+        end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
+                        spec.limits["token_budget"], writer.add)
     writer.close(end)
     return end

@@ -39,6 +39,10 @@ PRICES = data_file("prices")
 NEWS = data_file("news")
 GENERATED = [f"data/generated/{Path(config['data'][k]).name}" for k in ("prices", "news")]
 
+# The model folder the convert_smollm2 rule builds; a local backend naming this path
+# gets it as an input. Any other `model` (a folder or a cached id) is the user's.
+BUILTIN_MODEL = "data/models/SmolLM2-135M-Instruct"
+
 TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
 TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "steps", "cumulative_tokens"]
@@ -51,3 +55,21 @@ def run_spec(wildcards):
     if key not in RUNS:
         raise WorkflowError(f"{key} is not in the matrix of config.yaml")
     return RUNS[key].to_json()
+
+
+def _backend(wildcards):
+    return RUNS[f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"].backend_config
+
+
+def model_input(wildcards):
+    """The converted default model, for runs of a local model backend that use it."""
+    cfg = _backend(wildcards)
+    return [BUILTIN_MODEL] if cfg.get("model") == BUILTIN_MODEL else []
+
+
+def run_threads(wildcards):
+    """Cores a run job reserves. A model job runs torch on `threads` (default 1) but
+    reserves two of Snakemake's cores per torch thread, so that `--cores 4` on this
+    2-core machine runs at most two model jobs at once, one per physical core."""
+    cfg = _backend(wildcards)
+    return 2 * int(cfg.get("threads", 1)) if cfg["mode"] == "model" else 1

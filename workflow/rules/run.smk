@@ -7,13 +7,14 @@ rule run_agent:
     input:
         prices=PRICES,
         news=NEWS,
+        model=model_input,
     output:
         "results/traces/{task}/{backend}/{scenario}.jsonl",
     params:
         spec=run_spec,
     log:
         "results/logs/run/{task}/{backend}/{scenario}.log",
-    threads: 1
+    threads: run_threads
     shell:
         "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
         "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}"

@@ -18,19 +18,27 @@ if TYPE_CHECKING:
     from reactlab.config import RunSpec
     from reactlab.types import Session
 
-PROVIDERS = ("openai", "anthropic")
+PROVIDERS = ("openai", "anthropic", "local")
 
 
 def open_session(spec: RunSpec) -> Session:
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK)."""
     provider = spec.backend_config["provider"]
     if provider == "openai":
-        from reactlab.backends.openai_responses import OpenAIResponsesSession as cls
-    elif provider == "anthropic":
-        from reactlab.backends.anthropic_messages import AnthropicMessagesSession as cls
-    else:  # config validation makes this unreachable
-        raise ValueError(f"unknown provider {provider!r}")
-    return cls(spec)
+        from reactlab.backends.openai_responses import OpenAIResponsesSession
+
+        return OpenAIResponsesSession(spec)
+    if provider == "anthropic":
+        from reactlab.backends.anthropic_messages import AnthropicMessagesSession
+
+        return AnthropicMessagesSession(spec)
+    if provider == "local":
+        from reactlab.backends import local
+
+        if spec.backend_config["mode"] == "model":
+            return local.LocalModelSession(spec, local.load_model(spec))
+        return local.LocalScriptedSession(spec)
+    raise ValueError(f"unknown provider {provider!r}")  # config validation prevents this
 
 
 def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
