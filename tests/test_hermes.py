@@ -191,6 +191,8 @@ def test_stray_closing_tag_stays_in_content() -> None:
     r = parse_tool_calls('{"name": "precio"}</tool_call>')
     assert r.calls == [] and r.content == '{"name": "precio"}</tool_call>'
     assert r.errors == ["</tool_call> without <tool_call>"]
+    assert parse_tool_calls("a</tool_call>b</tool_call>").errors == [
+        "</tool_call> without <tool_call> (2 times)"]
 
 
 def test_code_fence_inside_the_tag() -> None:
@@ -229,7 +231,7 @@ def _fastest(text: str, repeat: int = 3) -> tuple[ParseResult, float]:
 ], ids=["1MB", "nest10k", "nest4k", "args-nest", "bigint", "opens", "closes", "pairs", "open-1MB"])
 def test_hostile_input_is_invalid_and_fast(text: str) -> None:
     r, seconds = _fastest(text)
-    assert r.calls and not any(c.valid for c in r.calls) or (r.calls == [] and r.errors)
+    assert (r.calls and not any(c.valid for c in r.calls)) or (r.calls == [] and r.errors)
     assert seconds < 0.05, f"{seconds * 1000:.1f} ms"
 
 

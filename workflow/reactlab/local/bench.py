@@ -60,8 +60,26 @@ class Step:
     prompt_tokens: int
     prefill_tokens: int
     new_tokens: int
-    seconds: float
+    seconds: float  # wall time of the generate call
+    prefill_seconds: float  # first forward pass, from the reactlab.local timing log
     text: str
+    new_ids: tuple[int, ...]
+
+
+class _Timings(logging.Handler):
+    """Collects the ``reactlab_timing`` dicts that :mod:`reactlab.local.model` logs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[dict[str, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        timing = getattr(record, "reactlab_timing", None)
+        if timing is not None:
+            self.records.append(timing)
+
+
+_TIMINGS = _Timings()
 
 
 def run_conversation(lm: Any, tools: list[dict[str, Any]], *, assistant: str = "generated",
@@ -75,8 +93,11 @@ def run_conversation(lm: Any, tools: list[dict[str, Any]], *, assistant: str = "
         ids = lm.prompt_ids(msgs, tools)
         t0 = time.perf_counter()
         g = lm.generate(ids, max_new_tokens=max_new_tokens)
-        steps.append(Step(len(ids), g.prefill_tokens, len(g.new_ids),
-                          time.perf_counter() - t0, g.text))
+        seconds = time.perf_counter() - t0
+        timing = _TIMINGS.records[-1] if _TIMINGS.records else {}
+        steps.append(Step(len(ids), g.prefill_tokens, len(g.new_ids), seconds,
+                          float(timing.get("prefill_s", float("nan"))), g.text,
+                          tuple(g.new_ids)))
         if k == len(SCRIPT):
             break
         calls, results = SCRIPT[k]
@@ -88,11 +109,12 @@ def run_conversation(lm: Any, tools: list[dict[str, Any]], *, assistant: str = "
 
 
 def _print_run(label: str, steps: list[Step]) -> None:
-    cells = "  ".join(f"{s.prefill_tokens:4d}/{s.prompt_tokens:<4d} {s.seconds:5.2f}s"
-                      for s in steps)
+    cells = "  ".join(f"{s.prefill_tokens:4d}/{s.prompt_tokens:<4d} {s.prefill_seconds:5.2f}"
+                      f"/{s.seconds:5.2f}s" for s in steps)
     total_p = sum(s.prefill_tokens for s in steps)
+    total_ps = sum(s.prefill_seconds for s in steps)
     total_s = sum(s.seconds for s in steps)
-    print(f"  {label:9s} {cells}  | prefill {total_p:5d}  wall {total_s:6.2f}s")
+    print(f"  {label:8s} {cells} | {total_p:5d} tok {total_ps:5.2f}/{total_s:6.2f}s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--assistant", choices=("generated", "scripted"), default="generated")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every generation")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    local_log = logging.getLogger("reactlab.local")
+    local_log.setLevel(logging.INFO)
+    local_log.addHandler(_TIMINGS)
+    local_log.propagate = args.verbose
 
     model = args.model or str(ensure_converted(args.cache_dir or default_cache_dir()))
     t0 = time.perf_counter()
@@ -124,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model {model}: loaded in {load_s:.2f} s; {args.threads} thread(s); "
           f"template renders tools: {reuse.supports_tools()}; assistant turns: {args.assistant}; "
           f"max_new_tokens {args.max_new_tokens}")
-    print("  each step: prefilled/prompt tokens and wall seconds")
+    print("  each step: prefilled/prompt tokens, prefill/generate seconds; then run totals")
     runs: dict[str, list[list[Step]]] = {"reuse": [], "no-reuse": []}
     for r in range(args.repeats):
         order = [("reuse", reuse), ("no-reuse", fresh)]
@@ -142,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     pre = {k: sum(s.prefill_tokens for s in v[0]) for k, v in runs.items()}
     wall = {k: statistics.median(sum(s.seconds for s in run) for run in v)
             for k, v in runs.items()}
+    pre_s = {k: statistics.median(sum(s.prefill_seconds for s in run) for run in v)
+             for k, v in runs.items()}
     new = sum(s.new_tokens for s in runs["reuse"][0])
     print(f"identical outputs with and without reuse: {'yes' if same else 'NO'}")
     print(f"prefilled tokens: reuse {pre['reuse']} / no-reuse {pre['no-reuse']} = "
           f"{pre['reuse'] / pre['no-reuse']:.3f} ({1 - pre['reuse'] / pre['no-reuse']:.1%} fewer)")
+    print(f"median prefill time per conversation: reuse {pre_s['reuse']:.2f} s / no-reuse "
+          f"{pre_s['no-reuse']:.2f} s = {pre_s['reuse'] / pre_s['no-reuse']:.3f}")
     print(f"median wall per conversation: reuse {wall['reuse']:.2f} s / no-reuse "
           f"{wall['no-reuse']:.2f} s = {wall['reuse'] / wall['no-reuse']:.3f} "
           f"({new} new tokens per conversation)")

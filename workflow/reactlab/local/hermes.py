@@ -119,8 +119,9 @@ class ParsedCall:
 class ParseResult:
     """The calls of one generated turn, in order, and the text around them.
 
-    ``errors`` holds one message per invalid call (same order) followed by one per stray
-    ``</tool_call>`` without an opening tag (stray tags stay in ``content``). ``content``
+    ``errors`` holds one message per invalid call (same order), then one message if there
+    were stray ``</tool_call>`` tags without an opening tag (they stay in ``content``);
+    errors are diagnostics for logs and traces, not text for the model. ``content``
     is the text with every call block removed, stripped of surrounding whitespace.
     """
 
@@ -248,5 +249,8 @@ def _parse(text: str) -> ParseResult:
             errors.append(err)
     kept.append(text[pos:])
     content = "".join(kept)
-    errors.extend([f"{CALL_CLOSE} without {CALL_OPEN}"] * content.count(CALL_CLOSE))
+    stray = content.count(CALL_CLOSE)
+    if stray:
+        times = f" ({stray} times)" if stray > 1 else ""
+        errors.append(f"{CALL_CLOSE} without {CALL_OPEN}{times}")
     return ParseResult(calls, errors, content.strip())

