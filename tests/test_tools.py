@@ -6,12 +6,14 @@ import ast
 import json
 import operator
 import random
+import re
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from reactlab import data, tools
 from reactlab.errors import DataError
@@ -270,12 +272,13 @@ def test_missing_and_mistyped_args(box: ToolBox) -> None:
 
 
 def test_invalid_calendar_date(box: ToolBox) -> None:
-    # Matches the pattern but is no date: the lesson's pandas code fails on it.
+    # Matches the pattern but is no date: the lesson's pandas code fails on it with an
+    # English message (see the oracle below); here it is refused by validation.
     assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-13-45"}) == {
-        "error": "Invalid comparison between dtype=datetime64[ns] and str"}
+        "error": "argumentos no válidos: fecha: fecha inexistente: 2024-13-45"}
     assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-02-30",
                                            "hasta": "2024-03-01"}) == {
-        "error": "day is out of range for month: 2024-02-30"}
+        "error": "argumentos no válidos: desde: fecha inexistente: 2024-02-30"}
 
 
 def test_execute_never_raises(box: ToolBox) -> None:
@@ -300,7 +303,8 @@ def test_execute_never_raises(box: ToolBox) -> None:
         ("1e308*10 - 1e308*10", {"error": "resultado no finito"}),
         ("1/(1e308*10)", {"error": "resultado no finito"}),
         ("1e999", {"error": "resultado no finito"}),
-        ("9" * 200 + "/1e-300", {"error": "resultado no finito"}),
+        ("9" * 30 + "/1e-300", {"error": "resultado no finito"}),
+        ("9" * 31 + "/1e-300", {"error": "número demasiado largo"}),
         ("1 +", {"error": "expresión no válida"}),
         ("", {"error": "expresión no válida"}),
         (" 1+1", {"error": "expresión no válida"}),
@@ -335,14 +339,27 @@ def test_length_cap_boundary(box: ToolBox) -> None:
 
 
 def test_big_integers_stay_exact(box: ToolBox) -> None:
-    # Within the length cap an integer product cannot leave the float range.
-    r = box.execute("calculadora", {"expresion": "9" * 125 + "*" + "9" * 125})
-    assert r == {"resultado": int("9" * 125) ** 2}
+    # Integers stay exact up to the magnitude cap (10**15); beyond it they are refused.
+    r = box.execute("calculadora", {"expresion": "99999999*9999999"})
+    assert r == {"resultado": 99999999 * 9999999}
+    assert box.execute("calculadora", {"expresion": "1000000000000000"}) == {
+        "resultado": 10**15}
+    assert box.execute("calculadora", {"expresion": "-1000000000000001"}) == {
+        "error": "resultado demasiado grande"}
+    # Intermediate results may be large, as long as the result is not.
+    assert box.execute("calculadora", {"expresion": "9" * 30 + "*" + "9" * 30 + "/1e50"}) == {
+        "resultado": 1e10}
 
 
 def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, box: ToolBox) -> None:
-    """Overflow and recursion are handled even if the length cap is raised."""
+    """Overflow and recursion are handled even if the caps on text are raised."""
     monkeypatch.setattr(tools, "MAX_EXPRESION", 10**6)
+    assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
+        "error": "número demasiado largo"}
+    assert box.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
+        "error": "expresión demasiado compleja"}
+    monkeypatch.setattr(tools, "MAX_CIFRAS", 10**6)
+    monkeypatch.setattr(tools, "MAX_PARENTESIS", 10**6)
     assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "resultado no finito"}
     assert box.execute("calculadora", {"expresion": "9" * 400 + "*1.5"}) == {
@@ -383,8 +400,35 @@ def test_tickers(box: ToolBox) -> None:
 # ------------------------------------------------------------- the lesson's code as oracle
 
 
+class LessonArgsPrecio(BaseModel):
+    ticker: str = Field(pattern=r"^[A-Z]{4}$")
+    fecha: str = Field(pattern=tools.FECHA)
+
+
+class LessonArgsNoticias(BaseModel):
+    ticker: str = Field(pattern=r"^[A-Z]{4}$")
+    desde: str = Field(pattern=tools.FECHA)
+    hasta: str = Field(pattern=tools.FECHA)
+
+
+class LessonArgsCalculadora(BaseModel):
+    expresion: str
+
+
+LESSON_ARGS: dict[str, type[BaseModel]] = {
+    "precio": LessonArgsPrecio, "buscar_noticias": LessonArgsNoticias,
+    "calculadora": LessonArgsCalculadora, "variacion": LessonArgsNoticias}
+
+
+def test_lesson_models_have_the_same_schemas() -> None:
+    for name, model in LESSON_ARGS.items():
+        mine = tools.json_schema(name)
+        assert {**model.model_json_schema(), "title": mine["title"]} == mine
+
+
 class Lesson:
-    """The lesson's code, verbatim, over given frames: the reference semantics."""
+    """The lesson's code, verbatim, over given frames: the reference semantics (its lax
+    argument models included; ``variacion`` uses the news model's fields)."""
 
     def __init__(self, precios: pd.DataFrame, noticias: pd.DataFrame) -> None:
         self.precios = precios
@@ -437,7 +481,7 @@ class Lesson:
     def ejecutar(self, nombre: str, args: Any) -> dict[str, Any]:
         if nombre not in TOOLS:
             return {"error": f"herramienta desconocida: {nombre}"}
-        f, Args = getattr(self, nombre), TOOLS[nombre].args_model
+        f, Args = getattr(self, nombre), LESSON_ARGS[nombre]
         try:
             a = Args.model_validate(args)
         except ValidationError as e:
@@ -474,6 +518,17 @@ def _random_calls(n: int, tickers: list[str]) -> list[tuple[str, dict[str, Any]]
     return calls
 
 
+def _impossible(v: str) -> bool:
+    """Matches the lesson's date pattern but is not a date."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        return False
+    try:
+        date.fromisoformat(v)
+    except ValueError:
+        return True
+    return False
+
+
 def test_same_results_as_the_lesson(box: ToolBox, lesson: Lesson) -> None:
     calls = _random_calls(1500, sorted(box.tickers))
     calls += [("calculadora", {"expresion": e}) for e in [
@@ -481,7 +536,16 @@ def test_same_results_as_the_lesson(box: ToolBox, lesson: Lesson) -> None:
         "__import__('os')", "2**8", "100*(27.88/26.19-1)", "(1)", "-0.0"]]
     mismatches = [(n, a, box.execute(n, a), lesson.ejecutar(n, a)) for n, a in calls
                   if box.execute(n, a) != lesson.ejecutar(n, a)]
-    assert mismatches == []
+    # The one intended difference: a date that matches the pattern but does not exist is
+    # refused by validation, in Spanish, where the lesson's pandas code fails in English.
+    impossible = [m for m in mismatches if any(_impossible(v) for v in m[1].values())]
+    assert [m for m in mismatches if m not in impossible] == []
+    assert impossible, "the random calls do exercise impossible dates"
+    for _, args, mine, theirs in impossible:
+        assert set(mine) == set(theirs) == {"error"}
+        assert mine["error"].startswith("argumentos no válidos: ")
+        assert [f"fecha inexistente: {v}" in mine["error"] for v in args.values()
+                if _impossible(v)] == [True] * sum(map(_impossible, args.values()))
     # The random calls do exercise every branch.
     outcomes = {next(iter(box.execute(n, a))) for n, a in calls}
     assert outcomes == {"resultado", "error"}

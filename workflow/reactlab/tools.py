@@ -5,19 +5,30 @@ Argument models, descriptions and every string that reaches the model are word f
 those of lesson 6.4.1 (they are Spanish on purpose: changing them would change the
 model's behaviour and its token counts). The behaviour is the lesson's too; only the
 implementation differs: prices and news are indexed by ticker once, so that a call is a
-bisection instead of a scan of the whole frame, and the calculator is hardened (length
-cap, division by zero, overflow, non-finite results) so that it always answers with data.
+bisection instead of a scan of the whole frame, and the calculator is hardened (caps on
+length, parenthesis depth, tree depth, node count, digits per number and the result's
+magnitude; division by zero, overflow, non-finite results) so that it always answers
+with data, fast.
+
+Arguments are validated strictly, without changing the JSON schema the model sees: no
+lax coercion (a number or ``true`` where a string is expected is refused), no fields
+beyond the schema's, dates that match the pattern with ASCII digits only and that exist
+in the calendar. :func:`parse_arguments_strict` reads the model's argument text and
+refuses duplicate keys and non-finite numbers.
 
 Tool failures are not exceptions: :meth:`ToolBox.execute` returns ``{"error": ...}`` or
-``{"resultado": ...}`` and never raises.
+``{"resultado": ...}`` (always JSON-serialisable with ``allow_nan=False``) and never raises.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
+import datetime as dt
+import json
 import math
 import operator
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,49 +36,100 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from reactlab import data
 
 __all__ = [
     "FECHA",
+    "MAX_CIFRAS",
     "MAX_EXPRESION",
+    "MAX_NODOS",
+    "MAX_PARENTESIS",
+    "MAX_PROFUNDIDAD",
+    "MAX_RESULTADO",
     "TOOLS",
     "ArgsCalculadora",
     "ArgsNoticias",
     "ArgsPrecio",
     "ArgsVariacion",
+    "ErrorCalculadora",
     "ToolBox",
     "ToolSpec",
     "calculadora",
     "json_schema",
+    "parse_arguments_strict",
 ]
 
 FECHA = r"^\d{4}-\d{2}-\d{2}$"
 
-# Longest expression the calculator parses (longer ones are refused before parsing).
+# The calculator's caps, all checked before anything is evaluated. Longest expression it
+# parses (longer ones are refused before parsing):
 MAX_EXPRESION = 256
+# Deepest nesting of parentheses (a scan of the raw text, before parsing).
+MAX_PARENTESIS = 128
+# Deepest expression tree and most expression nodes (numbers and operations). With the
+# length cap neither can be reached; they bound the walk should that cap ever be raised.
+MAX_PROFUNDIDAD = 256
+MAX_NODOS = 256
+# Most digits in a row (a number's integer part, its decimals or its exponent).
+MAX_CIFRAS = 30
+# Largest magnitude of a result: integers stay exact in a double and in any JSON reader.
+MAX_RESULTADO = 10**15
 
 
-class ArgsPrecio(BaseModel):
+def _fecha_ascii_y_real(v: str) -> str:
+    """After the pattern: ASCII digits only (the schema's ``\\d`` means 0-9 to the model,
+    but the regex engine would take any Unicode digit), and a date that exists."""
+    if not v.isascii():
+        # The same error (and message) as a pattern mismatch, which is what it is.
+        raise PydanticCustomError(
+            "string_pattern_mismatch", "String should match pattern '{pattern}'",
+            {"pattern": FECHA})
+    try:
+        dt.date.fromisoformat(v)
+    except ValueError:
+        raise PydanticCustomError(
+            "fecha_inexistente", "fecha inexistente: {fecha}", {"fecha": v}) from None
+    return v
+
+
+class _Args(BaseModel):
+    """Strict validation (no coercion); ``strict`` leaves the JSON schema as it is.
+
+    Extra fields are refused by :meth:`ToolBox.execute`, not with ``extra="forbid"``,
+    which would add ``additionalProperties`` to the schema the model sees.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+
+class ArgsPrecio(_Args):
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
     fecha: str = Field(pattern=FECHA)
 
+    _fecha = field_validator("fecha")(_fecha_ascii_y_real)
 
-class ArgsNoticias(BaseModel):
+
+class ArgsNoticias(_Args):
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
     desde: str = Field(pattern=FECHA)
     hasta: str = Field(pattern=FECHA)
 
+    _fechas = field_validator("desde", "hasta")(_fecha_ascii_y_real)
 
-class ArgsCalculadora(BaseModel):
+
+class ArgsCalculadora(_Args):
     expresion: str
 
 
-class ArgsVariacion(BaseModel):
+class ArgsVariacion(_Args):
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
     desde: str = Field(pattern=FECHA)
     hasta: str = Field(pattern=FECHA)
+
+    _fechas = field_validator("desde", "hasta")(_fecha_ascii_y_real)
 
 
 @dataclass(frozen=True)
@@ -128,49 +190,194 @@ _LARGA = "expresión demasiado larga"
 _COMPLEJA = "expresión demasiado compleja"
 _DIV_CERO = "división por cero"
 _NO_FINITO = "resultado no finito"
+_NUMERO_LARGO = "número demasiado largo"
+_GRANDE = "resultado demasiado grande"
+
+# The only characters an expression may have: ASCII digits, the decimal point, the
+# exponent letter, the four operators, parentheses and blanks. Anything else (letters,
+# "_" as in 1_000, "x" as in 0x10, "#" comments, non-ASCII digits such as "١" or "１",
+# lone surrogates) is refused before parsing with the lesson's message "solo números...";
+# control characters (NUL...) with "expresión no válida". "**" gets through this check
+# and is refused as a power by the tree check, before anything is evaluated.
+_PERMITIDOS = frozenset("0123456789.eE+-*/() \t\n\r")
+_DIGITOS = re.compile(r"[0-9]+")
+
+
+class ErrorCalculadora(ValueError):
+    """A refused expression; the message (Spanish) is for the model."""
 
 
 def _finite(x: int | float) -> int | float:
     if isinstance(x, float) and not math.isfinite(x):
-        raise ValueError(_NO_FINITO)
+        raise ErrorCalculadora(_NO_FINITO)
     return x
 
 
-def _evalua(n: ast.AST) -> int | float:
-    """The lesson's tree walk, with every intermediate float required to be finite."""
-    if isinstance(n, ast.Constant) and type(n.value) in (int, float):
-        return _finite(n.value)
-    if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
-        return _finite(_OPS[type(n.op)](_evalua(n.left), _evalua(n.right)))
-    if isinstance(n, ast.UnaryOp) and type(n.op) in _OPS:
-        return _finite(_OPS[type(n.op)](_evalua(n.operand)))
-    raise ValueError(_SOLO)
+def _revisa_texto(expresion: str) -> None:
+    """The checks on the raw text, before ``ast.parse`` sees it."""
+    if len(expresion) > MAX_EXPRESION:
+        raise ErrorCalculadora(_LARGA)
+    for c in expresion:
+        if c not in _PERMITIDOS:
+            # Control characters (NUL...) are malformed text; anything else is not arithmetic.
+            raise ErrorCalculadora(_NO_VALIDA if c < " " or c == "\x7f" else _SOLO)
+    if any(len(m) > MAX_CIFRAS for m in _DIGITOS.findall(expresion)):
+        raise ErrorCalculadora(_NUMERO_LARGO)
+    depth = deepest = 0
+    for c in expresion:
+        if c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+    if deepest > MAX_PARENTESIS:
+        raise ErrorCalculadora(_COMPLEJA)
+
+
+def _revisa_arbol(root: ast.expr) -> None:
+    """Only numbers, + - * / and unary minus; depth and node count capped (iterative)."""
+    stack: list[tuple[ast.expr, int]] = [(root, 1)]
+    nodes = 0
+    while stack:
+        n, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_PROFUNDIDAD or nodes > MAX_NODOS:
+            raise ErrorCalculadora(_COMPLEJA)
+        if isinstance(n, ast.Constant) and type(n.value) in (int, float):
+            continue
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            stack.append((n.right, depth + 1))
+            stack.append((n.left, depth + 1))
+        elif isinstance(n, ast.UnaryOp) and type(n.op) in _OPS:
+            stack.append((n.operand, depth + 1))
+        else:
+            raise ErrorCalculadora(_SOLO)
+
+
+def _evalua(root: ast.expr) -> int | float:
+    """The lesson's tree walk, without recursion, every intermediate float finite.
+
+    The tree has been checked by :func:`_revisa_arbol`: it holds only numbers, + - * /
+    and unary minus.
+    """
+    values: list[int | float] = []
+    stack: list[tuple[ast.expr, bool]] = [(root, False)]
+    while stack:
+        n, ready = stack.pop()
+        if isinstance(n, ast.Constant):
+            values.append(_finite(n.value))
+        elif isinstance(n, ast.BinOp):
+            if ready:
+                right = values.pop()
+                left = values.pop()
+                values.append(_finite(_OPS[type(n.op)](left, right)))
+            else:
+                stack += [(n, True), (n.right, False), (n.left, False)]
+        elif isinstance(n, ast.UnaryOp):
+            if ready:
+                values.append(_finite(_OPS[type(n.op)](values.pop())))
+            else:
+                stack += [(n, True), (n.operand, False)]
+        else:  # pragma: no cover - excluded by _revisa_arbol
+            raise ErrorCalculadora(_SOLO)
+    return values.pop()
 
 
 def calculadora(expresion: str) -> int | float:
     """Arithmetic without eval(): the expression tree is walked (lesson 6.4.1).
 
-    Only numbers, + - * / and unary minus; the result is rounded to 4 decimals. Every
-    failure is a ValueError with a Spanish message for the model.
+    Only ASCII numbers, + - * / and unary minus; the result is rounded to 4 decimals,
+    finite, and at most :data:`MAX_RESULTADO` in magnitude. The caps (length, parenthesis
+    depth, digits in a row, tree depth, node count) are checked before anything is
+    evaluated, so that every call is fast. Every failure is an :class:`ErrorCalculadora`
+    (a ValueError) with a Spanish message for the model; nothing else is raised.
     """
     if not isinstance(expresion, str):
-        raise ValueError(_NO_VALIDA)
-    if len(expresion) > MAX_EXPRESION:
-        raise ValueError(_LARGA)
+        raise ErrorCalculadora(_NO_VALIDA)
+    expresion = str.__str__(expresion)  # a plain str, whatever subclass came in
+    _revisa_texto(expresion)
     try:
         tree = ast.parse(expresion, mode="eval")
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes on some Python versions
-        raise ValueError(_NO_VALIDA) from None
+    except (SyntaxError, ValueError):  # ValueError: NUL bytes, surrogates
+        raise ErrorCalculadora(_NO_VALIDA) from None
     except (RecursionError, MemoryError):
-        raise ValueError(_COMPLEJA) from None
+        raise ErrorCalculadora(_COMPLEJA) from None
+    _revisa_arbol(tree.body)
     try:
-        return _finite(round(_evalua(tree.body), 4))
+        x = _finite(round(_evalua(tree.body), 4))
     except ZeroDivisionError:
-        raise ValueError(_DIV_CERO) from None
+        raise ErrorCalculadora(_DIV_CERO) from None
     except OverflowError:
-        raise ValueError(_NO_FINITO) from None
-    except (RecursionError, MemoryError):
-        raise ValueError(_COMPLEJA) from None
+        raise ErrorCalculadora(_NO_FINITO) from None
+    except (RecursionError, MemoryError):  # pragma: no cover - the walk is iterative
+        raise ErrorCalculadora(_COMPLEJA) from None
+    if abs(x) > MAX_RESULTADO:
+        raise ErrorCalculadora(_GRANDE)
+    return x
+
+
+# --------------------------------------------------------------------------- arguments
+
+_JSON_NO_VALIDO = "JSON no válido"
+_NO_OBJETO = "los argumentos deben ser un objeto JSON"
+_ANIDADO = "JSON demasiado anidado"
+# Longest integer literal accepted in argument text (Python refuses more than 4300).
+_MAX_CIFRAS_JSON = 1000
+
+
+class _ErrorArgumentos(ValueError):
+    pass
+
+
+def _sin_duplicados(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _ErrorArgumentos(f"clave duplicada: {k}")
+        out[k] = v
+    return out
+
+
+def _sin_constantes(name: str) -> Any:
+    raise _ErrorArgumentos(f"valor no permitido: {name}")
+
+
+def _float_finito(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise _ErrorArgumentos(f"número no finito: {text}")
+    return x
+
+
+def _int_acotado(text: str) -> int:
+    if len(text) > _MAX_CIFRAS_JSON:
+        raise _ErrorArgumentos(_NUMERO_LARGO)
+    return int(text)
+
+
+def parse_arguments_strict(text: str) -> dict[str, Any] | str:
+    """A tool call's argument text as a dict, or a Spanish error message for the model.
+
+    Stricter than ``json.loads``: a key repeated in an object ("clave duplicada: fecha"),
+    NaN / Infinity / -Infinity, numbers that overflow to infinity (1e400) and integers of
+    more than a thousand digits are refused, and the value must be a JSON object.
+    Never raises.
+    """
+    if not isinstance(text, str):
+        return _JSON_NO_VALIDO
+    try:
+        value = json.loads(text, object_pairs_hook=_sin_duplicados,
+                           parse_constant=_sin_constantes, parse_float=_float_finito,
+                           parse_int=_int_acotado)
+    except _ErrorArgumentos as e:
+        return str(e)
+    except RecursionError:
+        return _ANIDADO
+    except (ValueError, TypeError, MemoryError):
+        return _JSON_NO_VALIDO
+    if not isinstance(value, dict):
+        return _NO_OBJETO
+    return value
 
 
 # --------------------------------------------------------------------------- tool box
@@ -308,6 +515,8 @@ class ToolBox:
     def variacion(self, ticker: str, desde: str, hasta: str) -> dict[str, Any]:
         """Percentage change of the close between two dates, computed from two closes."""
         a, b = self.precio(ticker, desde), self.precio(ticker, hasta)
+        if a["cierre"] == 0:  # a positive close below 0.005 rounds to 0
+            raise ValueError(f"cierre nulo el {a['fecha']}: no hay variación porcentual")
         return {"desde": a, "hasta": b, "variacion_pct":
                 round(100 * (b["cierre"] / a["cierre"] - 1), 2)}
 
@@ -318,13 +527,19 @@ class ToolBox:
     ) -> dict[str, Any]:
         """Validate ``args`` and run tool ``name``; errors come back as data.
 
-        Returns ``{"resultado": ...}`` or ``{"error": ...}`` and never raises. A tool that
-        is not in ``allowed`` (when given) is as unknown as one that does not exist.
+        Returns ``{"resultado": ...}`` or ``{"error": ...}`` and never raises; the result
+        always passes ``json.dumps(..., allow_nan=False)``. A tool that is not in
+        ``allowed`` (when given) is as unknown as one that does not exist.
         """
         try:
-            return self._execute(name, args, allowed)
+            out = self._execute(name, args, allowed)
         except Exception as e:  # never raise: a failure is an observation for the model
-            return {"error": str(e)}
+            return {"error": _texto(e)}
+        try:
+            json.dumps(out, allow_nan=False)
+        except (ValueError, TypeError, RecursionError):
+            return {"error": _NO_JSON}
+        return out
 
     def _execute(
         self, name: str, args: object, allowed: Collection[str] | None
@@ -336,13 +551,41 @@ class ToolBox:
         ):
             return {"error": f"herramienta desconocida: {name}"}
         spec = TOOLS[name]
+        errors: list[str] = []
         try:
             a = spec.args_model.model_validate(args)
         except ValidationError as e:
-            return {"error": "argumentos no válidos: " + "; ".join(
-                f"{x['loc'][0]}: {x['msg']}" if x.get("loc") else x["msg"]
-                for x in e.errors())}
+            errors = [f"{x['loc'][0]}: {x['msg']}" if x.get("loc") else x["msg"]
+                      for x in e.errors()]
+        if isinstance(args, dict):
+            # After pydantic's errors, in the order of the arguments; at most a few.
+            extra = [k for k in args if k not in spec.args_model.model_fields]
+            errors += [f"{_corto(k)}: {_EXTRA}" for k in extra[:_MAX_EXTRA]]
+            if len(extra) > _MAX_EXTRA:
+                errors.append(f"y {len(extra) - _MAX_EXTRA} campos más no permitidos")
+        if errors:
+            return {"error": "argumentos no válidos: " + "; ".join(errors)}
         try:
             return {"resultado": getattr(self, name)(**a.model_dump())}
         except Exception as e:
-            return {"error": str(e)}
+            return {"error": _texto(e)}
+
+
+_EXTRA = "campo no permitido"
+_MAX_EXTRA = 5
+_INTERNO = "error interno de la herramienta"
+_NO_JSON = "resultado no representable en JSON"
+
+
+def _corto(key: object, n: int = 40) -> str:
+    """A field name for an error message, cut to ``n`` characters."""
+    k = key if isinstance(key, str) else repr(key)
+    return k if len(k) <= n else k[:n] + "…"
+
+
+def _texto(e: BaseException) -> str:
+    """An exception's message; a fixed one if even that fails."""
+    try:
+        return str(e)
+    except Exception:
+        return _INTERNO
