@@ -267,7 +267,35 @@ def test_runspec_carries_task_backend_and_agent(raw_config: Raw) -> None:
     assert dict(spec.params) == task["params"]
     assert dict(spec.backend_config) == raw_config["backends"]["anthropic"]
     assert dict(spec.agent) == {k: raw_config["agent"][k] for k in
-                                ("send_tools", "send_system_prompt", "system_prompt")}
+                                ("send_tools", "send_system_prompt", "system_prompt",
+                                 "defences")}
+
+
+def test_scenario_defences_override_the_agent_defaults(raw_config: Raw) -> None:
+    raw_config["agent"]["defences"]["scope_rule"] = True
+    cfg = parse(raw_config)
+    base = cfg.run("noticias_busi_abril", "openai", "inyeccion_obedece").agent["defences"]
+    assert base == {"delimit_tool_output": False, "scope_rule": True, "verifier_gate": False}
+    own = cfg.run("noticias_busi_abril", "openai",
+                  "inyeccion_obedece_delimitada").agent["defences"]
+    assert own == {"delimit_tool_output": True, "scope_rule": True, "verifier_gate": False}
+
+
+def test_fault_scenarios_are_refused_for_the_local_backend(raw_config: Raw) -> None:
+    raw_config["matrix"][-1]["backends"] = ["local"]
+    raw_config["matrix"][-1]["scenarios"] = ["fallo_429_recupera"]
+    raw_config["matrix"][-1]["tasks"] = ["variacion_busi"]
+    with pytest.raises(ConfigError) as info:
+        parse(raw_config)
+    assert "injects HTTP faults" in info.value.message
+
+
+def test_overlapping_faults_name_the_field(raw_config: Raw) -> None:
+    raw_config["scenarios"]["fallo_429_recupera"]["faults"] = [
+        {"attempt": 1, "status": 429}, {"attempt": 1, "status": 500}]
+    with pytest.raises(ConfigError) as info:
+        parse(raw_config)
+    assert info.value.field.startswith("scenarios.fallo_429_recupera.faults")
 
 
 def test_run_outside_the_matrix_is_a_keyerror(raw_config: Raw) -> None:

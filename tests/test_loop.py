@@ -217,7 +217,8 @@ def test_backend_error_ends_the_run(toolbox: Any) -> None:
     assert end == {"termination": "backend_error", "steps": 2, "answer": None,
                    "tokens_sent": 70, "calls": 1, "errors": 0}
     assert records[-1] == {"type": "error", "step": 2, "kind": "server", "status": 503,
-                           "message": "server: boom"}
+                           "message": "server: boom", "attempts": 1, "retryable": False,
+                           "history": []}
 
 
 def test_counts_in_end_data(toolbox: Any) -> None:

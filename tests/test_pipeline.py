@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 from tests.golden import diff_tables
 
 GOLDEN = ROOT / "tests" / "golden"
-TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "steps", "cumulative_tokens"]
+TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
+               "steps", "cumulative_tokens"]
 
 pytestmark = pytest.mark.e2e
 
@@ -115,3 +116,36 @@ def test_users_own_data_files_are_used_and_checked(tmp_path: Path, data_files) -
     closes = [c["result"]["resultado"]["cierre"]
               for c in trace.read(tmp_path / target).tool_calls() if c["name"] == "precio"]
     assert closes == [52.38, 55.76]  # 2 x 26.19 and 2 x 27.88: the user's file was used
+
+
+def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
+        pipeline: Path, tmp_path: Path) -> None:
+    """Kill the whole pipeline (SIGKILL, process group) while traces are being written;
+    a plain rerun completes and its tables are byte-identical to an uninterrupted run."""
+    import os
+    import signal
+    import time
+
+    copy_workflow(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    traces = tmp_path / "results" / "traces"
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(list(traces.glob("*/*/*.jsonl"))) >= 5:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    written = len(list(traces.glob("*/*/*.jsonl")))
+    assert 5 <= written < len(list((pipeline / "results" / "traces").glob("*/*/*.jsonl")))
+    assert not (tmp_path / "results" / "tables" / "runs.csv").exists()
+
+    rerun = snakemake(tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    for name in TABLES:
+        expected = (pipeline / "results" / "tables" / f"{name}.csv").read_bytes()
+        assert (tmp_path / "results" / "tables" / f"{name}.csv").read_bytes() == expected, name

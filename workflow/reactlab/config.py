@@ -198,11 +198,13 @@ def _resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
     """The scenario with ``extends`` applied: its base's script, its own limits."""
     entry = raw["scenarios"][sid]
     if "strategy" in entry:
-        return {"model": sid, "strategy": entry["strategy"], "limits": entry.get("limits", {})}
+        return {"model": sid, "strategy": entry["strategy"], "limits": entry.get("limits", {}),
+                "defences": entry.get("defences", {})}
     if "extends" not in entry:
         return {"model": sid, "steps": entry["steps"],
                 "repeat_last": entry.get("repeat_last", False),
-                "limits": entry.get("limits", {})}
+                "limits": entry.get("limits", {}), "defences": entry.get("defences", {}),
+                "faults": entry.get("faults", [])}
     base_id = entry["extends"]
     base = raw["scenarios"].get(base_id)
     if base is None:
@@ -212,7 +214,9 @@ def _resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
                           f"{base_id!r} is not a scripted scenario with `steps`; extend one")
     return {"model": base_id, "steps": base["steps"],
             "repeat_last": base.get("repeat_last", False),
-            "limits": {**base.get("limits", {}), **entry.get("limits", {})}}
+            "limits": {**base.get("limits", {}), **entry.get("limits", {})},
+            "defences": {**base.get("defences", {}), **entry.get("defences", {})},
+            "faults": entry.get("faults", base.get("faults", []))}
 
 
 def parse(raw: Mapping[str, Any]) -> Config:
@@ -227,6 +231,10 @@ def parse(raw: Mapping[str, Any]) -> Config:
                              else Script.from_config(sid, scen).names())
         except ScriptError as exc:
             raise ConfigError(f"scenarios.{sid}.steps", str(exc)) from exc
+        if scen.get("faults"):
+            from reactlab.faults import parse_plan
+
+            parse_plan(scen["faults"], f"scenarios.{sid}.faults")  # overlaps, kinds
         scen_cache[sid] = scen
 
     runs: list[RunSpec] = []
@@ -263,6 +271,10 @@ def parse(raw: Mapping[str, Any]) -> Config:
                                 f"runs a real model and needs a `strategy` scenario, not the "
                                 f"script {s!r}" if model_backend else
                                 f"plays scripts and cannot run the `strategy` scenario {s!r}"))
+                    if scen.get("faults") and raw["backends"][b]["provider"] == "local":
+                        raise ConfigError(
+                            f"matrix[{i}]", f"scenario {s!r} injects HTTP faults, which the "
+                            f"local backend {b!r} has no HTTP layer to receive")
                     if (t, b, s) in seen:
                         continue
                     seen.add((t, b, s))
@@ -273,13 +285,16 @@ def parse(raw: Mapping[str, Any]) -> Config:
                         script=({"model": scen["model"], "strategy": scen["strategy"]}
                                 if "strategy" in scen else
                                 {"model": scen["model"], "steps": scen["steps"],
-                                 "repeat_last": scen["repeat_last"]}),
+                                 "repeat_last": scen["repeat_last"],
+                                 # only when present, so that other runs' hashes stay put
+                                 **({"faults": scen["faults"]} if scen["faults"] else {})}),
                         limits={"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
                                 "token_budget": scen["limits"].get("token_budget",
                                                                    agent["token_budget"])},
                         agent={"send_tools": agent["send_tools"],
                                "send_system_prompt": agent["send_system_prompt"],
-                               "system_prompt": agent["system_prompt"]},
+                               "system_prompt": agent["system_prompt"],
+                               "defences": {**agent["defences"], **scen["defences"]}},
                     ))
     fig = raw["figure"]
     for name in ("loop", "reference"):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Any, Protocol
 
+from reactlab.defences import OUT_OF_SCOPE, out_of_scope
 from reactlab.errors import BackendError
 from reactlab.types import BudgetExceeded, Session, ToolCall, ToolOutcome
 
@@ -32,14 +34,21 @@ def call_key(call: ToolCall) -> str:
 
 
 def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
-                    seen: set[str]) -> ToolOutcome:
-    """Validate and execute one call; every failure comes back as data."""
+                    seen: set[str], scope: frozenset[str] | None = None) -> ToolOutcome:
+    """Validate and execute one call; every failure comes back as data.
+
+    With ``scope`` (the scope rule), a call on a ticker outside it is refused unexecuted.
+    """
     if call.arguments is None or call.name is None:
         return ToolOutcome(call, {"error": INVALID_JSON}, "invalid")
     key = call_key(call)
     if key in seen:
         return ToolOutcome(call, {"error": REPEATED}, "repeated")
     seen.add(key)
+    if scope is not None:
+        ticker = out_of_scope(call.arguments, scope)
+        if ticker is not None:
+            return ToolOutcome(call, {"error": OUT_OF_SCOPE.format(ticker=ticker)}, "blocked")
     result = tools.execute(call.name, call.arguments, allowed)
     if call.name not in allowed:
         return ToolOutcome(call, result, "unknown")
@@ -47,8 +56,13 @@ def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
 
 
 def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_steps: int,
-              token_budget: int | None, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Run the loop to termination, emitting trace records; return the end record's data."""
+              token_budget: int | None, emit: Callable[[dict[str, Any]], None], *,
+              scope: frozenset[str] | None = None, delimit: bool = False) -> dict[str, Any]:
+    """Run the loop to termination, emitting trace records; return the end record's data.
+
+    ``scope`` turns on the scope rule (tickers a call may touch); ``delimit`` sends tool
+    output marked as data (see :mod:`reactlab.defences`).
+    """
     seen: set[str] = set()
     sent = calls = errors = 0
     answer: str | None = None
@@ -65,7 +79,9 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             break
         except BackendError as exc:
             emit({"type": "error", "step": step, "kind": exc.kind, "status": exc.status,
-                  "message": str(exc)})
+                  "message": str(exc), "attempts": getattr(exc, "attempts", 1),
+                  "retryable": getattr(exc, "retryable", False),
+                  "history": getattr(exc, "history", [])})
             termination = "backend_error"
             break
         sent += turn.tokens_sent
@@ -77,7 +93,8 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             emit({"type": "answer", "step": step, "text": answer})
             termination = "answer"
             break
-        outcomes = [guarded_execute(c, tools, allowed, seen) for c in turn.calls]
+        outcomes = [replace(guarded_execute(c, tools, allowed, seen, scope), delimit=delimit)
+                    for c in turn.calls]
         for oc in outcomes:
             calls += 1
             errors += oc.is_error
@@ -87,8 +104,9 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             if oc.call.raw is not None:
                 rec["raw"] = oc.call.raw
             emit(rec)
-            if oc.status == "repeated":
-                emit({"type": "guardrail", "step": step, "rule": "repeated_call",
+            if oc.status in ("repeated", "blocked"):
+                emit({"type": "guardrail", "step": step,
+                      "rule": "repeated_call" if oc.status == "repeated" else "scope_rule",
                       "id": oc.call.id})
         session.add_results(outcomes)
     else:

@@ -54,8 +54,14 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, A
 
         end = run_plan_execute(spec, load_model(spec), tools, writer.add)
     else:
+        from reactlab.defences import NO_DEFENCES, question_tickers
+
+        defences = spec.agent.get("defences", NO_DEFENCES)
         session = open_session(spec)
         end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
-                        spec.limits["token_budget"], writer.add)
+                        spec.limits["token_budget"], writer.add,
+                        scope=question_tickers(spec.question) if defences["scope_rule"]
+                        else None,
+                        delimit=defences["delimit_tool_output"])
     writer.close(end)
     return end

@@ -135,8 +135,13 @@ class Script:
         return {n for step in self.steps for s in strings_in(step) for n in template_names(s)}
 
     def action(self, turn: int, params: Mapping[str, Any], question: str,
-               results: Sequence[Mapping[str, Any]]) -> Action:
-        """The action for assistant turn ``turn`` (0-based) given the results so far."""
+               results: Sequence[Mapping[str, Any]], seen: str = "") -> Action:
+        """The action for assistant turn ``turn`` (0-based) given the results so far.
+
+        ``seen`` is the tool output text exactly as the model was sent it; a ``branch``
+        step picks ``then`` when its ``if_seen`` text appears there, ``else`` otherwise
+        (this is how a scripted model "obeys" an instruction it can see verbatim).
+        """
         if turn >= len(self.steps):
             if not self.repeat_last:
                 raise ScriptError(
@@ -145,6 +150,9 @@ class Script:
                 )
             turn = len(self.steps) - 1
         step = self.steps[turn]
+        while "branch" in step:
+            branch = step["branch"]
+            step = branch["then"] if branch["if_seen"] in seen else branch["else"]
         namespace = {
             **params,
             "question": question,

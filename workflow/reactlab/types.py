@@ -37,12 +37,14 @@ class ToolOutcome:
 
     ``status`` is one of ``ok``, ``error`` (the tool or its validation said no),
     ``invalid`` (arguments were not JSON), ``unknown`` (no such tool offered),
-    ``repeated`` (same call already made; not executed).
+    ``repeated`` (same call already made; not executed), ``blocked`` (refused by the
+    scope rule; not executed).
     """
 
     call: ToolCall
     result: dict[str, Any]
     status: str
+    delimit: bool = False  # send it marked as data (the delimiting defence)
 
     @property
     def is_error(self) -> bool:

@@ -18,6 +18,59 @@ try:
 except ConfigError as _exc:
     raise WorkflowError(f"invalid configuration: {_exc}") from None
 
+def _clear_stale_locks():
+    """Make a plain rerun work after a crash (SIGKILL, power loss).
+
+    Snakemake's own directory lock survives a killed run and then demands `--unlock`.
+    An flock held by every live Snakemake process of this project (released by the
+    kernel when the process dies, however it dies) tells a stale lock from a live one:
+    if nobody holds it, the remaining Snakemake locks are stale and are removed.
+    """
+    import fcntl
+
+    meta = Path(".snakemake")
+    meta.mkdir(exist_ok=True)
+    handle = open(meta / "reactlab.flock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()  # another run is live here: leave its locks to Snakemake
+        return None
+    for lock in (meta / "locks").glob("*.lock"):
+        lock.unlink()
+    _settle_incomplete(meta / "incomplete")
+    return handle  # kept open (and locked) until this process exits
+
+
+def _settle_incomplete(folder):
+    """Resolve the "incomplete" marks a killed run left behind.
+
+    Every output of this workflow is published by an atomic rename, so an output file
+    that exists is complete even if the run died before Snakemake cleared its mark (a
+    trace is also checked against its own checksum, and deleted if it fails, so that it
+    is regenerated). Marks of files that do not exist are simply dropped.
+    """
+    import base64
+
+    from reactlab.errors import TraceError
+    from reactlab.trace import read as read_trace
+
+    for marker in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = "".join(marker.relative_to(folder).parts)
+        try:
+            path = Path(base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode())
+        except (ValueError, UnicodeDecodeError):
+            continue  # not a mark we understand: leave it to Snakemake
+        if path.suffix == ".jsonl" and path.is_file():
+            try:
+                read_trace(path)
+            except TraceError:
+                path.unlink()
+        marker.unlink()
+
+
+_RUN_LOCK = _clear_stale_locks()
+
 # The interpreter that runs Snakemake also runs every job (the project's environment).
 PY = sys.executable
 RUNS = {r.key: r for r in RL.runs}
@@ -35,6 +88,20 @@ def data_file(kind):
     return str(path) if path.exists() else f"data/generated/{path.name}"
 
 
+def _code_hash():
+    """sha256 of the package's source: a rule parameter, so that changing the code that
+    computes an output reruns it (Snakemake's own code trigger sees only the rule text)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    root = Path(workflow.basedir) / "workflow"
+    for path in sorted([*root.glob("reactlab/**/*.py"), *root.glob("schemas/*.yaml")]):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+CODE = _code_hash()
+
 PRICES = data_file("prices")
 NEWS = data_file("news")
 GENERATED = [f"data/generated/{Path(config['data'][k]).name}" for k in ("prices", "news")]
@@ -45,7 +112,8 @@ BUILTIN_MODEL = "data/models/SmolLM2-135M-Instruct"
 
 TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
-TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "steps", "cumulative_tokens"]
+TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
+               "steps", "cumulative_tokens"]
 TABLES = [f"results/tables/{name}.csv" for name in TABLE_NAMES]
 FIGURES = ["results/figures/cumulative_tokens.png"]
 

@@ -8,6 +8,7 @@ rule generate_data:
         news=GENERATED[1],
     params:
         seed=config["data"]["seed"],
+        code=CODE,
     log:
         "results/logs/generate_data.log",
     shell:

@@ -9,6 +9,7 @@ rule tables:
         TABLES,
     params:
         figure=json.dumps(config["figure"]),
+        code=CODE,
     log:
         "results/logs/tables.log",
     shell:
@@ -23,6 +24,7 @@ rule figure_cumulative_tokens:
         "results/figures/cumulative_tokens.png",
     params:
         figure=json.dumps(config["figure"]),
+        code=CODE,
     log:
         "results/logs/figure_cumulative_tokens.log",
     shell:

@@ -12,6 +12,7 @@ rule run_agent:
         "results/traces/{task}/{backend}/{scenario}.jsonl",
     params:
         spec=run_spec,
+        code=CODE,
     log:
         "results/logs/run/{task}/{backend}/{scenario}.log",
     threads: run_threads

@@ -6,6 +6,8 @@ rule verify:
         "results/traces/{task}/{backend}/{scenario}.jsonl",
     output:
         "results/verified/{task}/{backend}/{scenario}.json",
+    params:
+        code=CODE,
     log:
         "results/logs/verify/{task}/{backend}/{scenario}.log",
     shell:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from reactlab.errors import BackendError
 from reactlab.types import BudgetExceeded, RequestMeter
 
 if TYPE_CHECKING:
@@ -21,17 +22,21 @@ if TYPE_CHECKING:
 PROVIDERS = ("openai", "anthropic", "local")
 
 
-def open_session(spec: RunSpec) -> Session:
-    """A new conversation for ``spec`` on its backend (imports only that backend's SDK)."""
+def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None) -> Session:
+    """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
+
+    ``sleep`` is what the API adapters call to wait between attempts (default
+    :func:`reactlab.retry.default_sleep`); tests pass a recorder instead.
+    """
     provider = spec.backend_config["provider"]
     if provider == "openai":
         from reactlab.backends.openai_responses import OpenAIResponsesSession
 
-        return OpenAIResponsesSession(spec)
+        return OpenAIResponsesSession(spec, sleep=sleep)
     if provider == "anthropic":
         from reactlab.backends.anthropic_messages import AnthropicMessagesSession
 
-        return AnthropicMessagesSession(spec)
+        return AnthropicMessagesSession(spec, sleep=sleep)
     if provider == "local":
         from reactlab.backends import local
 
@@ -55,16 +60,21 @@ def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     return hook
 
 
+def protocol_error(exc: BaseException | None, detail: str | None = None) -> BackendError:
+    """BackendError("protocol"): a 2xx whose body is not a valid answer of the API."""
+    if detail is None:
+        if isinstance(exc, json.JSONDecodeError):
+            detail = f"the response body is not valid JSON ({exc})"
+        else:
+            detail = f"unexpected response: {exc!r}"
+    return BackendError("protocol", detail)
+
+
 def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, description, JSON schema) of the task's tools, in the task's order."""
     from reactlab.tools import TOOLS, json_schema
 
     return [(n, TOOLS[n].description, json_schema(n)) for n in spec.tools]
-
-
-def result_text(result: dict[str, Any]) -> str:
-    """A tool result as the API backends send it back: ``json.dumps`` defaults (ASCII)."""
-    return json.dumps(result)
 
 
 def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:

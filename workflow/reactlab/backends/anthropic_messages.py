@@ -1,14 +1,30 @@
-"""Anthropic Messages API adapter (official ``anthropic`` 2.x SDK, ``httpx2`` transport)."""
+"""Anthropic Messages API adapter (official ``anthropic`` 2.x SDK, ``httpx2`` transport).
+
+Retries are the project's own (:mod:`reactlab.retry`, the same loop as the openai
+adapter); the SDK client keeps ``max_retries=0``. Every request is one logical step:
+``ModelTurn.tokens_sent`` is the tokens of its body once, ``ModelTurn.attempts`` how many
+HTTP attempts it took, ``session.last_attempts`` the per-attempt log of the last step.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx2
+from anthropic.types import Message
 
-from reactlab.backends import metering_hook, parse_arguments, result_text, tool_definitions
+from reactlab import retry
+from reactlab.backends import (
+    metering_hook,
+    parse_arguments,
+    protocol_error,
+    tool_definitions,
+)
+from reactlab.defences import tool_message
 from reactlab.errors import BackendError
+from reactlab.faults import FaultPlan
 from reactlab.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
@@ -16,42 +32,64 @@ if TYPE_CHECKING:
 
 SIMULATED_BASE_URL = "http://simulado"
 DEFAULT_MAX_TOKENS = 500
+API_KEY_HINT = retry.API_KEY_HINT
+# What a broken 200 can raise inside the SDK or while reading the parsed object.
+_CAUGHT = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
 
 
-def _transport(spec: RunSpec) -> httpx2.BaseTransport:
+def _transport(spec: RunSpec) -> tuple[httpx2.BaseTransport, FaultPlan]:
     from reactlab.simulate import ScriptedPolicy
-    from reactlab.simulate.anthropic_messages import handler
+    from reactlab.simulate import anthropic_messages as sim
 
     policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)
-    return httpx2.MockTransport(handler(policy))
+    plan = FaultPlan.from_script(spec.script)
+    handle = sim.handler(policy)
+    return httpx2.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan
 
 
-def translate_error(exc: Exception, meter: RequestMeter) -> Exception:
+def translate_error(exc: Exception, meter: RequestMeter | None = None) -> Exception:
     """SDK and transport errors → BudgetExceeded or BackendError (with a kind)."""
     if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        kind = ("rate_limit" if status == 429 else
-                "server" if status >= 500 or status == 529 else "client")
-        msg = str(exc)
-        if status == 401:
-            msg += " (check the API key)"
-        return BackendError(kind, msg, status=status)
+        return retry.status_error(exc.status_code, str(exc), api_key_hint=API_KEY_HINT)
     if isinstance(exc, anthropic.APITimeoutError):
-        return BackendError("timeout", str(exc))
+        return BackendError("timeout", f"{exc} ({exc.__cause__!r})")
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__
         if isinstance(cause, BudgetExceeded):
             return cause
         return BackendError("connection", f"{exc} ({cause!r})")
-    return BackendError("protocol", f"unexpected response: {exc!r}")
+    return protocol_error(exc)
+
+
+def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
+    """(calls, text, content blocks to keep) of a Message; BackendError("protocol") if the
+    object is not a Messages API answer (an HTML page, JSON without ``content`` ...)."""
+    if not isinstance(r, Message):
+        raise protocol_error(None, f"expected a Messages API object, got {type(r).__name__}"
+                                   f" {str(r)[:80]!r}")
+    content = getattr(r, "content", None)
+    if not isinstance(content, list):
+        raise protocol_error(None, "the response has no `content` list")
+    calls = []
+    for b in content:
+        if getattr(b, "type", None) == "tool_use":
+            args, raw = parse_arguments(b.input)
+            calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
+    text = "".join(b.text for b in content if getattr(b, "type", None) == "text")
+    dumped = [b.model_dump(exclude_none=True, warnings=False) for b in content]
+    return calls, text, dumped
 
 
 class AnthropicMessagesSession:
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None) -> None:
         self.meter = RequestMeter()
         if spec.backend_config["mode"] != "simulated":
             raise BackendError("client", f"unsupported mode {spec.backend_config['mode']!r}")
-        http = httpx2.Client(transport=_transport(spec),
+        self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
+        self.sleep = sleep
+        self.last_attempts: list[dict[str, Any]] = []
+        transport, self.faults = _transport(spec)
+        http = httpx2.Client(transport=transport,
                              event_hooks={"request": [metering_hook(self.meter)]})
         self.client = anthropic.Anthropic(api_key="sk-simulado", base_url=SIMULATED_BASE_URL,
                                           http_client=http, max_retries=0)
@@ -65,32 +103,37 @@ class AnthropicMessagesSession:
         if spec.agent["send_system_prompt"]:
             self.extra["system"] = spec.agent["system_prompt"]
 
+    def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
+        r = self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
+                                        messages=self.history, **self.extra)
+        return read_message(r)
+
     def request(self, budget_left: int | None) -> ModelTurn:
         self.meter.limit = budget_left
+        self.meter.take()
+        self.last_attempts = []
         try:
-            r = self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
-                                            messages=self.history, **self.extra)
-            calls = []
-            for b in r.content:
-                if b.type == "tool_use":
-                    args, raw = parse_arguments(b.input)
-                    calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
-            text = "".join(b.text for b in r.content if b.type == "text")
-            dumped = [b.model_dump(exclude_none=True, warnings=False) for b in r.content]
-        except BudgetExceeded:
+            (calls, text, dumped), self.last_attempts = retry.call(
+                self._attempt, translate_error, self.retry_policy, catch=_CAUGHT, sleep=self.sleep)
+        except BackendError as exc:
+            self.last_attempts = exc.history  # type: ignore[attr-defined]
             raise
-        except (anthropic.AnthropicError, ValueError, AttributeError, TypeError,
-                KeyError) as exc:
-            raise translate_error(exc, self.meter) from exc
+        finally:
+            counts = self.meter.take()
         self.history.append({"role": "assistant", "content": dumped})
-        counts = self.meter.take()
-        return ModelTurn(text=text, calls=tuple(calls), tokens_sent=sum(counts),
-                         attempts=len(counts))
+        return ModelTurn(text=text, calls=tuple(calls), tokens_sent=counts[-1],
+                         attempts=len(self.last_attempts))
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         if not outcomes:
             return
         self.history.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": oc.call.id,
-             "content": result_text(oc.result), "is_error": oc.is_error}
+             "content": _sent(oc), "is_error": oc.is_error}
             for oc in outcomes]})
+
+
+def _sent(oc: ToolOutcome) -> str:
+    """A tool result as this API gets it back: ``json.dumps`` defaults (ASCII escapes),
+    marked as data when the delimiting defence is on."""
+    return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)

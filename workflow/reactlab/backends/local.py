@@ -21,6 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from reactlab.backends import tool_definitions
+from reactlab.defences import tool_message
 from reactlab.errors import BackendError, ScriptError
 from reactlab.local.hermes import ParseResult, parse_tool_calls, render_tools_system
 from reactlab.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
@@ -70,8 +71,8 @@ class _TextSession:
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:
-            self.messages.append({"role": "tool",
-                                  "content": json.dumps(oc.result, ensure_ascii=False)})
+            self.messages.append({"role": "tool", "content": tool_message(
+                oc.result, delimit=oc.delimit, ensure_ascii=False)})
 
 
 class LocalScriptedSession(_TextSession):
@@ -91,9 +92,10 @@ class LocalScriptedSession(_TextSession):
         return [parse_tool_output(m["content"]) for m in self.messages if m["role"] == "tool"]
 
     def _write(self) -> str:
+        seen = "\n".join(m["content"] for m in self.messages if m["role"] == "tool")
         try:
             action = self.script.action(self.turn, self.spec.params, self.spec.question,
-                                        self._results())
+                                        self._results(), seen)
         except ScriptError as exc:
             raise BackendError("client", str(exc)) from exc
         if action.text is not None:
