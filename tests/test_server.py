@@ -1,0 +1,495 @@
+"""Tests of the simulators served over real HTTP (``reactlab.server``) on loopback.
+
+The central property: the official SDKs pointed at the server over a real socket write
+traces byte-identical to the in-process ``MockTransport`` runs, for every scripted API run
+of the shipped matrix. Then the documented shapes and errors as ``curl`` sees them.
+
+Sockets: conftest's autouse fixture refuses every connection; ``loopback`` lets
+connections to 127.0.0.1 / localhost / ::1 through and still refuses anything else.
+Every request has a timeout and every server is shut down in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from reactlab import trace
+from reactlab.backends import metering_hook
+from reactlab.backends.anthropic_messages import AnthropicMessagesSession
+from reactlab.backends.openai_responses import OpenAIResponsesSession
+from reactlab.config import RunSpec, load
+from reactlab.errors import ConfigError
+from reactlab.runner import run_to_trace
+from reactlab.server import RUN_HEADER, ServerThread, served_models
+
+ROOT = Path(__file__).resolve().parents[1]
+CURL = "/usr/bin/curl"
+TIMEOUT = 10.0  # seconds, for every request a test makes
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+_CONNECT = socket.socket.connect
+_CREATE_CONNECTION = socket.create_connection
+
+SHIPPED = load(ROOT / "config.yaml")
+# Every run of the shipped matrix on an API backend: variacion_busi (faults included),
+# cierre_acme, noticias_busi and noticias_busi_abril.
+API_RUNS = [r for r in SHIPPED.runs if r.backend_config["provider"] in ("openai", "anthropic")
+            and r.backend_config["mode"] == "simulated"]
+
+
+def _host(address: Any) -> str | None:
+    return address[0] if isinstance(address, tuple) and address else None
+
+
+@pytest.fixture
+def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Allow connections to loopback addresses only (after conftest's blanket refusal)."""
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if _host(address) not in LOOPBACK:
+            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
+        _CONNECT(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if _host(address) not in LOOPBACK:
+            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
+        return _CREATE_CONNECTION(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerThread]:
+    srv = ServerThread(SHIPPED)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_loopback_fixture_still_refuses_other_hosts(loopback: None) -> None:
+    with pytest.raises(RuntimeError, match="not loopback"):
+        socket.create_connection(("192.0.2.1", 80), timeout=1)
+    with socket.socket() as s, pytest.raises(RuntimeError, match="not loopback"):
+        s.connect(("192.0.2.1", 80))
+
+
+# --- parity with the in-process runs -----------------------------------------------------
+
+
+def _served_name(spec: RunSpec) -> str:
+    """The model name the socket run sends: the script's model name, as in process, except
+    for a scenario with faults, which the server knows by the scenario's own name (its
+    script's name, e.g. `correcto`, plays without faults)."""
+    return spec.scenario if spec.script.get("faults") else spec.script["model"]
+
+
+def _metering(session: Any, sent_as: str, counted_as: str,
+              seen: list[bytes]) -> Callable[[Any], None]:
+    """The adapter's metering hook, counting the body as the in-process run sends it.
+
+    The bodies differ only by the model name when the name had to change
+    (:func:`_served_name`); that one JSON string is swapped back before counting, and the
+    test checks it occurs exactly once and that nothing else differs.
+    """
+    hook = metering_hook(session.meter)
+    sent, counted = json.dumps(sent_as).encode(), json.dumps(counted_as).encode()
+
+    def count(request: Any) -> None:
+        seen.append(bytes(request.content))
+        content = request.content
+        if sent != counted:
+            assert content.count(sent) == 1, content
+            content = content.replace(sent, counted)
+            assert json.loads(content) == {**json.loads(request.content), "model": counted_as}
+        hook(SimpleNamespace(content=content))
+
+    return count
+
+
+def socket_session(spec: RunSpec, url: str, seen: list[bytes]) -> Any:
+    """The adapter's own session, its SDK client swapped for one on a real socket
+    (``seen`` collects the bodies it sends)."""
+    name, run = _served_name(spec), {RUN_HEADER: uuid.uuid4().hex}
+    if spec.backend_config["provider"] == "openai":
+        session: Any = OpenAIResponsesSession(spec)
+        session.client.close()
+        http = httpx.Client(timeout=TIMEOUT, event_hooks={"request": [
+            _metering(session, name, session.model, seen)]})
+        session.client = openai.OpenAI(api_key="sk-test", base_url=url + "/v1",
+                                       http_client=http, max_retries=0, default_headers=run)
+    else:
+        session = AnthropicMessagesSession(spec)
+        session.client.close()
+        http2 = httpx2.Client(timeout=TIMEOUT, event_hooks={"request": [
+            _metering(session, name, session.model, seen)]})
+        session.client = anthropic.Anthropic(api_key="sk-test", base_url=url,
+                                             http_client=http2, max_retries=0,
+                                             default_headers=run)
+    session.model = name
+    return session
+
+
+@pytest.mark.parametrize("spec", API_RUNS, ids=lambda r: r.key)
+def test_sdk_over_socket_writes_the_in_process_trace(
+        spec: RunSpec, server: ServerThread, toolbox: Any, tmp_path: Path,
+        loopback: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reactlab.retry
+
+    # The waits between attempts are recorded in the trace; nothing needs to wait them.
+    monkeypatch.setattr(reactlab.retry, "default_sleep", lambda seconds: None)
+    in_process = tmp_path / "in_process.jsonl"
+    run_to_trace(spec, toolbox, in_process)
+
+    import reactlab.backends
+
+    sessions: list[Any] = []
+    seen: list[bytes] = []
+
+    def open_socket_session(s: RunSpec, **_: Any) -> Any:
+        sessions.append(socket_session(s, server.url, seen))
+        return sessions[-1]
+
+    monkeypatch.setattr(reactlab.backends, "open_session", open_socket_session)
+    over_socket = tmp_path / "over_socket.jsonl"
+    run_to_trace(spec, toolbox, over_socket)
+    assert len(sessions) == 1 and str(sessions[0].client.base_url).startswith(server.url)
+    assert seen  # the requests went through the socket client
+
+    a, b = trace.read(in_process), trace.read(over_socket)
+    assert [*b.records, b.end] == [*a.records, a.end]
+    assert over_socket.read_bytes() == in_process.read_bytes()
+
+
+def test_parity_covers_the_tasks_and_the_faults() -> None:
+    tasks = {r.task for r in API_RUNS}
+    assert {"variacion_busi", "cierre_acme", "noticias_busi", "noticias_busi_abril"} <= tasks
+    assert {r.scenario for r in API_RUNS if r.script.get("faults")} == {
+        "fallo_429_recupera", "fallo_servidor_persistente", "fallo_respuesta_rota"}
+    assert len(API_RUNS) == 46
+
+
+def test_sdk_model_lists(server: ServerThread, loopback: None) -> None:
+    with httpx.Client(timeout=TIMEOUT) as http:
+        oa = openai.OpenAI(api_key="sk-test", base_url=server.url + "/v1", http_client=http,
+                           max_retries=0)
+        ids = [m.id for m in oa.models.list()]
+    with httpx2.Client(timeout=TIMEOUT) as http2:
+        an = anthropic.Anthropic(api_key="sk-test", base_url=server.url, http_client=http2,
+                                 max_retries=0)
+        page = an.models.list()
+        ids2 = [m.id for m in page.data]
+    assert ids == ids2 == list(served_models(SHIPPED))
+    assert ids[0] == "correcto"
+    assert "cierre_acme/ticker_inexistente" in ids
+
+
+def test_sdk_unknown_model_raises_not_found(server: ServerThread, loopback: None) -> None:
+    with httpx.Client(timeout=TIMEOUT) as http:
+        oa = openai.OpenAI(api_key="sk-test", base_url=server.url + "/v1", http_client=http,
+                           max_retries=0)
+        with pytest.raises(openai.NotFoundError) as e1:
+            oa.responses.create(model="gpt-4o", input="hola")
+    assert e1.value.code == "model_not_found"
+    with httpx2.Client(timeout=TIMEOUT) as http2:
+        an = anthropic.Anthropic(api_key="sk-test", base_url=server.url, http_client=http2,
+                                 max_retries=0)
+        with pytest.raises(anthropic.NotFoundError) as e2:
+            an.messages.create(model="claude-x", max_tokens=10,
+                               messages=[{"role": "user", "content": "hola"}])
+    assert e2.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+
+
+# --- curl: the documented shapes ---------------------------------------------------------
+
+
+def curl(server: ServerThread | str, path: str, body: str | None = None, *,
+         method: str = "POST", headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """(status, parsed JSON body) of one curl request to a server (or its base URL)."""
+    base = server if isinstance(server, str) else server.url
+    cmd = [CURL, "-s", "--max-time", str(TIMEOUT), "-X", method, base + path,
+           "-w", "\n%{http_code}"]
+    for k, v in {"content-type": "application/json", **(headers or {})}.items():
+        cmd += ["-H", f"{k}: {v}"]
+    if body is not None:
+        cmd += ["--data-binary", "@-"]  # the body from stdin: no limit on its size
+    proc = subprocess.run(cmd, input=body, capture_output=True, text=True,
+                          timeout=TIMEOUT + 10, check=True)
+    text, _, code = proc.stdout.rpartition("\n")
+    return int(code), json.loads(text)
+
+
+def _openai_error(payload: Any) -> dict[str, Any]:
+    assert set(payload) == {"error"}
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    return payload["error"]
+
+
+def _anthropic_error(payload: Any) -> dict[str, Any]:
+    assert set(payload) == {"type", "error"} and payload["type"] == "error"
+    assert set(payload["error"]) == {"type", "message"}
+    return payload["error"]
+
+
+def test_curl_responses_shape(server: ServerThread) -> None:
+    status, r = curl(server, "/v1/responses", json.dumps(
+        {"model": "correcto", "input": "¿Cuánto cambió BUSI?"}))
+    assert status == 200
+    assert {"id", "object", "created_at", "status", "model", "output"} <= set(r)
+    assert (r["object"], r["status"], r["model"], r["created_at"]) == (
+        "response", "completed", "correcto", 0)
+    calls = r["output"]
+    assert [c["type"] for c in calls] == ["function_call", "function_call"]
+    assert {"id", "call_id", "name", "arguments", "status"} <= set(calls[0])
+    assert [json.loads(c["arguments"]) for c in calls] == [
+        {"ticker": "BUSI", "fecha": "2024-03-15"}, {"ticker": "BUSI", "fecha": "2024-03-22"}]
+
+
+def test_curl_messages_shape(server: ServerThread) -> None:
+    status, m = curl(server, "/v1/messages", json.dumps({
+        "model": "cierre_acme/ticker_inexistente", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "¿Cuál fue el cierre de ACME?"}]}))
+    assert status == 200
+    assert {"id", "type", "role", "model", "content", "stop_reason", "usage"} <= set(m)
+    assert (m["type"], m["role"], m["stop_reason"]) == ("message", "assistant", "tool_use")
+    assert m["model"] == "ticker_inexistente"  # the script that played (an alias resolved)
+    assert m["content"] == [{"type": "tool_use", "id": "toolu_0_0", "name": "precio",
+                             "input": {"ticker": "ACME", "fecha": "2024-03-15"}}]
+
+
+def test_curl_plays_a_whole_conversation(server: ServerThread) -> None:
+    """The answer of the last step, from a conversation a client writes by hand."""
+    question = "¿Cuál fue el cierre de ACME el 2024-03-15?"
+    result = json.dumps({"error": "ticker desconocido"})
+    status, r = curl(server, "/v1/responses", json.dumps({"model": "ticker_inexistente",
+        "input": [{"role": "user", "content": question},
+                  {"type": "function_call", "call_id": "c1", "name": "precio",
+                   "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "c1", "output": result}]}))
+    assert status == 200
+    assert r["output"][0]["type"] == "message"
+    assert r["output"][0]["content"][0]["text"] == (
+        "No hay datos de ACME: la herramienta indica que el ticker no existe.")
+
+
+def test_curl_bodies_are_deterministic(server: ServerThread) -> None:
+    body = json.dumps({"model": "correcto", "input": "x"})
+    assert curl(server, "/v1/responses", body) == curl(server, "/v1/responses", body)
+
+
+@pytest.mark.parametrize(("path", "body", "status", "param"), [
+    ("/v1/responses", "{not json", 400, None),
+    ("/v1/responses", '{"input": "x"}', 400, "model"),
+    ("/v1/responses", '{"model": "correcto"}', 400, "input"),
+    ("/v1/responses", '{"model": 7, "input": "x"}', 400, "model"),
+    ("/v1/responses", '["model", "input"]', 400, None),
+])
+def test_curl_openai_bad_requests(server: ServerThread, path: str, body: str, status: int,
+                                  param: str | None) -> None:
+    got, payload = curl(server, path, body)
+    assert got == status
+    err = _openai_error(payload)
+    assert (err["type"], err["param"]) == ("invalid_request_error", param)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ("{not json", None),
+    ('{"max_tokens": 5, "messages": []}', "model"),
+    ('{"model": "correcto", "max_tokens": 5}', "messages"),
+    ('{"model": "correcto", "messages": []}', "max_tokens"),
+])
+def test_curl_anthropic_bad_requests(server: ServerThread, body: str,
+                                     field: str | None) -> None:
+    got, payload = curl(server, "/v1/messages", body)
+    assert got == 400
+    err = _anthropic_error(payload)
+    assert err["type"] == "invalid_request_error"
+    if field is not None:
+        assert err["message"] == f"{field}: Field required"
+
+
+def test_curl_hostile_bodies(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answered in the API's shape, never a crash: a lone surrogate as the model name,
+    JSON nested past Python's recursion limit, a body over the size limit."""
+    import reactlab.server
+
+    status, payload = curl(server, "/v1/responses", '{"model": "\\ud800", "input": "x"}')
+    assert status == 404 and _openai_error(payload)["code"] == "model_not_found"
+    status, payload = curl(server, "/v1/messages", "[" * 100_000 + "]" * 100_000)
+    assert status == 400 and _anthropic_error(payload)["type"] == "invalid_request_error"
+    monkeypatch.setattr(reactlab.server, "MAX_BODY", 1000)
+    big = json.dumps({"model": "correcto", "input": "x" * 2000})
+    status, payload = curl(server, "/v1/messages", big)
+    assert status == 413 and _anthropic_error(payload)["type"] == "request_too_large"
+    status, payload = curl(server, "/v1/responses", big)
+    assert status == 413 and _openai_error(payload)["type"] == "invalid_request_error"
+
+
+def test_curl_unknown_model(server: ServerThread) -> None:
+    status, payload = curl(server, "/v1/responses", '{"model": "gpt-4o", "input": "x"}')
+    assert status == 404
+    assert _openai_error(payload)["code"] == "model_not_found"
+    status, payload = curl(server, "/v1/messages",
+                           '{"model": "claude-x", "max_tokens": 5, "messages": []}')
+    assert status == 404
+    assert _anthropic_error(payload)["type"] == "not_found_error"
+    # a scenario on a task that lacks its parameters is not served either
+    status, _ = curl(server, "/v1/responses", '{"model": "cierre_acme/correcto", "input": "x"}')
+    assert status == 404
+
+
+@pytest.mark.parametrize(("method", "path", "status", "anthropic_shape"), [
+    ("GET", "/v1/responses", 405, False),
+    ("GET", "/v1/messages", 405, True),
+    ("POST", "/v1/models", 405, False),
+    ("GET", "/v1/chat/completions", 404, False),
+    ("POST", "/v1/messages/batches", 404, True),
+    ("GET", "/nada", 404, False),
+])
+def test_curl_wrong_method_and_path(server: ServerThread, method: str, path: str, status: int,
+                                    anthropic_shape: bool) -> None:
+    got, payload = curl(server, path, method=method)
+    assert got == status
+    err = _anthropic_error(payload) if anthropic_shape else _openai_error(payload)
+    assert err["type"] == ("not_found_error" if anthropic_shape and status == 404
+                           else "invalid_request_error")
+
+
+def test_curl_models_and_health(server: ServerThread) -> None:
+    status, listing = curl(server, "/v1/models", method="GET")
+    assert status == 200 and listing["object"] == "list"
+    assert listing["data"][0] == {"id": "correcto", "object": "model", "created": 0,
+                                  "owned_by": "reactlab"}
+    status, health = curl(server, "/healthz", method="GET")
+    assert (status, health) == (200, {"status": "ok", "models": len(listing["data"])})
+
+
+def test_curl_fault_scenario_per_run_header(server: ServerThread) -> None:
+    """A fault plan per run: each new run header meets the 429 again, then recovers."""
+    body = json.dumps({"model": "fallo_429_recupera", "input": "x"})
+    for run in ("a", "b"):
+        assert curl(server, "/v1/responses", body, headers={RUN_HEADER: run})[0] == 429
+        assert curl(server, "/v1/responses", body, headers={RUN_HEADER: run})[0] == 200
+    # without the header: a repeat of a step already answered cleanly starts a new run
+    assert [curl(server, "/v1/responses", body)[0] for _ in range(4)] == [429, 200, 429, 200]
+    status, payload = curl(server, "/v1/messages", json.dumps(
+        {"model": "fallo_429_recupera", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "x"}]}), headers={RUN_HEADER: "c"})
+    assert status == 429
+    assert _anthropic_error(payload)["type"] == "rate_limit_error"
+
+
+def test_requests_are_logged(server: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "reactlab.server"]
+
+    with caplog.at_level(logging.INFO, logger="reactlab.server"):
+        curl(server, "/v1/responses", '{"model": "correcto", "input": "x"}')
+        deadline = time.monotonic() + TIMEOUT  # the line is written after the answer is sent
+        while not lines() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    line = lines()[-1]
+    assert line.startswith("POST /v1/responses -> 200 ")
+    assert 'model="correcto" task="variacion_busi" scenario="correcto" step=1' in line
+
+
+# --- model names, lifecycle, command line -----------------------------------------------
+
+
+def test_model_names() -> None:
+    models = served_models(SHIPPED)
+    assert models["correcto"].task == "variacion_busi"
+    assert models["ticker_inexistente"].task == "cierre_acme"
+    assert models["inyeccion_obedece"].task == "noticias_busi_abril"
+    assert models["bucle_sin_limite"].script.name == "bucle"  # extends: the base's script
+    assert models["fallo_429_recupera"].faults and not models["correcto"].faults
+    assert "react" not in models and "variacion_busi/plan_execute" not in models
+    assert "cierre_acme/correcto" not in models  # the task lacks {desde}, {hasta}
+    on_task = served_models(SHIPPED, task="noticias_busi")
+    assert on_task["correcto"].task == "noticias_busi"
+    assert "cierre_inventado" not in on_task  # needs {fecha}
+    with pytest.raises(ConfigError, match="no task named 'nada'"):
+        served_models(SHIPPED, task="nada")
+
+
+def test_server_thread_reports_a_port_in_use() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        srv = ServerThread(SHIPPED, port=port, startup_timeout=5)
+        try:
+            with pytest.raises(RuntimeError, match="did not start"):
+                srv.start()
+        finally:
+            srv.stop()
+
+
+def test_server_thread_stops(loopback: None) -> None:
+    with ServerThread(SHIPPED) as srv:
+        url = srv.url
+        with httpx.Client(timeout=TIMEOUT) as http:
+            assert http.get(url + "/healthz").status_code == 200
+    with httpx.Client(timeout=TIMEOUT) as http, pytest.raises(httpx.ConnectError):
+        http.get(url + "/healthz")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_serve(tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "reactlab", "serve", "--port", str(port),
+                                 "--task", "variacion_busi"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            probe = subprocess.run([CURL, "-s", "--max-time", "2", url + "/healthz"],
+                                   capture_output=True, text=True, timeout=10, check=False)
+            if probe.returncode == 0 or time.monotonic() > deadline or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert probe.returncode == 0, log.read_text()
+        status, r = curl(url, "/v1/responses", '{"model": "correcto", "input": "x"}')
+        assert status == 200 and r["output"][0]["name"] == "precio"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    text = log.read_text()
+    assert "POST /v1/responses -> 200" in text
+
+
+def test_cli_serve_unknown_task() -> None:
+    proc = subprocess.run([sys.executable, "-m", "reactlab", "serve", "--task", "nada"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith("reactlab: error: ")
+    assert "no task named 'nada'" in proc.stderr

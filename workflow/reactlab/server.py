@@ -1,0 +1,506 @@
+"""The scripted simulators as a real HTTP server (``python -m reactlab serve``).
+
+Another agent framework can be tested against the scenarios of ``config.yaml`` by
+pointing its OpenAI-compatible or Anthropic client at this server:
+
+* ``POST /v1/responses`` — the OpenAI Responses API;
+* ``POST /v1/messages`` — the Anthropic Messages API;
+* ``GET /v1/models`` — the model names served (OpenAI list shape; the Anthropic shape
+  when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does);
+* ``GET /healthz``.
+
+Answers come from the same :func:`respond` functions (and fault renderers) the
+in-process ``MockTransport`` runs use, so the wire shapes have one implementation.
+
+**Model names.** The model name chooses the script, as in the lesson:
+
+* ``SCENARIO`` (e.g. ``correcto``) plays that scenario on the server's task (``--task``),
+  or, without ``--task``, on the first task the scenario is paired with in the matrix;
+* ``TASK/SCENARIO`` (e.g. ``cierre_acme/ticker_inexistente``) plays it on that task.
+
+The answer's ``model`` is the name of the script that plays (``correcto`` for
+``variacion_busi/correcto`` or ``fallo_429_recupera``), as a real API answers an alias
+with the model it resolved to. A scenario that ``extends`` another plays the base's
+script; one with ``faults`` also injects them (status and broken-body faults; ``raise``
+faults have no HTTP form here and are skipped with a warning). Limits and defences are
+the client's business (the agent loop's), so e.g. ``bucle_sin_limite`` answers like
+``bucle``. Fault plans count the attempts of one run: send a distinct
+``x-reactlab-run`` header per run to delimit runs exactly; without it the server takes
+a request whose step is lower than the previous one's, or that repeats a step already
+answered without a fault, as the start of a new run.
+
+Nothing in a response body depends on the wall clock (``created_at`` is 0).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import httpx2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reactlab.config import _resolved_scenario
+from reactlab.errors import ConfigError
+from reactlab.faults import Fault, FaultPlan, parse_plan
+from reactlab.scripts import ROOT_NAMES, Script
+from reactlab.simulate import ScriptedPolicy, request_json
+from reactlab.simulate import anthropic_messages as sim_anthropic
+from reactlab.simulate import openai_responses as sim_openai
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from reactlab.config import Config
+
+log = logging.getLogger("reactlab.server")
+
+RUN_HEADER = "x-reactlab-run"
+MAX_BODY = 32 * 1024 * 1024  # bytes; larger requests get 413 (as the Messages API does)
+_MAX_RUNS = 1024  # fault-plan states kept (least recently used dropped)
+_NO_SCRIPTS = ScriptedPolicy({}, {}, "")  # respond() with it gives the API's unknown-model 404
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+# --- which model names are served -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One model name the server answers to: a scenario's script played on a task."""
+
+    name: str
+    task: str
+    scenario: str
+    script: Script
+    params: Mapping[str, Any]
+    question: str
+    faults: tuple[Fault, ...] = ()
+
+
+def served_models(config: Config, task: str | None = None) -> dict[str, ServedModel]:
+    """Every model name served, in listing order: bare scenario names, then TASK/SCENARIO.
+
+    ``task`` is the task bare names play (default: each scenario's first task in the
+    matrix). A (task, scenario) pair is served when the task defines every parameter the
+    script uses. Strategy scenarios (real models) are not served.
+    """
+    raw = config.raw
+    tasks: Mapping[str, Any] = raw["tasks"]
+    if task is not None and task not in tasks:
+        raise ConfigError("task", f"no task named {task!r}; tasks: {', '.join(tasks)}")
+    scenarios: dict[str, tuple[Script, tuple[Fault, ...]]] = {}
+    for sid, entry in raw["scenarios"].items():
+        if "strategy" in entry:
+            continue
+        resolved = _resolved_scenario(raw, sid)
+        faults = parse_plan(resolved.get("faults") or (), f"scenarios.{sid}.faults")
+        if any(f.raises for f in faults):
+            log.warning("scenario %s: `raise` faults cannot be served over HTTP; skipped", sid)
+            faults = tuple(f for f in faults if f.raises is None)
+        scenarios[sid] = (Script.from_config(resolved["model"], resolved), faults)
+
+    def fits(t: str, sid: str) -> bool:
+        return not (scenarios[sid][0].names() - set(tasks[t]["params"]) - ROOT_NAMES)
+
+    default: dict[str, str] = {}
+    for block in raw["matrix"]:
+        for sid in block["scenarios"]:
+            if sid in scenarios and sid not in default:
+                default[sid] = block["tasks"][0]
+
+    def entry(name: str, t: str, sid: str) -> ServedModel:
+        script, faults = scenarios[sid]
+        return ServedModel(name=name, task=t, scenario=sid, script=script,
+                           params=tasks[t]["params"], question=tasks[t]["question"],
+                           faults=faults)
+
+    out: dict[str, ServedModel] = {}
+    for sid in scenarios:
+        t = task if task is not None else default.get(sid)
+        if t is not None and fits(t, sid):
+            out[sid] = entry(sid, t, sid)
+    for t in tasks:
+        for sid in scenarios:
+            if fits(t, sid):
+                out[f"{t}/{sid}"] = entry(f"{t}/{sid}", t, sid)
+    return out
+
+
+# --- fault plans across requests --------------------------------------------------------
+
+
+@dataclass
+class _RunState:
+    plan: FaultPlan
+    last_step: int = 0
+    last_clean: bool = False  # the last attempt was answered without a fault
+
+
+class _FaultRuns:
+    """The fault plan of the run in progress, per (API, model name, run header)."""
+
+    def __init__(self, limit: int = _MAX_RUNS) -> None:
+        self.limit = limit
+        self.states: OrderedDict[tuple[str, str, str], _RunState] = OrderedDict()
+
+    def plan_for(self, api: str, served: ServedModel, run_id: str, step: int) -> _RunState:
+        key = (api, served.name, run_id)
+        state = self.states.get(key)
+        if state is None or step < state.last_step or (
+                step == state.last_step and state.last_clean):
+            state = _RunState(FaultPlan(served.faults))
+        self.states[key] = state
+        self.states.move_to_end(key)
+        while len(self.states) > self.limit:
+            self.states.popitem(last=False)
+        return state
+
+
+# --- the two APIs -----------------------------------------------------------------------
+
+
+class _JSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped: a lone surrogate echoed from a request cannot break it."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+def openai_error(status: int, kind: str, message: str, *, param: str | None = None,
+                 code: str | None = None) -> JSONResponse:
+    """An error in the OpenAI API's documented shape."""
+    return _JSONResponse({"error": {"message": message, "type": kind, "param": param,
+                                   "code": code}}, status_code=status)
+
+
+def anthropic_error(status: int, message: str, kind: str | None = None) -> JSONResponse:
+    """An error in the Anthropic API's documented shape."""
+    return _JSONResponse({"type": "error", "error": {
+        "type": kind or sim_anthropic.error_type(status), "message": message}},
+        status_code=status)
+
+
+@dataclass(frozen=True)
+class _Api:
+    name: str
+    sim: ModuleType  # reactlab.simulate.openai_responses or .anthropic_messages
+    request_cls: Callable[..., Any]  # httpx.Request or httpx2.Request
+
+    @property
+    def anthropic(self) -> bool:
+        return self.name == "anthropic"
+
+    def error(self, status: int, message: str, *, param: str | None = None,
+              code: str | None = None, kind: str | None = None) -> JSONResponse:
+        if self.anthropic:
+            return anthropic_error(status, message, kind)
+        return openai_error(status, kind or ("server_error" if status >= 500
+                                             else "invalid_request_error"),
+                            message, param=param, code=code)
+
+    def invalid(self, body: Any) -> JSONResponse | None:
+        """The API's 400 for a JSON body that lacks a required field, else None."""
+        if not isinstance(body, dict):
+            return self.error(400, "the request body must be a JSON object"
+                              if not self.anthropic else "body: Input should be an object")
+        required: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+            (("model", str, "string"), ("messages", list, "list"), ("max_tokens", int, "integer"))
+            if self.anthropic else (("model", str, "string"), ("input", (str, list), "array")))
+        for name, kind, kind_name in required:
+            value = body.get(name)
+            if value is None:
+                if self.anthropic:
+                    return self.error(400, f"{name}: Field required")
+                return self.error(400, f"Missing required parameter: '{name}'.", param=name,
+                                  code="missing_required_parameter")
+            if not isinstance(value, kind) or isinstance(value, bool):
+                if self.anthropic:
+                    return self.error(400, f"{name}: Input should be a valid {kind_name}")
+                return self.error(400, f"Invalid type for '{name}': expected a {kind_name}.",
+                                  param=name, code="invalid_type")
+        return None
+
+
+_OPENAI = _Api("openai", sim_openai, httpx.Request)
+_ANTHROPIC = _Api("anthropic", sim_anthropic, httpx2.Request)
+
+
+def _api_for_path(path: str) -> _Api:
+    return _ANTHROPIC if path.startswith("/v1/messages") else _OPENAI
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _to_response(resp: Any) -> Response:
+    """A starlette Response from the simulator's httpx / httpx2 response, byte for byte."""
+    headers = {k: v for k, v in resp.headers.items()
+               if k.lower() not in ("content-length", "transfer-encoding")}
+    return Response(content=resp.content, status_code=resp.status_code, headers=headers)
+
+
+def _note(request: Request, **details: Any) -> None:
+    """Details for the request's log line."""
+    request.state.reactlab = {**getattr(request.state, "reactlab", {}), **details}
+
+
+# --- the app ----------------------------------------------------------------------------
+
+
+def make_app(config: Config, task: str | None = None) -> Starlette:
+    """The ASGI app serving ``config``'s scripted scenarios (see the module docstring)."""
+    models = served_models(config, task)
+    runs = _FaultRuns()
+
+    async def api_endpoint(request: Request, api: _Api) -> Response:
+        try:
+            raw = await _read_body(request)
+        except _TooLarge:
+            return api.error(413, f"Request exceeds the maximum size of {MAX_BODY} bytes",
+                             kind="request_too_large" if api.anthropic else None)
+        url = str(request.url)
+        try:
+            body = request_json(raw)
+        except RecursionError:
+            return api.error(400, "the request body is nested too deeply")
+        if body is None:  # the simulator's own 400 for a body that is not JSON
+            return _to_response(api.sim.handler(_NO_SCRIPTS)(
+                api.request_cls("POST", url, content=raw)))
+        bad = api.invalid(body)
+        if bad is not None:
+            return bad
+        name = body["model"]
+        _note(request, model=name)
+        served = models.get(name)
+        if served is None:
+            status, payload = api.sim.respond(_NO_SCRIPTS, body)
+            return _JSONResponse(payload, status_code=status)
+        # The answer names the script that plays (as a real API answers an alias with the
+        # model it resolved to), so its bytes are those of the in-process run.
+        resolved = served.script.name
+        policy = ScriptedPolicy({resolved: served.script}, served.params, served.question)
+        handle = api.sim.handler(policy)
+        if resolved != name:
+            raw = json.dumps({**body, "model": resolved}).encode()
+        step = api.sim.step_of(body)
+        _note(request, task=served.task, scenario=served.scenario, step=step)
+        state = None
+        if served.faults:
+            state = runs.plan_for(api.name, served, request.headers.get(RUN_HEADER, ""),
+                                  step)
+            handle = api.sim.with_faults(handle, state.plan)
+        try:
+            resp = handle(api.request_cls("POST", url, content=raw))
+        except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
+            log.exception("%s %s: the simulator failed", request.method, request.url.path)
+            return api.error(500, "Internal server error (simulator failure)")
+        if state is not None:
+            fault = state.plan.log[-1][2]
+            state.last_step, state.last_clean = step, fault is None
+            if fault is not None:
+                _note(request, fault=fault.to_dict())
+        return _to_response(resp)
+
+    async def responses(request: Request) -> Response:
+        return await api_endpoint(request, _OPENAI)
+
+    async def messages(request: Request) -> Response:
+        return await api_endpoint(request, _ANTHROPIC)
+
+    async def list_models(request: Request) -> Response:
+        names = list(models)
+        if "anthropic-version" in request.headers:
+            return _JSONResponse({
+                "data": [{"type": "model", "id": n, "display_name": n,
+                          "created_at": "1970-01-01T00:00:00Z"} for n in names],
+                "has_more": False, "first_id": names[0] if names else None,
+                "last_id": names[-1] if names else None})
+        return _JSONResponse({"object": "list", "data": [
+            {"id": n, "object": "model", "created": 0, "owned_by": "reactlab"}
+            for n in names]})
+
+    async def healthz(request: Request) -> Response:
+        return _JSONResponse({"status": "ok", "models": len(models)})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        api = _api_for_path(request.url.path)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            resp = api.error(404, f"Invalid URL ({where})" if not api.anthropic
+                             else f"Not found: {where}")
+        elif exc.status_code == 405:
+            resp = api.error(405, f"Method not allowed ({where})")
+        else:
+            resp = api.error(exc.status_code, str(exc.detail))
+        resp.headers.update(exc.headers or {})
+        return resp
+
+    routes = [
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app.add_middleware(_LogRequests)
+    app.state.models = models
+    return app
+
+
+class _LogRequests:
+    """Logs one INFO line per request: method, path, status and what was served."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            details = scope.get("state", {}).get("reactlab", {})
+            extra = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
+                             for k, v in details.items())
+            log.info("%s %s -> %d%s", scope["method"], scope["path"], status,
+                     f" {extra}" if extra else "")
+
+
+# --- running it -------------------------------------------------------------------------
+
+
+def _uvicorn_config(app: Starlette, host: str, port: int) -> uvicorn.Config:
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                          lifespan="off", loop="asyncio", http="h11", ws="none",
+                          timeout_graceful_shutdown=5)
+
+
+def _warn_if_exposed(host: str) -> None:
+    if host not in _LOOPBACK:
+        log.warning("serving on %s: the simulator has no authentication; "
+                    "loopback (127.0.0.1) is the intended use", host)
+
+
+def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *,
+          task: str | None = None) -> None:
+    """Serve ``config``'s scenarios until interrupted (Ctrl-C)."""
+    import uvicorn
+
+    app = make_app(config, task)
+    _warn_if_exposed(host)
+    log.info("serving %d model names (e.g. %s) on http://%s:%d",
+             len(app.state.models), ", ".join(list(app.state.models)[:3]), host, port)
+    uvicorn.Server(_uvicorn_config(app, host, port)).run()
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class ServerThread:
+    """The server in a background thread, for tests and embedding::
+
+        with ServerThread(config.load("config.yaml")) as server:   # port 0: an ephemeral port
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test")
+
+    Leaving the block (or :meth:`stop`) shuts the server down and joins the thread.
+    """
+
+    def __init__(self, config: Config, host: str = "127.0.0.1", port: int = 0, *,
+                 task: str | None = None, startup_timeout: float = 10.0) -> None:
+        self.app = make_app(config, task)
+        self.host = host
+        self.port = port
+        self.startup_timeout = startup_timeout
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` with the port actually bound."""
+        return _url(self.host, self.port)
+
+    def _run(self) -> None:
+        assert self._server is not None
+        try:
+            self._server.run()
+        except BaseException as exc:  # uvicorn exits with SystemExit when it cannot bind
+            self._error = exc
+
+    def start(self) -> ServerThread:
+        import uvicorn
+
+        _warn_if_exposed(self.host)
+        self._server = server = uvicorn.Server(_uvicorn_config(self.app, self.host, self.port))
+        self._thread = threading.Thread(target=self._run, name="reactlab-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not server.started:
+            self.stop()
+            why = repr(self._error) if self._error is not None else (
+                f"not started after {self.startup_timeout} s")
+            raise RuntimeError(f"the reactlab server on {self.host}:{self.port} did not "
+                               f"start: {why}")
+        self.port = server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._server is None or self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(timeout)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
