@@ -39,29 +39,62 @@ def header(spec: RunSpec) -> dict[str, Any]:
             "spec": spec.to_dict()}
 
 
-def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, Any]:
+def _no_sleep(seconds: float) -> None:
+    """The sleep of a replay: the recorded waits are in the trace, nothing is waited."""
+
+
+def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
+                 recording: str | Path | None = None,
+                 replay: str | Path | None = None) -> dict[str, Any]:
     """Run ``spec`` with ``tools`` and write the trace to ``out`` atomically.
 
     Returns the end record's data (termination, steps, answer, tokens, calls, errors).
+
+    ``recording``: write every HTTP attempt of the run to this JSONL file (atomically, at
+    the end, also when the run ends in ``backend_error``). ``replay``: answer every
+    request from this recording instead of sending it — no key, no network, no waits;
+    the trace is byte-identical to the recorded run's. A request that differs from the
+    recorded one, or one more than the recording holds, ends the run in
+    ``backend_error`` (kind ``protocol``); a run that ends with recorded attempts left
+    over raises :class:`~reactlab.recording.RecordingError` and writes no trace. Both
+    are for the API backends (openai, anthropic) only. In live mode a missing key
+    raises BackendError("client") before anything is sent, and nothing is written.
     """
     from reactlab.backends import open_session
     from reactlab.loop import run_agent
 
+    if recording is not None and replay is not None:
+        raise ValueError("run_to_trace: give `recording` or `replay`, not both")
     writer = TraceWriter(out)
     writer.add(header(spec))
     if spec.script.get("strategy") == "plan_execute":
+        if recording is not None or replay is not None:
+            from reactlab.recording import RecordingError
+
+            raise RecordingError(f"{spec.key}: plan-and-execute runs a local model; there "
+                                 "is no HTTP exchange to record or replay")
         from reactlab.backends.local import load_model, run_plan_execute
 
         end = run_plan_execute(spec, load_model(spec), tools, writer.add)
     else:
         from reactlab.defences import NO_DEFENCES, question_tickers
+        from reactlab.recording import Recorder, Replay
 
         defences = spec.agent.get("defences", NO_DEFENCES)
-        session = open_session(spec)
-        end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
-                        spec.limits["token_budget"], writer.add,
-                        scope=question_tickers(spec.question) if defences["scope_rule"]
-                        else None,
-                        delimit=defences["delimit_tool_output"])
+        recorder = Recorder() if recording is not None else None
+        player = Replay.load(replay) if replay is not None else None
+        session = open_session(spec, sleep=_no_sleep if player is not None else None,
+                               recorder=recorder, replay=player)
+        try:
+            end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
+                            spec.limits["token_budget"], writer.add,
+                            scope=question_tickers(spec.question) if defences["scope_rule"]
+                            else None,
+                            delimit=defences["delimit_tool_output"])
+        finally:
+            if recorder is not None and recording is not None:
+                recorder.write(recording)
+        if player is not None:
+            player.check_finished()
     writer.close(end)
     return end

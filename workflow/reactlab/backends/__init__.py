@@ -9,7 +9,9 @@ adapter's file and nowhere else. ``import reactlab.backends`` imports no SDK.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reactlab.errors import BackendError
@@ -17,26 +19,41 @@ from reactlab.types import BudgetExceeded, RequestMeter
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
+    from reactlab.recording import Recorder, Replay
     from reactlab.types import Session
 
 PROVIDERS = ("openai", "anthropic", "local")
 
 
-def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None) -> Session:
+def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
+                 recorder: Recorder | None = None, replay: Replay | None = None) -> Session:
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
 
     ``sleep`` is what the API adapters call to wait between attempts (default
     :func:`reactlab.retry.default_sleep`); tests pass a recorder instead.
+    ``recorder`` records every HTTP attempt (:mod:`reactlab.recording`); ``replay``
+    answers every request from a recording instead of sending it (no key is needed).
+    Both are for the API backends only. In live mode the key is read here, from the
+    environment variable ``backend_config["api_key_env"]`` names: BackendError
+    ("client") before anything is sent when it is unset or empty.
     """
     provider = spec.backend_config["provider"]
+    if provider in ("openai", "anthropic") and recorder is not None and replay is not None:
+        raise ValueError("a session either records or replays, not both")
     if provider == "openai":
         from reactlab.backends.openai_responses import OpenAIResponsesSession
 
-        return OpenAIResponsesSession(spec, sleep=sleep)
+        return OpenAIResponsesSession(spec, sleep=sleep, recorder=recorder, replay=replay)
     if provider == "anthropic":
         from reactlab.backends.anthropic_messages import AnthropicMessagesSession
 
-        return AnthropicMessagesSession(spec, sleep=sleep)
+        return AnthropicMessagesSession(spec, sleep=sleep, recorder=recorder, replay=replay)
+    if recorder is not None or replay is not None:
+        from reactlab.recording import RecordingError
+
+        raise RecordingError(f"backend {spec.backend!r} ({provider}) has no HTTP layer to "
+                             "record or replay; recordings are for the openai and anthropic "
+                             "backends")
     if provider == "local":
         from reactlab.backends import local
 
@@ -44,6 +61,53 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None)
             return local.LocalModelSession(spec, local.load_model(spec))
         return local.LocalScriptedSession(spec)
     raise ValueError(f"unknown provider {provider!r}")  # config validation prevents this
+
+
+def api_key(spec: RunSpec) -> str:
+    """The live backend's key, from the environment variable its config names.
+
+    BackendError("client") naming the variable when it is unset or empty; the key itself
+    is never put in a message.
+    """
+    name = spec.backend_config.get("api_key_env")
+    if not name:
+        raise BackendError("client", f"backend {spec.backend!r} runs live but names no "
+                                     "`api_key_env` (the variable that holds its key)")
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise BackendError("client", f"backend {spec.backend!r} needs an API key: set the "
+                                     f"environment variable {name} (it is read from there "
+                                     "and never written anywhere)")
+    return value
+
+
+def api_key_hint(spec: RunSpec) -> str:
+    """What a 401 tells the user to check (the variable, for a live backend)."""
+    from reactlab.retry import API_KEY_HINT
+
+    name = spec.backend_config.get("api_key_env")
+    return f"{API_KEY_HINT} in ${name}" if name else API_KEY_HINT
+
+
+def http_transport(spec: RunSpec, lib: ModuleType, simulated: Callable[[], Any], *,
+                   recorder: Recorder | None, replay: Replay | None) -> tuple[Any, str]:
+    """(transport, api key) of a session on ``lib`` (httpx or httpx2).
+
+    Replay: answers from the recording, a placeholder key (no environment variable is
+    read). Live: ``lib.HTTPTransport()`` behind the recording wrapper (always there: it
+    also keeps the key out of what the SDK reads back), the key from the environment.
+    Simulated: ``simulated()``, wrapped when a recorder is given.
+    """
+    from reactlab.recording import REPLAY_API_KEY
+    from reactlab.recording import Recorder as _Recorder
+
+    if replay is not None:
+        return replay.transport(lib), REPLAY_API_KEY
+    if spec.backend_config["mode"] == "live":
+        key = api_key(spec)
+        return (recorder or _Recorder()).wrap(lib, lib.HTTPTransport(), secret=key), key
+    transport = simulated()
+    return (transport if recorder is None else recorder.wrap(lib, transport)), "sk-simulado"
 
 
 def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:

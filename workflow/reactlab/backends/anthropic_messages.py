@@ -1,5 +1,12 @@
 """Anthropic Messages API adapter (official ``anthropic`` 2.x SDK, ``httpx2`` transport).
 
+Modes: ``simulated`` (the scripted simulator behind an ``httpx2.MockTransport``) and
+``live`` (a real ``httpx2.HTTPTransport``; the model id is ``backend_config["model"]``,
+the key comes from the environment variable ``backend_config["api_key_env"]`` names, the
+URL is ``backend_config["base_url"]`` or the SDK's default). Every attempt goes through
+:mod:`reactlab.recording` (recorded when the caller asks for it; replayed instead of sent
+with ``replay``).
+
 Retries are the project's own (:mod:`reactlab.retry`, the same loop as the openai
 adapter); the SDK client keeps ``max_retries=0``. Every request is one logical step:
 ``ModelTurn.tokens_sent`` is the tokens of its body once, ``ModelTurn.attempts`` how many
@@ -8,6 +15,7 @@ HTTP attempts it took, ``session.last_attempts`` the per-attempt log of the last
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +25,8 @@ from anthropic.types import Message
 
 from reactlab import retry
 from reactlab.backends import (
+    api_key_hint,
+    http_transport,
     metering_hook,
     parse_arguments,
     protocol_error,
@@ -29,6 +39,7 @@ from reactlab.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, To
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
+    from reactlab.recording import Recorder, Replay
 
 SIMULATED_BASE_URL = "http://simulado"
 DEFAULT_MAX_TOKENS = 500
@@ -47,15 +58,19 @@ def _transport(spec: RunSpec) -> tuple[httpx2.BaseTransport, FaultPlan]:
     return httpx2.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan
 
 
-def translate_error(exc: Exception, meter: RequestMeter | None = None) -> Exception:
-    """SDK and transport errors → BudgetExceeded or BackendError (with a kind)."""
+def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
+                    api_key_hint: str = API_KEY_HINT) -> Exception:
+    """SDK and transport errors → BudgetExceeded or BackendError (with a kind).
+
+    ``api_key_hint`` is what a 401 tells the user to check.
+    """
     if isinstance(exc, anthropic.APIStatusError):
-        return retry.status_error(exc.status_code, str(exc), api_key_hint=API_KEY_HINT)
+        return retry.status_error(exc.status_code, str(exc), api_key_hint=api_key_hint)
     if isinstance(exc, anthropic.APITimeoutError):
         return BackendError("timeout", f"{exc} ({exc.__cause__!r})")
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__
-        if isinstance(cause, BudgetExceeded):
+        if isinstance(cause, BudgetExceeded | BackendError):  # budget; replay divergence
             return cause
         return BackendError("connection", f"{exc} ({cause!r})")
     return protocol_error(exc)
@@ -81,19 +96,29 @@ def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
 
 
 class AnthropicMessagesSession:
-    def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None) -> None:
+    def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
+                 recorder: Recorder | None = None, replay: Replay | None = None) -> None:
         self.meter = RequestMeter()
-        if spec.backend_config["mode"] != "simulated":
-            raise BackendError("client", f"unsupported mode {spec.backend_config['mode']!r}")
+        mode = spec.backend_config["mode"]
+        if mode not in ("simulated", "live"):
+            raise BackendError("client", f"unsupported mode {mode!r}")
         self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
         self.sleep = sleep
         self.last_attempts: list[dict[str, Any]] = []
-        transport, self.faults = _transport(spec)
+        self.faults = FaultPlan()
+        self.translate = functools.partial(translate_error, api_key_hint=api_key_hint(spec))
+
+        def simulated() -> httpx2.BaseTransport:
+            transport, self.faults = _transport(spec)
+            return transport
+
+        transport, key = http_transport(spec, httpx2, simulated, recorder=recorder, replay=replay)
         http = httpx2.Client(transport=transport,
                              event_hooks={"request": [metering_hook(self.meter)]})
-        self.client = anthropic.Anthropic(api_key="sk-simulado", base_url=SIMULATED_BASE_URL,
-                                          http_client=http, max_retries=0)
-        self.model = spec.script["model"]
+        base_url = spec.backend_config.get("base_url") if mode == "live" else SIMULATED_BASE_URL
+        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, http_client=http,
+                                          max_retries=0)
+        self.model = spec.backend_config["model"] if mode == "live" else spec.script["model"]
         self.max_tokens = spec.backend_config.get("max_tokens", DEFAULT_MAX_TOKENS)
         self.history: list[dict[str, Any]] = [{"role": "user", "content": spec.question}]
         self.extra: dict[str, Any] = {}
@@ -114,7 +139,7 @@ class AnthropicMessagesSession:
         self.last_attempts = []
         try:
             (calls, text, dumped), self.last_attempts = retry.call(
-                self._attempt, translate_error, self.retry_policy, catch=_CAUGHT, sleep=self.sleep)
+                self._attempt, self.translate, self.retry_policy, catch=_CAUGHT, sleep=self.sleep)
         except BackendError as exc:
             self.last_attempts = exc.history  # type: ignore[attr-defined]
             raise
