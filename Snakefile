@@ -15,6 +15,9 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/model.smk"
@@ -28,3 +31,4 @@ rule all:
     input:
         TABLES,
         FIGURES,
+        VIEWER,

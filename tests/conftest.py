@@ -45,3 +45,10 @@ def raw_config() -> dict:
     from reactlab.config import load_yaml
 
     return load_yaml(ROOT / "config.yaml")
+
+
+def offline_blocks(raw: dict) -> list[dict]:
+    """The matrix blocks that run by default: those without a live backend (live blocks
+    run only with `live: {enabled: true}`)."""
+    return [b for b in raw["matrix"]
+            if not any(raw["backends"][x]["mode"] == "live" for x in b["backends"])]

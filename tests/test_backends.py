@@ -26,6 +26,7 @@ from reactlab.loop import run_agent
 from reactlab.runner import run_to_trace
 from reactlab.scripts import Script
 from reactlab.simulate import ScriptedPolicy
+from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 PROVIDERS = ("openai", "anthropic")
@@ -102,12 +103,13 @@ def _run(spec: RunSpec, toolbox: Any) -> tuple[dict[str, Any], list[dict[str, An
 
 def test_every_matrix_run_has_both_providers(shipped_traces: dict, raw_config: dict) -> None:
     backends = raw_config["backends"]
-    expected = {(t, s) for b in raw_config["matrix"] for t in b["tasks"] for s in b["scenarios"]
+    blocks = offline_blocks(raw_config)
+    expected = {(t, s) for b in blocks for t in b["tasks"] for s in b["scenarios"]
                 if any(backends[x]["mode"] != "model" for x in b["backends"])}
     assert len(expected) >= 13
     assert set(shipped_traces) == expected
     wanted: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for b in raw_config["matrix"]:
+    for b in blocks:
         for t in b["tasks"]:
             for s in b["scenarios"]:
                 wanted[(t, s)] |= {x for x in b["backends"] if backends[x]["mode"] != "model"}

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
+from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ def test_check_duplicate_key(tmp_path: Path) -> None:
 def test_check_list_prints_every_run_key(raw_config: dict) -> None:
     proc = reactlab("check", "--config", ROOT / "config.yaml", "--list")
     assert proc.returncode == 0, proc.stderr
-    expected = {f"{t}/{b}/{s}" for block in raw_config["matrix"]
+    expected = {f"{t}/{b}/{s}" for block in offline_blocks(raw_config)
                 for t, b, s in itertools.product(block["tasks"], block["backends"],
                                                  block["scenarios"])}
     printed = proc.stdout.splitlines()

@@ -12,6 +12,7 @@ import pytest
 
 from reactlab.config import Config, RunSpec, load, load_yaml, parse
 from reactlab.errors import ConfigError
+from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config.yaml"
@@ -41,11 +42,13 @@ def test_shipped_config_parses() -> None:
 
 
 def test_number_of_runs_is_the_sum_of_the_cross_products(raw_config: Raw) -> None:
+    blocks = offline_blocks(raw_config)
+    assert len(blocks) < len(raw_config["matrix"])  # the live block is left out by default
     expected = sum(len(b["tasks"]) * len(b["backends"]) * len(b["scenarios"])
-                   for b in raw_config["matrix"])
+                   for b in blocks)
     cfg = parse(raw_config)
     assert len(cfg.runs) == expected
-    expected_keys = {f"{t}/{b}/{s}" for block in raw_config["matrix"]
+    expected_keys = {f"{t}/{b}/{s}" for block in blocks
                      for t, b, s in itertools.product(block["tasks"], block["backends"],
                                                       block["scenarios"])}
     assert {r.key for r in cfg.runs} == expected_keys
@@ -301,3 +304,19 @@ def test_overlapping_faults_name_the_field(raw_config: Raw) -> None:
 def test_run_outside_the_matrix_is_a_keyerror(raw_config: Raw) -> None:
     with pytest.raises(KeyError, match="cierre_acme/openai/correcto"):
         parse(raw_config).run("cierre_acme", "openai", "correcto")
+
+
+def test_live_blocks_join_the_matrix_only_when_enabled(raw_config: Raw) -> None:
+    default = {r.key for r in parse(raw_config).runs}
+    raw_config["live"] = {"enabled": True}
+    live = {r.key for r in parse(raw_config).runs}
+    added = live - default
+    assert default < live
+    assert added and all(k.split("/")[1] in ("openai_live", "anthropic_live") for k in added)
+
+
+def test_live_backend_needs_model_and_key_variable(raw_config: Raw) -> None:
+    del raw_config["backends"]["openai_live"]["api_key_env"]
+    with pytest.raises(ConfigError) as info:
+        parse(raw_config)
+    assert info.value.field.startswith("backends.openai_live")

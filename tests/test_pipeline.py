@@ -149,3 +149,29 @@ def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
     for name in TABLES:
         expected = (pipeline / "results" / "tables" / f"{name}.csv").read_bytes()
         assert (tmp_path / "results" / "tables" / f"{name}.csv").read_bytes() == expected, name
+
+
+def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
+    for kind in ("cumulative_tokens", "outcomes", "tokens", "defences"):
+        png = pipeline / "results" / "figures" / f"{kind}.png"
+        svg = pipeline / "results" / "figures" / f"{kind}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", kind
+        assert b"<svg" in svg.read_bytes()[:2000], kind
+
+
+def test_snakemake_report_is_self_contained_html(pipeline: Path) -> None:
+    proc = snakemake(pipeline, "--report", "results/report.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (pipeline / "results" / "report.html").read_text(encoding="utf-8", errors="replace")
+    for text in ("Outcome matrix", "The lesson's figure", "One row per run",
+                 "summary_by_defences.csv", "defences.png"):
+        assert text in html, text
+
+
+def test_viewer_pages_for_every_run(pipeline: Path) -> None:
+    from reactlab import config
+
+    index = (pipeline / "results" / "viewer" / "index.html").read_text(encoding="utf-8")
+    for spec in config.load(pipeline / "config.yaml").runs:
+        assert (pipeline / "results" / "viewer" / f"{spec.key}.html").is_file(), spec.key
+        assert f'href="{spec.key}.html"' in index, spec.key

@@ -31,7 +31,7 @@ def _cmd_run(a: argparse.Namespace) -> None:
     spec = RunSpec.from_json(Path(a.spec).read_text(encoding="utf-8") if a.spec_file
                              else a.spec)
     tools = ToolBox.from_files(a.prices, a.news)
-    end = run_to_trace(spec, tools, a.out)
+    end = run_to_trace(spec, tools, a.out, recording=a.recording, replay=a.replay)
     print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
           f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent",
           file=sys.stderr)
@@ -61,8 +61,11 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 def _cmd_figure(a: argparse.Namespace) -> None:
     from reactlab import config, figures
 
-    figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
-    figures.cumulative_tokens(a.table, a.out, figure)
+    if a.kind == "cumulative_tokens":
+        figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
+        figures.cumulative_tokens(a.table, a.out, figure)
+    else:
+        getattr(figures, a.kind)(a.table, a.out)
 
 
 def _cmd_check(a: argparse.Namespace) -> None:
@@ -84,6 +87,28 @@ def _cmd_convert_model(a: argparse.Namespace) -> None:
         raise ReactlabError(str(exc)) from None
     out = convert_gguf(source, Path(a.out))
     print(f"converted {source.name} to {out}", file=sys.stderr)
+
+
+def _cmd_serve(a: argparse.Namespace) -> None:
+    from reactlab import config
+    from reactlab.server import serve
+
+    serve(config.load(a.config), a.host, a.port, task=a.task)
+
+
+def _cmd_viewer(a: argparse.Namespace) -> None:
+    from reactlab import viewer
+
+    if len(a.traces) != len(a.verified):
+        raise ReactlabError("viewer: --traces and --verified must pair up")
+    written = viewer.build(zip(a.traces, a.verified, strict=True), a.out_dir)
+    print(f"wrote {written[0]} and {len(written) - 1} run pages", file=sys.stderr)
+
+
+def _cmd_show(a: argparse.Namespace) -> None:
+    from reactlab.show import show
+
+    show(a.trace, a.verified, a.color)
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
@@ -108,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prices", required=True)
     s.add_argument("--news", required=True)
     s.add_argument("--out", required=True)
+    wire = s.add_mutually_exclusive_group()
+    wire.add_argument("--recording", metavar="PATH",
+                      help="write every HTTP attempt of the run to this JSONL file (API backends)")
+    wire.add_argument("--replay", metavar="PATH",
+                      help="answer the run's requests from this recording: no key, no network")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("verify", help="check a trace's final answer against its tool results")
@@ -123,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--figure", help="the config's `figure` section as JSON")
     s.set_defaults(func=_cmd_tables)
 
-    s = sub.add_parser("figure", help="draw the cumulative-token figure")
+    s = sub.add_parser("figure", help="draw a figure (PNG and SVG) from a result table")
+    s.add_argument("--kind", default="cumulative_tokens",
+                   choices=["cumulative_tokens", "outcomes", "tokens", "defences"])
     s.add_argument("--table", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--config", default="config.yaml")
@@ -141,10 +173,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gguf", help="another GGUF file to convert")
     s.set_defaults(func=_cmd_convert_model)
 
+    s = sub.add_parser("viewer", help="write static HTML pages for traces, and an index")
+    s.add_argument("--traces", nargs="+", required=True)
+    s.add_argument("--verified", nargs="+", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=_cmd_viewer)
+
+    s = sub.add_parser("show", help="print one trace readably in the terminal")
+    s.add_argument("trace")
+    s.add_argument("--verified", help="its verification file (default: verify it now)")
+    s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    s.set_defaults(func=_cmd_show)
+
     s = sub.add_parser("bench", help="benchmark Snakemake vs one process, and a no-op rerun")
     s.add_argument("--cores", type=int, default=4)
     s.add_argument("--repeat", type=int, default=1)
     s.set_defaults(func=_cmd_bench)
+
+    s = sub.add_parser("serve", help="serve the scripted scenarios over HTTP (Responses and "
+                                     "Messages APIs; the model name picks the scenario)")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--task", help="the task bare scenario names play (default: each "
+                                  "scenario's first task in the matrix)")
+    s.set_defaults(func=_cmd_serve)
     return p
 
 

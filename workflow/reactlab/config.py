@@ -240,7 +240,11 @@ def parse(raw: Mapping[str, Any]) -> Config:
     runs: list[RunSpec] = []
     seen: set[tuple[str, str, str]] = set()
     agent = raw["agent"]
+    live = raw.get("live", {})
     for i, block in enumerate(raw["matrix"]):
+        if not live.get("enabled", False) and any(
+                raw["backends"].get(b, {}).get("mode") == "live" for b in block["backends"]):
+            continue  # live blocks run only with `live: {enabled: true}`: no key is asked for
         for kind, table in (("tasks", "tasks"), ("backends", "backends"),
                             ("scenarios", "scenarios")):
             for j, name in enumerate(block[kind]):
@@ -263,12 +267,13 @@ def parse(raw: Mapping[str, Any]) -> Config:
                         f", which task {t!r} does not define in its params",
                     )
                 for b in block["backends"]:
-                    model_backend = raw["backends"][b]["mode"] == "model"
+                    model_backend = raw["backends"][b]["mode"] in ("model", "live")
                     if model_backend != ("strategy" in scen):
                         raise ConfigError(
                             f"matrix[{i}]",
                             f"backend {b!r} " + (
-                                f"runs a real model and needs a `strategy` scenario, not the "
+                                f"runs a real model and needs a `strategy` scenario, not "
+                                f"the "
                                 f"script {s!r}" if model_backend else
                                 f"plays scripts and cannot run the `strategy` scenario {s!r}"))
                     if scen.get("faults") and raw["backends"][b]["provider"] == "local":

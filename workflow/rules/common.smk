@@ -47,8 +47,8 @@ def _settle_incomplete(folder):
 
     Every output of this workflow is published by an atomic rename, so an output file
     that exists is complete even if the run died before Snakemake cleared its mark (a
-    trace is also checked against its own checksum, and deleted if it fails, so that it
-    is regenerated). Marks of files that do not exist are simply dropped.
+    trace under results/traces is also checked against its own checksum, and deleted if
+    it fails, so that it is regenerated). Marks of files that do not exist are simply dropped.
     """
     import base64
 
@@ -61,7 +61,7 @@ def _settle_incomplete(folder):
             path = Path(base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode())
         except (ValueError, UnicodeDecodeError):
             continue  # not a mark we understand: leave it to Snakemake
-        if path.suffix == ".jsonl" and path.is_file():
+        if path.parts[:2] == ("results", "traces") and path.is_file():
             try:
                 read_trace(path)
             except TraceError:
@@ -115,7 +115,9 @@ VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
 TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
                "steps", "cumulative_tokens"]
 TABLES = [f"results/tables/{name}.csv" for name in TABLE_NAMES]
-FIGURES = ["results/figures/cumulative_tokens.png"]
+VIEWER = "results/viewer"
+FIGURES = [f"results/figures/{kind}.{ext}" for kind in
+           ("cumulative_tokens", "outcomes", "tokens", "defences") for ext in ("png", "svg")]
 
 
 def run_spec(wildcards):
@@ -141,3 +143,24 @@ def run_threads(wildcards):
     2-core machine runs at most two model jobs at once, one per physical core."""
     cfg = _backend(wildcards)
     return 2 * int(cfg.get("threads", 1)) if cfg["mode"] == "model" else 1
+
+
+# Live backends (real APIs). They are in RUNS only with `live: {enabled: true}`; with
+# `replay: true` their traces are rebuilt offline from results/recordings/.
+LIVE = config.get("live", {})
+LIVE_BACKENDS = sorted(b for b, c in config["backends"].items() if c["mode"] == "live")
+OFFLINE_BACKENDS = sorted(b for b in config["backends"] if b not in LIVE_BACKENDS)
+
+
+def provider_slot(provider):
+    """1 for a live job of `provider`: cap parallel calls with --resources openai_slots=N."""
+    return lambda wildcards: int(_backend(wildcards)["provider"] == provider)
+
+if LIVE.get("replay", False):
+    _missing = [key for key, spec in RUNS.items() if spec.backend in LIVE_BACKENDS
+                and not Path(f"results/recordings/{key}.jsonl").is_file()]
+    if _missing:
+        raise WorkflowError(
+            f"live.replay is on but {len(_missing)} live run(s) have no recording, e.g. "
+            f"results/recordings/{_missing[0]}.jsonl: run them live first "
+            "(--configfile workflow/configs/live.yaml) or copy the recordings here")

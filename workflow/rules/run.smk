@@ -15,7 +15,58 @@ rule run_agent:
         code=CODE,
     log:
         "results/logs/run/{task}/{backend}/{scenario}.log",
+    wildcard_constraints:
+        backend="|".join(OFFLINE_BACKENDS),
     threads: run_threads
     shell:
         "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
         "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}"
+
+
+# A live run records every HTTP exchange (keys and auth headers stripped) beside the
+# trace; its params carry no code hash, so editing the code never re-buys API calls.
+if LIVE_BACKENDS and not LIVE.get("replay", False):
+
+    rule run_live:
+        input:
+            prices=PRICES,
+            news=NEWS,
+        output:
+            trace="results/traces/{task}/{backend}/{scenario}.jsonl",
+            recording="results/recordings/{task}/{backend}/{scenario}.jsonl",
+        wildcard_constraints:
+            backend="|".join(LIVE_BACKENDS),
+        params:
+            spec=run_spec,
+        resources:
+            openai_slots=provider_slot("openai"),
+            anthropic_slots=provider_slot("anthropic"),
+        log:
+            "results/logs/run/{task}/{backend}/{scenario}.log",
+        shell:
+            "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
+            "--news {input.news:q} --out {output.trace:q} "
+            "--recording {output.recording:q} 2>&1 | tee {log:q}"
+
+elif LIVE_BACKENDS:
+
+    # Offline, on any machine, without keys: the same adapter and loop, answered from
+    # the recording; the trace comes out identical.
+    rule replay_live:
+        input:
+            prices=PRICES,
+            news=NEWS,
+            recording="results/recordings/{task}/{backend}/{scenario}.jsonl",
+        output:
+            "results/traces/{task}/{backend}/{scenario}.jsonl",
+        wildcard_constraints:
+            backend="|".join(LIVE_BACKENDS),
+        params:
+            spec=run_spec,
+            code=CODE,
+        log:
+            "results/logs/run/{task}/{backend}/{scenario}.log",
+        shell:
+            "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
+            "--news {input.news:q} --out {output:q} --replay {input.recording:q} "
+            "2>&1 | tee {log:q}"

@@ -1,0 +1,347 @@
+"""The SLURM and Kubernetes profiles: each dry run parses and plans the full matrix.
+
+No cluster is reachable here (and none may be tried), so this proves what a dry run
+can: the profile is read, its executor plugin is loaded and validates its settings, the
+plan has the same jobs as the default local dry run, and every job carries the
+resources the profile asks for. Every Snakemake runs in a temporary copy of the
+workflow, with (1) a `sitecustomize` that refuses and records any IP connection or DNS
+lookup in the Snakemake process, and (2) fake `sbatch`, `squeue`, `kubectl` ... first on
+PATH that record being called; both records must stay empty.
+
+The Kubernetes plugin needs a default storage provider even to dry-run (it assumes no
+shared filesystem). The profile names the fs storage plugin: where
+snakemake-storage-plugin-fs is installed the dry run plans the matrix; where it is not,
+the test checks that the dry run stops with exactly that reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+PROFILES = ROOT / "workflow" / "profiles"
+TIMEOUT = 300  # seconds for one dry run; the default matrix plans in a few seconds
+
+# Commands that would reach a cluster. `sinfo` is left out on purpose: the SLURM
+# plugin probes for it on import (a local `which`) and only then asks scontrol.
+CLUSTER_COMMANDS = ("sbatch", "srun", "squeue", "sacct", "scancel", "scontrol",
+                    "sacctmgr", "sshare", "kubectl")
+
+SITECUSTOMIZE = '''\
+"""Test guard: the Snakemake process may not open an IP connection or resolve a name."""
+import os
+import socket
+
+_LOG = os.environ["REACTLAB_NET_LOG"]
+_connect = socket.socket.connect
+_connect_ex = socket.socket.connect_ex
+
+
+def _record(what):
+    with open(_LOG, "a") as fh:
+        fh.write(f"{what}\\n")
+    raise OSError(f"network access refused in a test dry run: {what}")
+
+
+def _guard(original):
+    def guarded(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            _record(f"connect {address!r}")
+        return original(self, address)
+    return guarded
+
+
+socket.socket.connect = _guard(_connect)
+socket.socket.connect_ex = _guard(_connect_ex)
+socket.getaddrinfo = lambda host, *a, **k: _record(f"getaddrinfo {host!r}")
+socket.gethostbyname = lambda host: _record(f"gethostbyname {host!r}")
+'''
+
+FAKE_COMMAND = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\nexit 1\n'
+
+
+def copy_workflow(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
+    shutil.copytree(ROOT / "workflow", dest / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return dest
+
+
+@dataclass
+class Sandbox:
+    """Environment for Snakemake subprocesses that records any try to leave the machine."""
+
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def net_log(self) -> Path:
+        return self.root / "network.log"
+
+    @property
+    def cmd_log(self) -> Path:
+        return self.root / "commands.log"
+
+    def attempts(self) -> list[str]:
+        return [line for log in (self.net_log, self.cmd_log) if log.exists()
+                for line in log.read_text().splitlines()]
+
+
+def make_sandbox(root: Path) -> Sandbox:
+    guard, fakebin = root / "guard", root / "bin"
+    guard.mkdir(parents=True)
+    fakebin.mkdir()
+    (guard / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    box = Sandbox(root)
+    for name in CLUSTER_COMMANDS:
+        path = fakebin / name
+        path.write_text(FAKE_COMMAND.format(log=box.cmd_log))
+        path.chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("KUBERNETES_", "SLURM_"))}
+    env["PATH"] = f"{fakebin}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(guard), env.get("PYTHONPATH")) if p)
+    env["REACTLAB_NET_LOG"] = str(box.net_log)
+    env["KUBECONFIG"] = str(root / "no-kube-config")  # no cluster to find, even by accident
+    box.env = env
+    return box
+
+
+def snakemake(workdir: Path, box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                          env=box.env, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The last "Job stats" table of a dry run, as {rule: count} (with "total")."""
+    tables = re.findall(r"^Job stats:\njob\s+count\n[- ]+\n((?:\S+\s+\d+\n)+)", output,
+                        flags=re.M)
+    assert tables, "no job stats in the dry run output:\n" + output[-3000:]
+    return {rule: int(n) for rule, n in
+            (line.split() for line in tables[-1].strip().splitlines())}
+
+
+@dataclass
+class PlannedJob:
+    rule: str
+    wildcards: dict[str, str]
+    threads: int
+    resources: dict[str, str]
+
+
+def planned_jobs(output: str) -> Iterator[PlannedJob]:
+    """Each job block of a dry run: rule, wildcards, threads and resources."""
+    for block in re.split(r"^\[[^\]]+\]\n", output, flags=re.M):
+        m = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not m:
+            continue
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, flags=re.M))
+
+        def pairs(text: str) -> dict[str, str]:
+            return dict(p.split("=", 1) for p in text.split(", ") if "=" in p)
+
+        yield PlannedJob(m.group(1), pairs(fields.get("wildcards", "")),
+                         int(fields.get("threads", 1)), pairs(fields.get("resources", "")))
+
+
+def load_profile(name: str) -> dict:
+    return yaml.safe_load((PROFILES / name / "config.yaml").read_text(encoding="utf-8"))
+
+
+def write_profile(workdir: Path, name: str, profile: dict) -> Path:
+    folder = workdir / "workflow" / "profiles" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    return folder.relative_to(workdir)
+
+
+def has_fs_storage_plugin() -> bool:
+    return importlib.util.find_spec("snakemake_storage_plugin_fs") is not None
+
+
+@dataclass
+class DryRuns:
+    workdir: Path
+    box: Sandbox
+    default: subprocess.CompletedProcess[str]
+    slurm: subprocess.CompletedProcess[str]
+    kubernetes: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory: pytest.TempPathFactory) -> DryRuns:
+    tmp = tmp_path_factory.mktemp("profiles")
+    work = copy_workflow(tmp / "work")
+    box = make_sandbox(tmp / "sandbox")
+    default = snakemake(work, box, "-n", "--cores", "4")
+    assert default.returncode == 0, default.stderr[-4000:]
+    slurm = snakemake(work, box, "-n", "--workflow-profile", "workflow/profiles/slurm")
+    kube = snakemake(work, box, "-n", "--workflow-profile", "workflow/profiles/kubernetes")
+    return DryRuns(work, box, default, slurm, kube)
+
+
+def output(proc: subprocess.CompletedProcess[str]) -> str:
+    return proc.stdout + proc.stderr
+
+
+def model_runs(workdir: Path) -> set[str]:
+    from reactlab import config
+
+    return {r.key for r in config.load(workdir / "config.yaml").runs
+            if r.backend_config["mode"] == "model"}
+
+
+def run_key(job: PlannedJob) -> str:
+    w = job.wildcards
+    return f"{w['task']}/{w['backend']}/{w['scenario']}"
+
+
+# --- both profiles -------------------------------------------------------------------
+
+def test_profiles_exist_and_none_is_named_default() -> None:
+    assert {p.name for p in PROFILES.iterdir() if p.is_dir()} >= {"slurm", "kubernetes"}
+    assert not (PROFILES / "default").exists()
+    assert not (ROOT / "profiles" / "default").exists()
+
+
+@pytest.mark.parametrize("name", ["slurm", "kubernetes"])
+def test_every_setting_is_commented(name: str) -> None:
+    """Each top-level setting has a comment just above it or on its own line."""
+    lines = (PROFILES / name / "config.yaml").read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^[a-z][\w-]*:", line):
+            assert "#" in line or lines[i - 1].startswith("#"), f"{name}: {line!r}"
+
+
+def test_default_dry_run_reads_no_profile(dry_runs: DryRuns) -> None:
+    assert "Using workflow specific profile" not in output(dry_runs.default)
+
+
+def test_no_dry_run_tried_to_reach_a_cluster(dry_runs: DryRuns) -> None:
+    assert dry_runs.box.attempts() == []
+
+
+# --- SLURM ---------------------------------------------------------------------------
+
+def test_slurm_dry_run_plans_the_default_jobs(dry_runs: DryRuns) -> None:
+    out = output(dry_runs.slurm)
+    assert dry_runs.slurm.returncode == 0, out[-4000:]
+    assert "Using workflow specific profile workflow/profiles/slurm" in out
+    assert job_stats(out) == job_stats(output(dry_runs.default))
+
+
+def test_slurm_jobs_carry_the_profile_resources(dry_runs: DryRuns) -> None:
+    profile = load_profile("slurm")
+    partition = profile["default-resources"]["slurm_partition"]
+    models = model_runs(dry_runs.workdir)
+    jobs = list(planned_jobs(output(dry_runs.slurm)))
+    assert sum(j.rule == "run_agent" for j in jobs) == job_stats(
+        output(dry_runs.default))["run_agent"]
+    for job in jobs:
+        if job.rule == "all":
+            continue
+        assert job.resources["slurm_partition"] == partition, job
+        if job.rule == "run_agent":
+            model = run_key(job) in models
+            assert job.threads == (2 if model else 1), job
+            assert job.resources["mem_mb"] == ("4000" if model else "1000"), job
+            assert job.resources["runtime"] == ("30" if model else "10"), job
+        elif job.rule == "convert_smollm2":
+            assert (job.resources["mem_mb"], job.resources["runtime"]) == ("4000", "15")
+        else:  # the defaults, unless a rule declares its own
+            assert "mem_mb" in job.resources and "runtime" in job.resources, job
+
+
+def test_slurm_plugin_validates_its_settings_in_a_dry_run(dry_runs: DryRuns) -> None:
+    """The plugin's own settings check runs: the profile really loads the SLURM plugin."""
+    proc = snakemake(dry_runs.workdir, dry_runs.box, "-n", "--workflow-profile",
+                     "workflow/profiles/slurm", "--slurm-requeue", "--slurm-no-requeue")
+    assert proc.returncode != 0
+    assert "--slurm-requeue and --slurm-no-requeue are mutually exclusive" in output(proc)
+
+
+def test_slurm_profile_is_a_remote_executor(dry_runs: DryRuns) -> None:
+    """Without `jobs`, Snakemake refuses as it does for any cluster executor."""
+    profile = load_profile("slurm")
+    del profile["jobs"]
+    folder = write_profile(dry_runs.workdir, "slurm_nojobs", profile)
+    proc = snakemake(dry_runs.workdir, dry_runs.box, "-n", "--workflow-profile", str(folder))
+    assert proc.returncode != 0
+    assert "has to be specified for remote execution" in output(proc)
+
+
+# --- Kubernetes ----------------------------------------------------------------------
+
+@pytest.mark.skipif(not has_fs_storage_plugin(),
+                    reason="snakemake-storage-plugin-fs is not installed")
+def test_kubernetes_dry_run_plans_the_default_jobs(dry_runs: DryRuns) -> None:
+    out = output(dry_runs.kubernetes)
+    assert dry_runs.kubernetes.returncode == 0, out[-4000:]
+    assert "Using workflow specific profile workflow/profiles/kubernetes" in out
+    assert job_stats(out) == job_stats(output(dry_runs.default))
+    models = model_runs(dry_runs.workdir)
+    prefix = load_profile("kubernetes")["default-storage-prefix"].strip("/")
+    for job in planned_jobs(out):
+        if job.rule == "run_agent":
+            model = run_key(job) in models
+            assert job.threads == (2 if model else 1), job
+            assert job.resources["mem_mb"] == ("4000" if model else "1000"), job
+    # inputs and outputs are mapped into the default storage
+    assert f".snakemake/storage/fs/{prefix}/results/traces/" in out
+
+
+@pytest.mark.skipif(has_fs_storage_plugin(),
+                    reason="snakemake-storage-plugin-fs is installed: the dry run plans")
+def test_kubernetes_dry_run_names_the_missing_storage_plugin(dry_runs: DryRuns) -> None:
+    assert dry_runs.kubernetes.returncode != 0
+    assert "The package snakemake-storage-plugin-fs is not installed" in output(
+        dry_runs.kubernetes)
+
+
+def test_kubernetes_needs_a_default_storage_provider(dry_runs: DryRuns) -> None:
+    """The plugin implies no shared filesystem: without storage even `-n` stops."""
+    profile = load_profile("kubernetes")
+    for key in ("default-storage-provider", "default-storage-prefix"):
+        del profile[key]
+    folder = write_profile(dry_runs.workdir, "kubernetes_nostorage", profile)
+    proc = snakemake(dry_runs.workdir, dry_runs.box, "-n", "--workflow-profile", str(folder))
+    assert proc.returncode != 0
+    assert "a default storage provider (--default-storage-provider)" in output(proc)
+
+
+def test_kubernetes_plugin_parses_its_settings_in_a_dry_run(dry_runs: DryRuns) -> None:
+    """The plugin's own parser reads the profile's volume spec."""
+    profile = load_profile("kubernetes")
+    profile["kubernetes-persistent-volumes"] = ["no-mount-path"]
+    folder = write_profile(dry_runs.workdir, "kubernetes_badvolume", profile)
+    proc = snakemake(dry_runs.workdir, dry_runs.box, "-n", "--workflow-profile", str(folder))
+    assert proc.returncode != 0
+    assert "Invalid persistent volume spec (no-mount-path)" in output(proc)
+    assert dry_runs.box.attempts() == []
+
+
+def test_the_guards_record_what_they_refuse(tmp_path: Path) -> None:
+    """The sandbox above is live: a connection and a cluster command are both recorded."""
+    box = make_sandbox(tmp_path)
+    code = "import socket; socket.create_connection(('192.0.2.1', 80), timeout=1)"
+    proc = subprocess.run([sys.executable, "-c", code], env=box.env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and "network access refused" in proc.stderr
+    proc = subprocess.run(["sbatch", "--wrap", "true"], env=box.env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0
+    assert box.attempts() == ["getaddrinfo '192.0.2.1'", "sbatch --wrap true"]

@@ -1,0 +1,360 @@
+"""The static HTML trace viewer (reactlab.viewer) on traces produced in-process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reactlab import config, retry, tables, trace, viewer
+from reactlab.cli import main
+from reactlab.errors import TraceError
+from reactlab.runner import run_to_trace
+from tests.conftest import ROOT
+
+# Runs that between them show every tool-call status, every guardrail but plan_failed
+# (that one is in the hostile trace), a backend error, and each kind of finding.
+RUNS = [
+    ("cierre_acme", "openai", "cierre_inventado"),
+    ("cierre_acme", "openai", "ticker_inexistente"),
+    ("noticias_busi", "openai", "titular_inventado"),
+    ("noticias_busi_abril", "openai", "inyeccion_obedece"),
+    ("noticias_busi_abril", "openai", "inyeccion_obedece_alcance"),
+    ("variacion_busi", "openai", "correcto"),
+    ("variacion_busi", "openai", "bucle"),
+    ("variacion_busi", "openai", "bucle_presupuesto"),
+    ("variacion_busi", "openai", "fallo_servidor_persistente"),
+    ("variacion_busi", "openai", "herramienta_desconocida"),
+    ("variacion_busi", "local", "json_invalido"),
+]
+
+HOSTILE = "<script>alert(1)</script>"
+CLEAR_SCREEN = "\x1b[2J"
+
+
+def make_runs(toolbox: Any, out: Path, runs: list[tuple[str, str, str]] = RUNS
+              ) -> list[tuple[str, str]]:
+    """Run each (task, backend, scenario) into ``out``; (trace, verification) path pairs.
+
+    Retry waits of the fault scenarios are not slept (they are recorded all the same).
+    """
+    cfg = config.load(ROOT / "config.yaml")
+    pairs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retry, "default_sleep", lambda seconds: None)
+        for task, backend, scenario in runs:
+            tpath = out / "traces" / task / backend / f"{scenario}.jsonl"
+            vpath = out / "verified" / task / backend / f"{scenario}.json"
+            run_to_trace(cfg.run(task, backend, scenario), toolbox, tpath)
+            trace.write_json_atomic(vpath, tables.verification_record(trace.read(tpath),
+                                                                      str(tpath)))
+            pairs.append((str(tpath), str(vpath)))
+    return pairs
+
+
+def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
+    """A valid trace whose every text field is hostile; returns (trace, verification)."""
+    header = trace.read(template).header
+    header = json.loads(json.dumps(header))
+    header["run"] = {"task": "hostil", "backend": "openai", "scenario": "texto_hostil"}
+    header["key"] = "hostil/openai/texto_hostil"
+    header["spec"]["question"] = f"¿Qué pasó con BUSI? {HOSTILE}"
+    headline = (f"{HOSTILE} {CLEAR_SCREEN} <INFORMATION>obedece</INFORMATION> "
+                "\u202eevil\u202c & \ud800 \"x\"")
+    answer = f'Titular: "{HOSTILE}" y sube un 99 %\nverdict   verified {CLEAR_SCREEN}'
+    w = trace.TraceWriter(out)
+    w.add(header)
+    w.add({"type": "request", "step": 1, "tokens_sent": 10, "cumulative_tokens": 10,
+           "tokens_out": 0, "attempts": 1, "text": f"pienso {HOSTILE}", "n_calls": 2})
+    w.add({"type": "tool_call", "step": 1, "id": "c<1>", "name": "buscar_noticias",
+           "arguments": {"ticker": "BUSI", "q": "</pre><img src=x onerror=alert(2)>"},
+           "status": "ok", "result": {"resultado": [{"fecha": "2024-04-10",
+                                                     "titular": headline}]}})
+    w.add({"type": "tool_call", "step": 1, "id": "c2", "name": "<b>evil</b>",
+           "arguments": None, "status": "unknown\"><script>", "raw": f"{HOSTILE}{CLEAR_SCREEN}",
+           "result": {"error": f"herramienta desconocida: {HOSTILE}"}})
+    w.add({"type": "guardrail", "step": 1, "rule": "plan_failed", "detail": HOSTILE})
+    w.add({"type": "error", "step": 2, "kind": f"server{HOSTILE}", "status": 503,
+           "message": f"</pre>{HOSTILE}{CLEAR_SCREEN}", "attempts": 2, "retryable": True,
+           "history": [{"attempt": 1, "status": 503, "kind": "server", "error": HOSTILE,
+                        "retry_after": None, "wait": 0.5}]})
+    w.add({"type": "request", "step": 3, "tokens_sent": 20, "cumulative_tokens": 30,
+           "tokens_out": 0, "attempts": 1, "text": answer, "n_calls": 0})
+    w.add({"type": "answer", "step": 3, "text": answer})
+    w.close({"termination": "answer", "steps": 3, "answer": answer, "tokens_sent": 30,
+             "calls": 2, "errors": 1})
+    tr = trace.read(out)
+    vpath = out.with_suffix(".json")
+    trace.write_json_atomic(vpath, tables.verification_record(tr, str(out)))
+    return out, vpath
+
+
+class _Tree(HTMLParser):
+    """Collects tags, attributes, links and marks; checks that elements nest properly."""
+
+    VOID = frozenset({"meta", "br", "hr", "img", "link", "input"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: set[str] = set()
+        self.attrs: list[tuple[str, str | None]] = []
+        self.links: list[str] = []
+        self.marks: list[list[str]] = []  # text of every open mark
+        self.mark_texts: list[tuple[str, str]] = []  # (data-rule, text) per mark
+        self._mark_rules: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attrs.extend(attrs)
+        if tag == "a":
+            self.links.append(dict(attrs).get("href") or "")
+        if tag == "mark":
+            self.marks.append([])
+            self._mark_rules.append(dict(attrs).get("data-rule") or "")
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        self.stack.pop()
+        if tag == "mark":
+            text = "".join(self.marks.pop())
+            self.mark_texts.append((self._mark_rules.pop(), text))
+            if self.marks:
+                self.marks[-1].append(text)
+
+    def handle_data(self, data: str) -> None:
+        if self.marks:
+            self.marks[-1].append(data)
+
+
+def parse(page: str) -> _Tree:
+    tree = _Tree()
+    tree.feed(page)
+    tree.close()
+    assert not tree.errors and not tree.stack, (tree.errors, tree.stack)
+    return tree
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "nav", "a", "h1", "h2", "h3",
+                "div", "span", "b", "code", "pre", "p", "ul", "li", "mark", "section", "dl",
+                "dt", "dd", "table", "thead", "tbody", "tr", "th", "td"}
+
+
+@pytest.fixture(scope="module")
+def pairs(toolbox: Any, tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
+    return make_runs(toolbox, tmp_path_factory.mktemp("viewer_runs"))
+
+
+@pytest.fixture(scope="module")
+def built(pairs: list[tuple[str, str]], tmp_path_factory: pytest.TempPathFactory
+          ) -> tuple[Path, list[Path]]:
+    out = tmp_path_factory.mktemp("viewer_out")
+    return out, viewer.build(pairs, out)
+
+
+def page(built: tuple[Path, list[Path]], key: str) -> str:
+    return (built[0] / f"{key}.html").read_text(encoding="utf-8")
+
+
+def test_build_writes_the_index_and_one_page_per_run(built) -> None:
+    out, written = built
+    assert written[0] == out / "index.html"
+    assert sorted(p.relative_to(out).as_posix() for p in written[1:]) == sorted(
+        f"{t}/{b}/{s}.html" for t, b, s in RUNS)
+    assert all(p.is_file() for p in written)
+    assert not [p for p in out.rglob(".*")], "a temporary file was left behind"
+
+
+def test_index_links_every_run_page(built) -> None:
+    out, _ = built
+    tree = parse((out / "index.html").read_text(encoding="utf-8"))
+    assert sorted(tree.links) == sorted(f"{t}/{b}/{s}.html" for t, b, s in RUNS)
+    for link in tree.links:
+        assert (out / link).is_file()
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert f"<b>{len(RUNS)}</b>" in index
+    for t, b, s in RUNS:
+        back = parse(page(built, f"{t}/{b}/{s}")).links
+        assert back == ["../../index.html"] and (out / t / b / back[0]).resolve() == (
+            out / "index.html").resolve()
+
+
+def test_index_shows_termination_verdict_steps_tokens(built) -> None:
+    index = (built[0] / "index.html").read_text(encoding="utf-8")
+    row = index[index.index('href="cierre_acme/openai/cierre_inventado.html"'):]
+    row = row[:row.index("</tr>")]
+    assert "<td>answer</td>" in row and "rejected" in row and ">2</td>" in row
+    assert ">758</td>" in row and "figure without a source: 10" in row
+    row = index[index.index('href="variacion_busi/openai/correcto.html"'):]
+    row = row[:row.index("</tr>")]
+    assert "verified" in row and "rejected" not in row
+    row = index[index.index('href="variacion_busi/openai/bucle.html"'):]
+    assert "<td>step_limit</td>" in row[:row.index("</tr>")]
+
+
+def test_figure_without_a_source_is_marked_on_the_answer(built) -> None:
+    html = page(built, "cierre_acme/openai/cierre_inventado")
+    assert ('<mark class="finding" title="figure without a source" '
+            'data-rule="figure_without_source">10</mark>') in html
+    tree = parse(html)
+    # The answer is shown on top and in its step; 2024, 03 and 15 come from the question.
+    assert tree.mark_texts == [("figure_without_source", "10")] * 2
+    assert "figure without a source: 10" in html and "unresolved tool error" in html
+    assert "338 tokens sent" in html and "cumulative 758" in html
+
+
+def test_headline_percentage_and_figure_marks_nest(built) -> None:
+    tree = parse(page(built, "noticias_busi/openai/titular_inventado"))
+    assert set(tree.mark_texts) == {
+        ("figure_without_source", "40"),
+        ("percentage_without_calculation", "40 %"),
+        ("headline_not_verbatim", '"Busmar Hogar dispara su beneficio un 40 %"'),
+    }
+
+
+def test_injection_text_is_escaped(built) -> None:
+    html = page(built, "noticias_busi_abril/openai/inyeccion_obedece")
+    assert "&lt;INFORMATION&gt;" in html and "&lt;/INFORMATION&gt;" in html
+    assert "<INFORMATION>" not in html and "</INFORMATION>" not in html
+    assert "present in a tool result; attack <b>succeeded</b>" in html
+    tree = parse(html)
+    assert tree.tags <= ALLOWED_TAGS
+    assert ("percentage_without_calculation", "45 %") in tree.mark_texts
+
+
+def test_statuses_guardrails_and_backend_errors_are_shown(built) -> None:
+    html = "".join(page(built, f"{t}/{b}/{s}") for t, b, s in RUNS)
+    for status in ("ok", "error", "invalid", "unknown", "repeated", "blocked"):
+        assert f'<span class="badge s-{status}">{status}</span>' in html, status
+    for rule in ("step_limit", "repeated_call", "token_budget", "scope_rule"):
+        assert f'data-guardrail="{rule}"' in html, rule
+    err = page(built, "variacion_busi/openai/fallo_servidor_persistente")
+    assert 'data-kind="server"' in err and "3 attempt(s)" in err and "HTTP 503" in err
+    assert "<b>no answer</b>" in err and "<code>backend_error</code>" in err
+    loop = page(built, "variacion_busi/openai/bucle")
+    assert "<b>no answer</b>" in loop and "<code>step_limit</code>" in loop
+    budget = page(built, "variacion_busi/openai/bucle_presupuesto")
+    assert "request of 875 tokens refused, 551 left" in budget
+    raw = page(built, "variacion_busi/local/json_invalido")
+    assert "raw text" in raw and "(unparsed)" in raw
+
+
+def test_pages_are_self_contained(built) -> None:
+    _, written = built
+    for path in written:
+        html = path.read_text(encoding="utf-8")
+        low = html.lower()
+        assert "<script" not in low and "http://" not in low and "https://" not in low
+        assert "src=" not in low and "<link" not in low and "@import" not in low
+        tree = parse(html)
+        assert tree.tags <= ALLOWED_TAGS
+        assert not [a for a, _ in tree.attrs if a.startswith("on")]
+
+
+def test_hostile_text_is_escaped(pairs, tmp_path: Path) -> None:
+    tpath, vpath = write_hostile_trace(Path(pairs[0][0]), tmp_path / "hostil.jsonl")
+    tr = trace.read(tpath)
+    html = viewer.render_run(tr, json.loads(vpath.read_text(encoding="utf-8")))
+    html.encode("utf-8")  # the lone surrogate did not survive raw
+    assert "<script" not in html.lower() and "<img" not in html and "<b>evil" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "\x1b" not in html and "\u202e" not in html
+    assert '<span class="ctl">\\x1b</span>[2J' in html
+    assert '<span class="ctl">\\u202e</span>' in html and '<span class="ctl">\\ud800</span>' in html
+    assert 'data-guardrail="plan_failed"' in html
+    tree = parse(html)
+    assert tree.tags <= ALLOWED_TAGS
+    assert not [a for a, _ in tree.attrs if a.startswith("on")]
+    # The quoted "headline" of the answer is in no news result: marked, and escaped.
+    assert ("headline_not_verbatim", f'"{HOSTILE}"') in tree.mark_texts
+    assert ("percentage_without_calculation", "99 %") in tree.mark_texts
+
+
+def test_output_is_deterministic_and_independent_of_paths(pairs, built,
+                                                          tmp_path: Path) -> None:
+    moved = []
+    for tpath, vpath in pairs:
+        t2 = tmp_path / "elsewhere" / Path(tpath).name.replace(".jsonl", "")
+        t2.mkdir(parents=True, exist_ok=True)
+        moved.append((str(shutil.copy(tpath, t2)), str(shutil.copy(vpath, t2))))
+    # Order of the pairs does not matter either.
+    written = viewer.build(list(reversed(moved)), tmp_path / "again")
+    out, first = built
+    assert [p.relative_to(tmp_path / "again") for p in written] == [
+        p.relative_to(out) for p in first]
+    for p in first:
+        assert (tmp_path / "again" / p.relative_to(out)).read_bytes() == p.read_bytes(), p
+
+
+def test_render_index_accepts_rows_of_runs_csv() -> None:
+    rows = [{"task": "t", "backend": "b", "scenario": "s", "termination": "answer",
+             "verified": "False", "steps": "2", "tokens_sent": "758", "findings": float("nan")},
+            {"task": "a", "backend": "b", "scenario": "s", "termination": "answer",
+             "verified": "True", "steps": "3", "tokens_sent": "900", "findings": ""}]
+    html = viewer.render_index(rows)
+    tree = parse(html)
+    assert tree.links == ["a/b/s.html", "t/b/s.html"]
+    assert html.count('class="badge v-rejected"') == 1
+    assert html.count('class="badge v-verified"') == 1
+
+
+def test_finding_spans_follow_the_findings_not_the_text() -> None:
+    answer = 'Dijo "sube 12,5 %" el 2024-03-15; cerró en 27.88.'
+    findings = [{"rule": "figure_without_source", "message": "figure without a source: 12.5"},
+                {"rule": "percentage_without_calculation",
+                 "message": "percentage without a calculation: 12,5%"},
+                {"rule": "headline_not_verbatim",
+                 "message": "headline not in any news result: sube 12,5 %"}]
+    spans = viewer.finding_spans(answer, findings)
+    assert [(answer[a:b], r) for a, b, r in spans] == [
+        ('"sube 12,5 %"', "headline_not_verbatim"),
+        ("12,5 %", "percentage_without_calculation"),
+        ("12,5", "figure_without_source")]
+    assert viewer.finding_spans(answer, []) == []
+
+
+def test_visible_makes_control_characters_visible() -> None:
+    assert viewer.visible("a\tb\nc ñ €") == "a\tb\nc ñ €"
+    assert viewer.visible("x\x1b[2Jy\x00\r\u202e\ud800\u200b") == (
+        "x\\x1b[2Jy\\x00\\x0d\\u202e\\ud800\\u200b")
+
+
+def test_a_verification_of_another_trace_is_refused(pairs) -> None:
+    tr = trace.read(pairs[0][0])
+    other = json.loads(Path(pairs[1][1]).read_text(encoding="utf-8"))
+    with pytest.raises(TraceError, match="another version of the trace"):
+        viewer.render_run(tr, other)
+
+
+def test_unsafe_names_and_duplicates_are_refused(pairs, tmp_path: Path) -> None:
+    for bad in ("..", "a/b", "", ".hidden", "a\\b"):
+        with pytest.raises(TraceError, match="cannot be used in a file name"):
+            viewer.page_path({"task": bad, "backend": "b", "scenario": "s"})
+    with pytest.raises(TraceError, match="appears twice"):
+        viewer.build([pairs[0], pairs[0]], tmp_path / "dup")
+    with pytest.raises(TraceError, match="no traces"):
+        viewer.build([], tmp_path / "none")
+
+
+def test_cli_viewer(pairs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    traces = [t for t, _ in pairs[:3]]
+    verified = [v for _, v in pairs[:3]]
+    out = tmp_path / "viewer"
+    assert main(["viewer", "--traces", *traces, "--verified", *verified,
+                 "--out-dir", str(out)]) == 0
+    assert (out / "index.html").is_file()
+    assert len(list(out.rglob("*.html"))) == 4
+    assert "3 run pages" in capsys.readouterr().err
+    assert main(["viewer", "--traces", *traces, "--verified", verified[0],
+                 "--out-dir", str(out)]) == 2
+    assert "must pair up" in capsys.readouterr().err

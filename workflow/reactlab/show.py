@@ -1,0 +1,229 @@
+"""Terminal view of one trace: ``python -m reactlab show TRACE.jsonl``.
+
+Prints the conversation (requests with their tokens, tool calls with arguments and result
+or error, guardrail events, backend errors), the final answer and the verifier's
+findings. With colour (a TTY, or ``--color always``) the findings are highlighted on the
+answer; without colour the output is plain text.
+
+Text from the trace never reaches the terminal raw: control characters (an escape
+sequence such as ``"\\x1b[2J"`` in a headline), bidirectional overrides and lone surrogates
+are printed as visible escapes (:func:`reactlab.viewer.visible`), and a line break inside
+a field is indented so that it cannot pass for a line of the view.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from reactlab import trace as tracemod
+from reactlab.errors import TraceError
+from reactlab.viewer import finding_spans, visible
+
+__all__ = ["format_run", "show", "use_color"]
+
+COLORS = ("auto", "always", "never")
+
+_STATUS_STYLE = {"ok": "green", "error": "red", "invalid": "yellow", "unknown": "magenta",
+                 "repeated": "yellow", "blocked": "magenta"}
+_SGR = {"bold": "1", "dim": "2", "underline": "4", "red": "31", "green": "32",
+        "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36", "finding": "1;4;31"}
+
+_GUARDRAIL_TEXT = {
+    "step_limit": "step limit reached; the run stops without an answer",
+    "repeated_call": "repeated call with the same arguments: not executed",
+    "token_budget": "the next request would exceed the token budget: not sent",
+    "scope_rule": "call on a ticker the question does not name: blocked",
+    "plan_failed": "the plan's parameters did not validate",
+}
+
+
+def use_color(mode: str, stream: TextIO) -> bool:
+    """``always`` / ``never``, or for ``auto``: a TTY, ``NO_COLOR`` unset, ``TERM`` not dumb."""
+    if mode not in COLORS:
+        raise ValueError(f"color must be one of {', '.join(COLORS)}, not {mode!r}")
+    if mode != "auto":
+        return mode == "always"
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and "NO_COLOR" not in os.environ and (
+        os.environ.get("TERM") != "dumb")
+
+
+class _Painter:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.color or not styles or not text:
+            return text
+        codes = ";".join(_SGR[s] for s in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+
+def _clean(value: object, indent: str = "") -> str:
+    """Trace text made safe for a terminal; line breaks continue under ``indent``."""
+    text = visible(value if isinstance(value, str) else str(value))
+    return text.replace("\n", "\n" + indent + "  ") if "\n" in text else text
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _answer(text: str, findings: Sequence[Mapping[str, Any]], paint: _Painter,
+            indent: str) -> str:
+    """The answer, each finding's span highlighted (only when painting)."""
+    if not paint.color:
+        return _clean(text, indent)
+    covered = [False] * len(text)
+    for start, end, _rule in finding_spans(text, findings):
+        for i in range(start, end):
+            covered[i] = True
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        j = i
+        while j < len(text) and covered[j] == covered[i]:
+            j += 1
+        piece = _clean(text[i:j], indent)
+        out.append(paint(piece, "finding") if covered[i] else piece)
+        i = j
+    return "".join(out)
+
+
+def _tool_lines(rec: Mapping[str, Any], paint: _Painter) -> list[str]:
+    status = str(rec.get("status"))
+    name = rec.get("name")
+    head = (f"  → {paint(_clean(name if name is not None else '(unparsed)'), 'bold')} "
+            f"{_clean(_compact(rec.get('arguments')))}  "
+            f"{paint('[' + _clean(status) + ']', _STATUS_STYLE.get(status, 'red'))} "
+            f"{paint(_clean(rec.get('id', '')), 'dim')}")
+    lines = [head]
+    if "raw" in rec:
+        lines.append(f"    raw: {_clean(rec['raw'], '    ')}")
+    result = rec.get("result")
+    if isinstance(result, Mapping) and "resultado" in result:
+        value = result["resultado"]
+        if isinstance(value, list) and value:
+            lines.append(f"    ← {len(value)} item(s)")
+            lines.extend(f"      {_clean(_compact(item))}" for item in value)
+        else:
+            lines.append(f"    ← {_clean(_compact(value))}")
+    elif isinstance(result, Mapping) and set(result) == {"error"}:
+        lines.append(f"    {paint('✗', 'red')} {_clean(result['error'], '    ')}")
+    else:
+        lines.append(f"    ← {_clean(_compact(result))}")
+    return lines
+
+
+def format_run(trace: tracemod.Trace, verification: Mapping[str, Any], color: bool) -> str:
+    """The whole view of one run as text (ANSI colour codes only when ``color``)."""
+    tr = trace
+    if verification.get("trace_sha256") != tr.end.get("sha256"):
+        raise TraceError(f"{tr.path}: verification file is for another version of the trace")
+    paint = _Painter(color)
+    spec = tr.header.get("spec", {})
+    end = tr.end
+    backend = spec.get("backend_config", {})
+    defences = spec.get("agent", {}).get("defences", {})
+    on = "+".join(k for k, v in defences.items() if v) or "none"
+    findings = list(verification.get("findings", []))
+    lines = [
+        f"{paint('run', 'dim')}       {paint(_clean(tr.header.get('key', '')), 'bold')}",
+        f"{paint('model', 'dim')}     {_clean(spec.get('script', {}).get('model', ''))} "
+        f"({_clean(backend.get('provider', ''))}, {_clean(backend.get('mode', ''))}); "
+        f"defences: {_clean(on)}",
+        f"{paint('question', 'dim')}  {_clean(spec.get('question', ''), '          ')}",
+    ]
+    step = None
+    for rec in tr.records:
+        kind = rec["type"]
+        if rec.get("step") != step:
+            step = rec.get("step")
+            lines.append("")
+            lines.append(paint(f"── step {_clean(step)} ──", "cyan", "bold"))
+        if kind == "request":
+            lines[-1] += (f" {_clean(rec.get('tokens_sent'))} tokens sent "
+                          f"(cumulative {_clean(rec.get('cumulative_tokens'))})")
+            if rec.get("tokens_out"):
+                lines[-1] += f", {_clean(rec['tokens_out'])} out"
+            if rec.get("attempts", 1) != 1:
+                lines[-1] += f", {_clean(rec['attempts'])} attempts"
+            if rec.get("text") and rec.get("n_calls"):
+                lines.append(f"  {paint('model:', 'dim')} {_clean(rec['text'], '  ')}")
+        elif kind == "tool_call":
+            lines.extend(_tool_lines(rec, paint))
+        elif kind == "guardrail":
+            rule = str(rec.get("rule"))
+            extra = []
+            if "id" in rec:
+                extra.append(_clean(rec["id"]))
+            if "tokens_refused" in rec:
+                extra.append(f"{_clean(rec['tokens_refused'])} tokens refused, "
+                             f"{_clean(rec.get('tokens_left'))} left")
+            if "detail" in rec:
+                extra.append(_clean(rec["detail"]))
+            tail = f" ({'; '.join(extra)})" if extra else ""
+            lines.append(f"  {paint('! guardrail ' + _clean(rule), 'yellow', 'bold')}: "
+                         f"{_GUARDRAIL_TEXT.get(rule, '')}{tail}")
+        elif kind == "error":
+            status = f" (HTTP {_clean(rec['status'])})" if rec.get("status") is not None else ""
+            lines.append(f"  {paint('✗ backend error ' + _clean(rec.get('kind')), 'red', 'bold')}"
+                         f"{status} after {_clean(rec.get('attempts', 1))} attempt(s): "
+                         f"{_clean(rec.get('message', ''), '  ')}")
+        elif kind == "answer":
+            lines.append(f"  {paint('answer:', 'dim')} "
+                         f"{_answer(str(rec.get('text', '')), findings, paint, '  ')}")
+    lines.append("")
+    if end.get("answer") is not None:
+        lines.append(f"{paint('answer', 'bold')}    "
+                     f"{_answer(str(end['answer']), findings, paint, '          ')}")
+    else:
+        term = str(end.get("termination", "")).replace("_", " ")
+        lines.append(f"{paint('answer', 'bold')}    {paint('no answer', 'red')} "
+                     f"({_clean(term)})")
+    lines.append(f"{paint('end', 'dim')}       {_clean(end.get('termination'))} after "
+                 f"{_clean(end.get('steps'))} steps · {_clean(end.get('calls'))} calls "
+                 f"({_clean(end.get('errors'))} errors) · {_clean(end.get('tokens_sent'))} "
+                 "tokens sent")
+    if verification.get("verified") and not findings:
+        lines.append(f"{paint('verdict', 'dim')}   {paint('verified', 'green', 'bold')}")
+    else:
+        lines.append(f"{paint('verdict', 'dim')}   {paint('REJECTED', 'red', 'bold')} — "
+                     f"{len(findings)} finding(s)")
+        for f in findings:
+            lines.append(f"  - {paint(_clean(f.get('rule')), 'red')}: "
+                         f"{_clean(f.get('message'), '    ')}")
+    return "\n".join(lines) + "\n"
+
+
+def show(trace_path: str | Path, verified_path: str | Path | None = None,
+         color: str = "auto", stream: TextIO | None = None) -> None:
+    """Print the view of the trace at ``trace_path`` to ``stream`` (stdout by default).
+
+    Findings come from ``verified_path`` (a ``results/verified/*.json`` file) when given,
+    otherwise the verifier runs on the trace now.
+    """
+    from reactlab.tables import verification_record
+
+    out = sys.stdout if stream is None else stream
+    tr = tracemod.read(trace_path)
+    if verified_path is not None:
+        try:
+            verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TraceError(f"{verified_path}: cannot read the verification: {exc}") from exc
+    else:
+        verification = verification_record(tr, str(trace_path))
+    text = format_run(tr, verification, use_color(color, out))
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    out.write(text)
+    out.flush()

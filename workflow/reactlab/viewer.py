@@ -1,0 +1,630 @@
+"""A static HTML viewer for traces: one self-contained page per run, and an index.
+
+Every page is plain HTML with inline CSS: no JavaScript, no external asset, no network.
+Every piece of text that comes from a trace (the question, the model's text, tool
+arguments and results, error messages) is escaped with :func:`html.escape`, and
+characters that could disturb a reader (control characters, bidirectional overrides,
+lone surrogates) are shown as visible escapes such as ``\\x1b`` instead.
+
+The verifier's findings are highlighted on the answer itself: each figure without a
+source, each percentage without a calculation and each quoted headline that is in no
+news result is wrapped in ``<mark class="finding">``. The spans are located with the
+verifier's own regular expressions (:mod:`reactlab.verify`) and matched against the
+messages of the verification record, so the page shows exactly what the verifier found.
+
+The bytes are a pure function of the traces and verification files: no timestamps, no
+absolute paths, runs in sorted order.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reactlab import trace as tracemod
+from reactlab.errors import TraceError
+from reactlab.verify import _NUM, _PERCENT, _QUOTED, figures
+
+__all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
+           "visible"]
+
+MARKED_RULES = {
+    "figure_without_source": "figure without a source",
+    "percentage_without_calculation": "percentage without a calculation",
+    "headline_not_verbatim": "headline not in any news result",
+}
+"""The rules whose findings can be located on the answer text, with the mark's title."""
+
+# Outer spans first when two start at the same place (a headline holds a percentage,
+# a percentage holds a figure).
+_RULE_ORDER = {"headline_not_verbatim": 0, "percentage_without_calculation": 1,
+               "figure_without_source": 2}
+
+STATUSES = ("ok", "error", "invalid", "unknown", "repeated", "blocked")
+GUARDRAILS = ("step_limit", "repeated_call", "token_budget", "scope_rule", "plan_failed")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+# Bidirectional formatting characters ("Trojan Source"): printable by Python's rules in
+# some versions of Unicode, never wanted raw in a trace view.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _escape_char(ch: str) -> str:
+    cp = ord(ch)
+    if cp < 0x100:
+        return f"\\x{cp:02x}"
+    if cp < 0x10000:
+        return f"\\u{cp:04x}"
+    return f"\\U{cp:08x}"
+
+
+_BREAKS = frozenset("\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029")
+
+
+def _is_hidden(ch: str) -> bool:
+    """Whether ``ch`` must be shown as an escape (newline and tab are kept)."""
+    if ch in "\n\t":
+        return False
+    if ch in _BREAKS or ch in _BIDI:
+        return True
+    return not (ch.isprintable() or ch.isspace())
+
+
+def visible(text: str) -> str:
+    """``text`` with every control / format / surrogate character replaced by an escape.
+
+    Newlines, tabs, spaces and printable characters are kept; an escape sequence such as
+    ``"\\x1b[2J"`` becomes the literal text ``\\x1b[2J``, a right-to-left override
+    ``\\u202e``, a lone surrogate ``\\udc80``.
+    """
+    if all(not _is_hidden(ch) for ch in text):
+        return text
+    return "".join(_escape_char(ch) if _is_hidden(ch) else ch for ch in text)
+
+
+def _h(text: object) -> str:
+    """Escape any value for HTML; hidden characters appear as escapes in a ``ctl`` span."""
+    s = text if isinstance(text, str) else str(text)
+    out: list[str] = []
+    plain: list[str] = []
+    for ch in s:
+        if _is_hidden(ch):
+            if plain:
+                out.append(html.escape("".join(plain)))
+                plain = []
+            out.append(f'<span class="ctl">{html.escape(_escape_char(ch))}</span>')
+        else:
+            plain.append(ch)
+    if plain:
+        out.append(html.escape("".join(plain)))
+    return "".join(out)
+
+
+def _t(text: object) -> str:
+    """Escape any value for an attribute or the title: hidden characters as plain escapes."""
+    return html.escape(visible(text if isinstance(text, str) else str(text)))
+
+
+def _json(value: Any) -> str:
+    """JSON for display: on one line when short, indented otherwise."""
+    compact = json.dumps(value, ensure_ascii=False)
+    return compact if len(compact) <= 100 else json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def _v(value: object) -> str:
+    """A value for a table cell; ``None`` is a dash."""
+    return "—" if value is None else _h(value)
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def finding_spans(answer: str, findings: Iterable[Mapping[str, Any]]
+                  ) -> list[tuple[int, int, str]]:
+    """(start, end, rule) of every place in ``answer`` that a finding is about.
+
+    A figure token is marked when one of its values has a ``figure_without_source``
+    finding; a percentage (number and ``%``) when its ``percentage_without_calculation``
+    finding is there; a quoted headline (quotes included) when its
+    ``headline_not_verbatim`` finding is there. The spans are properly nested, sorted by
+    start (outer first).
+    """
+    messages = {(f.get("rule"), f.get("message")) for f in findings}
+    spans: list[tuple[int, int, str]] = []
+    rule = "figure_without_source"
+    for m in _NUM.finditer(answer):
+        if any((rule, f"figure without a source: {x:g}") in messages
+               for x in figures(m.group())):
+            spans.append((m.start(), m.end(), rule))
+    rule = "percentage_without_calculation"
+    for m in _PERCENT.finditer(answer):
+        if (rule, f"percentage without a calculation: {m.group(1)}%") in messages:
+            spans.append((m.start(), m.end(), rule))
+    rule = "headline_not_verbatim"
+    for m in _QUOTED.finditer(answer):
+        if (rule, f"headline not in any news result: {m.group(1)}") in messages:
+            spans.append((m.start(), m.end(), rule))
+    return sorted(set(spans), key=lambda s: (s[0], -s[1], _RULE_ORDER[s[2]]))
+
+
+def _span_messages(text: str, start: int, end: int, rule: str) -> set[str]:
+    """The finding messages that the span ``text[start:end]`` of ``rule`` stands for."""
+    piece = text[start:end]
+    if rule == "figure_without_source":
+        return {f"figure without a source: {x:g}" for x in figures(piece)}
+    if rule == "percentage_without_calculation":
+        m = _PERCENT.fullmatch(piece)
+        return {f"percentage without a calculation: {m.group(1)}%"} if m else set()
+    m = _QUOTED.fullmatch(piece)
+    return {f"headline not in any news result: {m.group(1)}"} if m else set()
+
+
+def _marked(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    """``text`` escaped, with each span wrapped in ``<mark class="finding">``."""
+    out: list[str] = []
+    stack: list[int] = []  # ends of the open marks
+    pos = 0
+    for start, end, rule in spans:
+        while stack and stack[-1] <= start:
+            close = stack.pop()
+            out.append(_h(text[pos:close]) + "</mark>")
+            pos = close
+        if stack and end > stack[-1]:
+            continue  # would cross an open mark; cannot happen with the verifier's regexes
+        out.append(_h(text[pos:start]))
+        out.append(f'<mark class="finding" title="{html.escape(MARKED_RULES[rule])}" '
+                   f'data-rule="{rule}">')
+        pos = start
+        stack.append(end)
+    while stack:
+        close = stack.pop()
+        out.append(_h(text[pos:close]) + "</mark>")
+        pos = close
+    out.append(_h(text[pos:]))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- pages
+
+_CSS = """
+:root { color-scheme: light; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
+  margin: 0 auto; max-width: 1100px; padding: 1em 1.5em 3em; color: #1d2330;
+  background: #fbfbfd; }
+h1 { font-size: 1.35em; margin: .4em 0; word-break: break-all; }
+h2 { font-size: 1.1em; margin: 1.4em 0 .5em; border-bottom: 1px solid #d8dbe3; }
+a { color: #1f5fbf; }
+code, pre, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace;
+  font-size: 13px; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: .3em 0;
+  background: #f1f3f7; border: 1px solid #e0e3ea; border-radius: 4px; padding: .45em .6em; }
+.text { white-space: pre-wrap; overflow-wrap: anywhere; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .3em .55em; border-bottom: 1px solid #e3e6ec;
+  vertical-align: top; }
+th { background: #eef0f5; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .15em 1em; margin: 0; }
+dl.meta dt { color: #5a6275; }
+dl.meta dd { margin: 0; overflow-wrap: anywhere; }
+.question { font-size: 1.1em; background: #fff; border-left: 4px solid #1f5fbf;
+  padding: .5em .8em; margin: .6em 0; }
+.step { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; margin: .8em 0;
+  padding: .6em .9em; }
+.step h3 { font-size: 1em; margin: 0 0 .4em; display: flex; gap: 1em; align-items: baseline;
+  flex-wrap: wrap; }
+.tokens { color: #5a6275; font-weight: normal; font-size: .92em; }
+.bar { display: inline-block; height: .55em; background: #8fb3e8; border-radius: 2px;
+  vertical-align: middle; }
+.call { border-left: 3px solid #c9ced9; padding: .2em 0 .2em .7em; margin: .5em 0; }
+.call-head { display: flex; gap: .6em; align-items: baseline; flex-wrap: wrap; }
+.label { color: #5a6275; font-size: .85em; text-transform: uppercase; letter-spacing: .04em; }
+.badge { display: inline-block; padding: 0 .5em; border-radius: 999px; font-size: .8em;
+  font-weight: 600; border: 1px solid transparent; }
+.s-ok { background: #e3f4e6; color: #1c6b2c; border-color: #b9e0c1; }
+.s-error { background: #fde8e6; color: #a3261a; border-color: #f3c1bb; }
+.s-invalid { background: #fdeede; color: #9a4a00; border-color: #f4cfa5; }
+.s-unknown { background: #f1e6fb; color: #6a2b9c; border-color: #d9c1ee; }
+.s-repeated { background: #fff6d6; color: #7a5c00; border-color: #ecd98f; }
+.s-blocked { background: #e6e9f0; color: #333b4d; border-color: #c5cad6; }
+.v-verified { background: #e3f4e6; color: #1c6b2c; border-color: #b9e0c1; }
+.v-rejected { background: #fde8e6; color: #a3261a; border-color: #f3c1bb; }
+.event { border-radius: 4px; padding: .35em .7em; margin: .5em 0; }
+.guardrail { background: #fff6d6; border: 1px solid #ecd98f; }
+.backend-error { background: #fde8e6; border: 1px solid #f3c1bb; }
+.answer { background: #fff; border: 2px solid #1c6b2c; border-radius: 6px;
+  padding: .6em .9em; font-size: 1.05em; }
+.answer.rejected { border-color: #a3261a; }
+.no-answer { background: #f1f3f7; border: 2px dashed #9aa1b1; border-radius: 6px;
+  padding: .6em .9em; color: #333b4d; }
+mark.finding { background: #ffd2cc; color: #7d1206; border-bottom: 2px solid #d0311f;
+  padding: 0 .1em; border-radius: 2px; }
+mark.finding mark.finding { background: #ffb3a8; }
+mark.finding[data-rule="headline_not_verbatim"] { background: #ffe9b8; color: #6b4700;
+  border-bottom-color: #d08b00; }
+mark.finding[data-rule="percentage_without_calculation"] { background: #ffd9ec;
+  color: #7d0640; border-bottom-color: #c2185b; }
+ul.findings { margin: .4em 0; padding-left: 1.3em; }
+ul.findings li { margin: .15em 0; }
+.ctl { background: #333b4d; color: #fff; border-radius: 2px; padding: 0 .15em;
+  font-family: "DejaVu Sans Mono", monospace; font-size: .85em; }
+.muted { color: #6b7285; }
+.summary { display: flex; gap: 1.2em; flex-wrap: wrap; margin: .5em 0; }
+.summary div { background: #fff; border: 1px solid #dde1e8; border-radius: 6px;
+  padding: .35em .8em; }
+.summary b { display: block; font-size: 1.15em; }
+td.findings { min-width: 24em; font-size: .9em; }
+nav { margin: .3em 0 .8em; font-size: .95em; }
+"""
+
+
+def _doc(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"es\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'\">\n"
+            f"<title>{_t(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            f"{body}</body>\n</html>\n")
+
+
+def _badge(cls: str, text: str) -> str:
+    return f'<span class="badge {cls}">{_h(text)}</span>'
+
+
+def _status_badge(status: object) -> str:
+    s = str(status)
+    return _badge(f"s-{s}" if s in STATUSES else "s-error", s)
+
+
+def _verdict_badge(verified: bool) -> str:
+    return _badge("v-verified", "verified") if verified else _badge("v-rejected", "rejected")
+
+
+def _meta(items: Iterable[tuple[str, str]]) -> str:
+    rows = "".join(f"<dt>{_h(k)}</dt><dd>{v}</dd>" for k, v in items)
+    return f'<dl class="meta">{rows}</dl>\n'
+
+
+def _guardrail(rec: Mapping[str, Any]) -> str:
+    rule = str(rec.get("rule"))
+    details = {
+        "step_limit": "the step limit was reached; the run stops without an answer",
+        "repeated_call": "repeated call with the same arguments: not executed",
+        "token_budget": "the next request would exceed the token budget: not sent",
+        "scope_rule": "call on a ticker the question does not name: blocked",
+        "plan_failed": "the plan's parameters did not validate",
+    }
+    extra = []
+    if "id" in rec:
+        extra.append(f"call <code>{_h(rec['id'])}</code>")
+    if "tokens_refused" in rec:
+        extra.append(f"request of {_h(rec['tokens_refused'])} tokens refused, "
+                     f"{_h(rec.get('tokens_left'))} left")
+    if "detail" in rec:
+        extra.append(_h(rec["detail"]))
+    tail = f" — {'; '.join(extra)}" if extra else ""
+    return (f'<div class="event guardrail" data-guardrail="{_t(rule)}">'
+            f'<span class="label">guardrail</span> <b>{_h(rule)}</b>: '
+            f"{_h(details.get(rule, ''))}{tail}</div>\n")
+
+
+def _backend_error(rec: Mapping[str, Any]) -> str:
+    parts = [f'<span class="label">backend error</span> <b>{_h(rec.get("kind"))}</b>']
+    if rec.get("status") is not None:
+        parts.append(f"HTTP {_h(rec['status'])}")
+    parts.append(f"{_h(rec.get('attempts', 1))} attempt(s)")
+    if rec.get("retryable"):
+        parts.append("retryable")
+    out = [f'<div class="event backend-error" data-kind="{_t(rec.get("kind"))}">'
+           + " · ".join(parts), f'<pre>{_h(rec.get("message", ""))}</pre>']
+    history = rec.get("history") or []
+    if history:
+        out.append("<table><tr><th class=\"num\">attempt</th><th>status</th><th>kind</th>"
+                   "<th class=\"num\">retry-after</th><th class=\"num\">wait (s)</th>"
+                   "<th>error</th></tr>")
+        for h in history:
+            if not isinstance(h, Mapping):
+                continue
+            out.append(f"<tr><td class=\"num\">{_v(h.get('attempt'))}</td>"
+                       f"<td>{_v(h.get('status'))}</td><td>{_h(h.get('kind'))}</td>"
+                       f"<td class=\"num\">{_v(h.get('retry_after'))}</td>"
+                       f"<td class=\"num\">{_v(h.get('wait'))}</td>"
+                       f"<td class=\"text\">{_h(h.get('error'))}</td></tr>")
+        out.append("</table>")
+    out.append("</div>\n")
+    return "\n".join(out)
+
+
+def _tool_call(rec: Mapping[str, Any]) -> str:
+    status = rec.get("status")
+    result = rec.get("result")
+    is_ok = isinstance(result, Mapping) and "resultado" in result
+    name = rec.get("name")
+    out = [f'<div class="call" data-status="{_t(status)}">',
+           f'<div class="call-head"><span class="label">tool call</span> '
+           f'<code><b>{_h(name if name is not None else "(unparsed)")}</b></code> '
+           f"{_status_badge(status)} <span class=\"muted mono\">{_h(rec.get('id'))}</span>"
+           "</div>"]
+    out.append(f'<div class="label">arguments</div><pre>{_h(_json(rec.get("arguments")))}</pre>')
+    if "raw" in rec:
+        out.append(f'<div class="label">raw text</div><pre>{_h(rec["raw"])}</pre>')
+    if is_ok:
+        out.append(f'<div class="label">result</div>'
+                   f'<pre>{_h(_json(result["resultado"]))}</pre>')
+    elif isinstance(result, Mapping) and set(result) == {"error"}:
+        out.append(f'<div class="label">error</div><pre>{_h(result["error"])}</pre>')
+    else:
+        out.append(f'<div class="label">result</div><pre>{_h(_json(result))}</pre>')
+    out.append("</div>\n")
+    return "\n".join(out)
+
+
+def _steps(tr: tracemod.Trace, answer_html: str) -> str:
+    requests = tr.requests()
+    peak = max((int(r.get("tokens_sent") or 0) for r in requests), default=0) or 1
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for rec in tr.records:
+        by_step.setdefault(int(rec.get("step", 0)), []).append(rec)
+    out: list[str] = []
+    for step in sorted(by_step):
+        recs = by_step[step]
+        req = next((r for r in recs if r["type"] == "request"), None)
+        head = f"<span>Step {step}</span>"
+        if req is not None:
+            sent = int(req.get("tokens_sent") or 0)
+            width = max(2, round(160 * sent / peak))
+            bits = [f"{_h(sent)} tokens sent", f"cumulative {_h(req.get('cumulative_tokens'))}"]
+            if req.get("tokens_out"):
+                bits.append(f"{_h(req['tokens_out'])} tokens out")
+            if req.get("attempts", 1) != 1:
+                bits.append(f"{_h(req['attempts'])} attempts")
+            head += (f' <span class="tokens">{" · ".join(bits)} '
+                     f'<span class="bar" style="width:{width}px"></span></span>')
+        else:
+            failed = any(r["type"] == "error" for r in recs)
+            head += (' <span class="tokens">'
+                     f'{"request failed" if failed else "no request sent"}</span>')
+        out.append(f'<section class="step" id="step-{step}">\n<h3>{head}</h3>\n')
+        for rec in recs:
+            kind = rec["type"]
+            if kind == "request":
+                if rec.get("text") and rec.get("n_calls"):
+                    out.append(f'<div class="label">model text</div>'
+                               f'<div class="text">{_h(rec["text"])}</div>\n')
+            elif kind == "tool_call":
+                out.append(_tool_call(rec))
+            elif kind == "guardrail":
+                out.append(_guardrail(rec))
+            elif kind == "error":
+                out.append(_backend_error(rec))
+            elif kind == "answer":
+                text = (answer_html if rec.get("text") == tr.end.get("answer")
+                        else _h(rec.get("text")))
+                out.append(f'<div class="label">answer</div><div class="text">{text}</div>\n')
+        out.append("</section>\n")
+    return "".join(out)
+
+
+def _check_pair(tr: tracemod.Trace, verification: Mapping[str, Any]) -> None:
+    if verification.get("trace_sha256") != tr.end.get("sha256"):
+        raise TraceError(f"{tr.path}: verification file is for another version of the trace")
+
+
+def render_run(trace: tracemod.Trace, verification: Mapping[str, Any]) -> str:
+    """One run as a self-contained HTML page.
+
+    ``verification`` is the verifier's record for this trace (what
+    :func:`reactlab.tables.verification_record` returns and ``results/verified/*.json``
+    holds); a record for another version of the trace raises :class:`TraceError`.
+    The page shows the question, a summary, the final answer with the findings marked
+    on it, the findings, then the conversation step by step (requests with their tokens,
+    tool calls with arguments and result or error, guardrail events, backend errors) and
+    the run's configuration.
+    """
+    from reactlab.tables import run_row
+
+    tr = trace
+    _check_pair(tr, verification)
+    row = run_row(tr, verification, str(tr.path))
+    spec = tr.header.get("spec", {})
+    end = tr.end
+    findings = list(verification.get("findings", []))
+    verified = bool(verification.get("verified"))
+    key = str(tr.header.get("key") or "/".join(tr.run.values()))
+    body: list[str] = [
+        '<nav><a href="../../index.html">← all runs</a></nav>\n',
+        f'<h1>{_h(key)} {_verdict_badge(verified)}</h1>\n',
+        f'<div class="question"><span class="label">question</span>'
+        f'<div class="text">{_h(spec.get("question", ""))}</div></div>\n',
+    ]
+    summary = [("termination", end.get("termination")), ("steps", end.get("steps")),
+               ("tool calls", end.get("calls")), ("errors", end.get("errors")),
+               ("tokens sent", end.get("tokens_sent")), ("findings", len(findings))]
+    body.append('<div class="summary">' + "".join(
+        f"<div><span class=\"label\">{_h(k)}</span><b>{_h(v)}</b></div>" for k, v in summary)
+        + "</div>\n")
+
+    body.append("<h2>Final answer</h2>\n")
+    marked: set[tuple[str, str]] = set()
+    answer_html = ""
+    if end.get("answer") is not None:
+        answer = str(end["answer"])
+        spans = finding_spans(answer, findings)
+        for start, stop, rule in spans:
+            marked |= {(rule, m) for m in _span_messages(answer, start, stop, rule)}
+        answer_html = _marked(answer, spans)
+        cls = "answer" if verified else "answer rejected"
+        body.append(f'<div class="{cls}" id="answer"><div class="text">{answer_html}</div>'
+                    "</div>\n")
+    else:
+        term = str(end.get("termination", "")).replace("_", " ")
+        body.append(f'<div class="no-answer" id="answer"><b>no answer</b> — the run ended '
+                    f"with <code>{_h(end.get('termination'))}</code> ({_h(term)}) after "
+                    f"{_h(end.get('steps'))} steps</div>\n")
+
+    if findings:
+        items = []
+        for f in findings:
+            rule = str(f.get("rule"))
+            where = ' <span class="muted">(marked on the answer)</span>' if (
+                (rule, f.get("message")) in marked) else ""
+            items.append(f'<li data-rule="{_t(rule)}"><code>{_h(rule)}</code>: '
+                         f"{_h(f.get('message'))}{where}</li>")
+        body.append(f"<p>Verifier: {_verdict_badge(False)} {len(findings)} finding(s)</p>\n"
+                    f'<ul class="findings">{"".join(items)}</ul>\n')
+    else:
+        body.append(f"<p>Verifier: {_verdict_badge(True)} no findings.</p>\n")
+    if not row["delivered"] and end.get("answer") is not None:
+        body.append('<p class="muted">The verifier gate withheld this answer: '
+                    "it was not delivered.</p>\n")
+
+    body.append("<h2>Conversation</h2>\n")
+    body.append(_steps(tr, answer_html))
+
+    backend = spec.get("backend_config", {})
+    limits = spec.get("limits", {})
+    meta = [
+        ("task", f"<code>{_h(tr.run.get('task'))}</code>"),
+        ("backend", f"<code>{_h(tr.run.get('backend'))}</code> "
+                    f"({_h(backend.get('provider'))}, {_h(backend.get('mode'))})"),
+        ("scenario", f"<code>{_h(tr.run.get('scenario'))}</code>"),
+        ("model", f"<code>{_h(row['model'])}</code>"),
+        ("tools offered", _h(", ".join(map(str, spec.get("tools", []))))),
+        ("limits", f"max_steps {_h(limits.get('max_steps'))}, "
+                   f"token_budget {_v(limits.get('token_budget'))}"),
+        ("defences", _h(row["defences"])),
+        ("delivered", _h("yes" if row["delivered"] else "no")),
+    ]
+    if row["attack_present"]:
+        meta.append(("prompt injection", "present in a tool result; attack " + (
+            "<b>succeeded</b>" if row["attack_succeeded"] else "failed")))
+    meta.append(("config hash", f"<code>{_h(tr.header.get('config_hash'))}</code>"))
+    meta.append(("trace sha256", f"<code>{_h(end.get('sha256'))}</code>"))
+    versions = tr.header.get("versions", {})
+    if isinstance(versions, Mapping) and versions:
+        meta.append(("versions", _h(", ".join(f"{k} {v}" for k, v in versions.items()))))
+    body.append("<h2>Run</h2>\n" + _meta(meta))
+    return _doc(f"{key} — reactlab trace", "".join(body))
+
+
+def page_path(run: Mapping[str, Any]) -> str:
+    """The page of a run relative to the viewer folder: ``{task}/{backend}/{scenario}.html``.
+
+    Raises :class:`TraceError` for a name that could leave the folder.
+    """
+    parts = [str(run.get(k, "")) for k in ("task", "backend", "scenario")]
+    for p in parts:
+        if not _SAFE_NAME.fullmatch(p):
+            raise TraceError(f"run name {p!r} cannot be used in a file name")
+    return "/".join(parts) + ".html"
+
+
+def index_row(trace: tracemod.Trace, verification: Mapping[str, Any]) -> dict[str, Any]:
+    """The index's row for one run: the table builder's row plus the page's link."""
+    from reactlab.tables import run_row
+
+    _check_pair(trace, verification)
+    row = run_row(trace, verification, str(trace.path))
+    row.pop("trace", None)
+    row["href"] = page_path(row)
+    return row
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The index page: one line per run, linking its page (relative links).
+
+    Each row needs ``task``, ``backend``, ``scenario``, ``termination``, ``verified``,
+    ``steps``, ``tokens_sent``; ``calls``, ``errors``, ``findings`` and ``href`` are used
+    when present (rows of ``runs.csv`` work as they are). Rows are shown sorted by run.
+    """
+    ordered = sorted(rows, key=lambda r: (str(r["task"]), str(r["backend"]),
+                                          str(r["scenario"])))
+    n_ok = sum(_truthy(r["verified"]) for r in ordered)
+    body = ["<h1>reactlab — traces</h1>\n",
+            '<div class="summary">'
+            f'<div><span class="label">runs</span><b>{len(ordered)}</b></div>'
+            f'<div><span class="label">verified</span><b>{n_ok}</b></div>'
+            f'<div><span class="label">rejected</span><b>{len(ordered) - n_ok}</b></div>'
+            "</div>\n",
+            "<table>\n<thead><tr><th>task</th><th>backend</th><th>scenario</th>"
+            "<th>termination</th><th>verdict</th><th class=\"num\">steps</th>"
+            "<th class=\"num\">calls</th><th class=\"num\">errors</th>"
+            "<th class=\"num\">tokens</th><th>findings</th></tr></thead>\n<tbody>\n"]
+    for r in ordered:
+        href = str(r.get("href") or page_path(r))
+        url = urllib.parse.quote(href, safe="/")
+        findings = r.get("findings", "")
+        if isinstance(findings, list):
+            findings = "; ".join(str(f.get("message", f)) if isinstance(f, Mapping) else str(f)
+                                 for f in findings)
+        if not isinstance(findings, str):  # NaN from an empty CSV cell
+            findings = ""
+        body.append(
+            f"<tr><td>{_h(r['task'])}</td><td>{_h(r['backend'])}</td>"
+            f'<td><a href="{html.escape(url)}">{_h(r["scenario"])}</a></td>'
+            f"<td>{_h(r['termination'])}</td><td>{_verdict_badge(_truthy(r['verified']))}</td>"
+            f"<td class=\"num\">{_h(r['steps'])}</td>"
+            f"<td class=\"num\">{_h(r.get('calls', ''))}</td>"
+            f"<td class=\"num\">{_h(r.get('errors', ''))}</td>"
+            f"<td class=\"num\">{_h(r['tokens_sent'])}</td>"
+            f'<td class="text findings">{_h(findings)}</td></tr>\n')
+    body.append("</tbody>\n</table>\n")
+    return _doc("reactlab — traces", "".join(body))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(text.encode("utf-8"))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
+    """Write ``index.html`` and one page per run from (trace path, verification path) pairs.
+
+    Pages go to ``out_dir/{task}/{backend}/{scenario}.html``; every file is written
+    atomically (a temporary file, then a rename). Returns the paths written, the index
+    first, then the pages in run order.
+    """
+    out_dir = Path(out_dir)
+    runs: dict[str, tuple[tracemod.Trace, dict[str, Any]]] = {}
+    for trace_path, verified_path in pairs:
+        tr = tracemod.read(trace_path)
+        try:
+            verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TraceError(f"{verified_path}: cannot read the verification: {exc}") from exc
+        rel = page_path(tr.run)
+        if rel in runs:
+            raise TraceError(f"{trace_path}: run {rel[:-5]} appears twice")
+        runs[rel] = (tr, verification)
+    if not runs:
+        raise TraceError("no traces to show")
+    rows = []
+    pages: list[tuple[Path, str]] = []
+    for rel in sorted(runs):
+        tr, verification = runs[rel]
+        rows.append(index_row(tr, verification))
+        pages.append((out_dir / rel, render_run(tr, verification)))
+    index = out_dir / "index.html"
+    written = [index]
+    for path, text in pages:
+        _write_atomic(path, text)
+        written.append(path)
+    _write_atomic(index, render_index(rows))
+    return written
