@@ -81,13 +81,26 @@ def test_rerun_is_a_noop(pipeline: Path) -> None:
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_config_typo_stops_before_any_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("old,new,message", [
+    ("max_steps: 6 ", "max_step: 6 ", "agent.max_step: unknown key (did you mean 'max_steps'?)"),
+    ("max_steps: 6 ", "max_steps: 0 ", "agent.max_steps: 0 is less than the minimum of 1"),
+    ("max_steps: 6 ", 'max_steps: "6" ', "agent.max_steps: '6' is not of type 'integer'"),
+    ("backends: [openai, anthropic, local]\n    scenarios: [correcto,",
+     "backends: [openai, anthropic, lokal]\n    scenarios: [correcto,",
+     "no backend named 'lokal' (did you mean 'local'?)"),
+    ("    max_tokens: 500\n", "    max_tokens: 500\n    max_attempts: -1\n",
+     "backends.anthropic.max_attempts: -1 is less than the minimum of 1"),
+])
+def test_bad_config_stops_before_any_job(tmp_path: Path, old: str, new: str,
+                                         message: str) -> None:
     copy_workflow(tmp_path)
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("max_steps: 6", "max_step: 6"))
+    text = cfg.read_text()
+    assert text.count(old) == 1, old
+    cfg.write_text(text.replace(old, new))
     proc = snakemake(tmp_path)
     assert proc.returncode != 0
-    assert "agent.max_step: unknown key (did you mean 'max_steps'?)" in proc.stdout + proc.stderr
+    assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
 
 

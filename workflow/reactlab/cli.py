@@ -41,11 +41,14 @@ def _cmd_verify(a: argparse.Namespace) -> None:
     from reactlab import trace
     from reactlab.tables import verification_record
 
-    rec = verification_record(trace.read(a.trace), a.trace)
+    tr = trace.read(a.trace)
+    rec = verification_record(tr, a.trace)
     trace.write_json_atomic(a.out, rec)
     verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
         f["message"] for f in rec["findings"])
-    print(f"{a.trace}: {verdict}", file=sys.stderr)
+    key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
+    print(f"{key}: {tr.end['termination']}, {tr.end['steps']} steps, "
+          f"{tr.end['tokens_sent']} tokens sent; {verdict}", file=sys.stderr)
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:
