@@ -273,3 +273,16 @@ def test_tool_results_travel_back(raw_config: dict, toolbox: Any, bodies: list,
         sent = [b["content"] for m in last["messages"] if isinstance(m["content"], list)
                 for b in m["content"] if b.get("type") == "tool_result"]
     assert sent == results
+
+
+def test_duplicate_keys_in_arguments_are_refused_not_last_one_wins() -> None:
+    from reactlab.backends import parse_arguments
+    from reactlab.local.hermes import parse_tool_calls
+
+    dup = '{"ticker": "BUSI", "fecha": "2024-03-15", "fecha": "2024-03-22"}'
+    assert parse_arguments(dup) == (None, dup)
+    assert parse_arguments('{"ticker": "BUSI", "fecha": "2024-03-15"}') == (
+        {"ticker": "BUSI", "fecha": "2024-03-15"}, None)
+    assert parse_arguments('{"x": NaN}') == (None, '{"x": NaN}')
+    parsed = parse_tool_calls(f'<tool_call>{{"name": "precio", "arguments": {dup}}}</tool_call>')
+    assert len(parsed.calls) == 1 and not parsed.calls[0].valid

@@ -146,11 +146,9 @@ def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
     if isinstance(text, dict):
         return text, None
     if isinstance(text, str):
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return None, text
-        if isinstance(value, dict):
-            return value, None
-        return None, text
+        # Strict: duplicate keys, NaN/Infinity and non-finite numbers are refused.
+        from reactlab.tools import parse_arguments_strict
+
+        value = parse_arguments_strict(text)
+        return (value, None) if isinstance(value, dict) else (None, text)
     return None, json.dumps(text)
