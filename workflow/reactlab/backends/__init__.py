@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reactlab.errors import BackendError
-from reactlab.types import BudgetExceeded, RequestMeter
+from reactlab.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
@@ -152,3 +152,54 @@ def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
         value = parse_arguments_strict(text)
         return (value, None) if isinstance(value, dict) else (None, text)
     return None, json.dumps(text)
+
+
+def api_result_text(oc: ToolOutcome) -> str:
+    """A tool result as the HTTP APIs get it back: ``json.dumps`` defaults (ASCII escapes,
+    as in the lesson), marked as data when the delimiting defence is on."""
+    from reactlab.defences import tool_message
+
+    return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)
+
+
+class RetryingSession:
+    """The request step both HTTP adapters share.
+
+    A subclass sets ``meter``, ``retry_policy``, ``sleep``, ``translate`` and ``catch``
+    (the exceptions a broken answer can raise in its SDK) and implements ``_attempt``
+    (one SDK call → calls, text, items to keep) and ``_remember`` (append those items to
+    its provider-shaped history). Retries are bounded by :mod:`reactlab.retry`; the
+    body's tokens count once per step; ``last_attempts`` keeps the per-attempt log.
+    """
+
+    meter: RequestMeter
+    retry_policy: Any
+    sleep: Callable[[float], None] | None
+    translate: Callable[[Exception], Exception]
+    catch: tuple[type[BaseException], ...]
+    last_attempts: list[dict[str, Any]]
+
+    def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
+        raise NotImplementedError
+
+    def _remember(self, items: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        from reactlab import retry
+
+        self.meter.limit = budget_left
+        self.meter.take()
+        self.last_attempts = []
+        try:
+            (calls, text, items), self.last_attempts = retry.call(
+                self._attempt, self.translate, self.retry_policy, catch=self.catch,
+                sleep=self.sleep)
+        except BackendError as exc:
+            self.last_attempts = exc.history  # type: ignore[attr-defined]
+            raise
+        finally:
+            counts = self.meter.take()
+        self._remember(items)
+        return ModelTurn(text=text, calls=tuple(calls), tokens_sent=counts[-1],
+                         attempts=len(self.last_attempts))

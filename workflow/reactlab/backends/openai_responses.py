@@ -27,17 +27,18 @@ from openai.types.responses import Response
 
 from reactlab import retry
 from reactlab.backends import (
+    RetryingSession,
     api_key_hint,
+    api_result_text,
     http_transport,
     metering_hook,
     parse_arguments,
     protocol_error,
     tool_definitions,
 )
-from reactlab.defences import tool_message
 from reactlab.errors import BackendError
 from reactlab.faults import FaultPlan
-from reactlab.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
+from reactlab.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
@@ -96,7 +97,9 @@ def read_response(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
     return calls, text, dumped
 
 
-class OpenAIResponsesSession:
+class OpenAIResponsesSession(RetryingSession):
+    catch = _CAUGHT
+
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
         self.meter = RequestMeter()
@@ -134,29 +137,11 @@ class OpenAIResponsesSession:
         r = self.client.responses.create(model=self.model, input=self.history, **self.extra)
         return read_response(r)
 
-    def request(self, budget_left: int | None) -> ModelTurn:
-        self.meter.limit = budget_left
-        self.meter.take()
-        self.last_attempts = []
-        try:
-            (calls, text, dumped), self.last_attempts = retry.call(
-                self._attempt, self.translate, self.retry_policy, catch=_CAUGHT, sleep=self.sleep)
-        except BackendError as exc:
-            self.last_attempts = exc.history  # type: ignore[attr-defined]
-            raise
-        finally:
-            counts = self.meter.take()
-        self.history += dumped
-        return ModelTurn(text=text, calls=tuple(calls), tokens_sent=counts[-1],
-                         attempts=len(self.last_attempts))
+    def _remember(self, items: list[dict[str, Any]]) -> None:
+        self.history += items
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:
             self.history.append({"type": "function_call_output", "call_id": oc.call.id,
-                                 "output": _sent(oc)})
+                                 "output": api_result_text(oc)})
 
-
-def _sent(oc: ToolOutcome) -> str:
-    """A tool result as this API gets it back: ``json.dumps`` defaults (ASCII escapes),
-    marked as data when the delimiting defence is on."""
-    return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)
