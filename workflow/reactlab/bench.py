@@ -28,10 +28,12 @@ def copy_workflow(dest: Path) -> None:
 
 def snakemake(workdir: Path, cores: int, *extra: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", "all",
-                    *extra], cwd=workdir, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet",
+                           "all", *extra], cwd=workdir, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-3000:]}")
+    return elapsed
 
 
 def in_process(workdir: Path) -> float:

@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):  # one line per request
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.func(args)
     except ReactlabError as exc:
