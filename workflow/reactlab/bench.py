@@ -41,11 +41,14 @@ def in_process(workdir: Path) -> float:
     code = r"""
 import json, sys
 from pathlib import Path
-from reactlab import config, data, figures, tables, trace
+from reactlab import config, data, figures, tables, trace, viewer
+from reactlab.local.model import ensure_converted
 from reactlab.runner import run_to_trace
 from reactlab.tools import ToolBox
 cfg = config.load("config.yaml")
 tools = ToolBox.from_files(*data.write(Path("data/generated"), cfg.data["seed"]))
+if any(s.backend_config["mode"] == "model" for s in cfg.runs):
+    ensure_converted(Path("data/models"))
 pairs = []
 for spec in cfg.runs:
     t = f"results/traces/{spec.key}.jsonl"; v = f"results/verified/{spec.key}.json"
@@ -55,6 +58,10 @@ for spec in cfg.runs:
 tables.build(pairs, cfg.figure, "results/tables")
 figures.cumulative_tokens("results/tables/cumulative_tokens.csv",
                           "results/figures/cumulative_tokens.png", cfg.figure)
+figures.outcomes("results/tables/runs.csv", "results/figures/outcomes.png")
+figures.tokens("results/tables/runs.csv", "results/figures/tokens.png")
+figures.defences("results/tables/summary_by_defences.csv", "results/figures/defences.png")
+viewer.build(pairs, Path("results/viewer"))
 """
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], cwd=workdir, check=True)
@@ -76,11 +83,11 @@ def main(cores: int = 4, repeat: int = 1) -> None:
             ip.append(in_process(b))
             noop.append(snakemake(a, cores))
     med = statistics.median
-    print(f"matrix: {n_runs} runs ({n_runs * 2 + 3} jobs under Snakemake), "
+    print(f"matrix: {n_runs} runs ({n_runs * 2 + 8} jobs under Snakemake), "
           f"--cores {cores}, repeat {repeat}")
     print(f"snakemake --cores {cores}:        {med(sm):7.2f} s")
     print(f"one python process:          {med(ip):7.2f} s")
     print(f"ratio snakemake / process:   {med(sm) / med(ip):7.2f}x")
-    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 3):7.3f} s/job "
+    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 8):7.3f} s/job "
           f"(wall, {cores} cores)")
     print(f"no-op rerun:                 {med(noop):7.2f} s")
