@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from reactlab import trace as tracemod
 from reactlab.errors import TraceError
-from reactlab.viewer import finding_spans, visible
+from reactlab.viewer import GUARDRAIL_TEXT, finding_spans, visible
 
 __all__ = ["format_run", "show", "use_color"]
 
@@ -33,13 +33,6 @@ _STATUS_STYLE = {"ok": "green", "error": "red", "invalid": "yellow", "unknown": 
 _SGR = {"bold": "1", "dim": "2", "underline": "4", "red": "31", "green": "32",
         "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36", "finding": "1;4;31"}
 
-_GUARDRAIL_TEXT = {
-    "step_limit": "step limit reached; the run stops without an answer",
-    "repeated_call": "repeated call with the same arguments: not executed",
-    "token_budget": "the next request would exceed the token budget: not sent",
-    "scope_rule": "call on a ticker the question does not name: blocked",
-    "plan_failed": "the plan's parameters did not validate",
-}
 
 
 def use_color(mode: str, stream: TextIO) -> bool:
@@ -169,7 +162,7 @@ def format_run(trace: tracemod.Trace, verification: Mapping[str, Any], color: bo
                 extra.append(_clean(rec["detail"]))
             tail = f" ({'; '.join(extra)})" if extra else ""
             lines.append(f"  {paint('! guardrail ' + _clean(rule), 'yellow', 'bold')}: "
-                         f"{_GUARDRAIL_TEXT.get(rule, '')}{tail}")
+                         f"{GUARDRAIL_TEXT.get(rule, '')}{tail}")
         elif kind == "error":
             status = f" (HTTP {_clean(rec['status'])})" if rec.get("status") is not None else ""
             lines.append(f"  {paint('✗ backend error ' + _clean(rec.get('kind')), 'red', 'bold')}"

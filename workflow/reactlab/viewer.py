@@ -48,6 +48,14 @@ _RULE_ORDER = {"headline_not_verbatim": 0, "percentage_without_calculation": 1,
 
 STATUSES = ("ok", "error", "invalid", "unknown", "repeated", "blocked")
 GUARDRAILS = ("step_limit", "repeated_call", "token_budget", "scope_rule", "plan_failed")
+#: What each guardrail event means (the HTML page and the terminal view say the same).
+GUARDRAIL_TEXT = {
+    "step_limit": "the step limit was reached; the run stops without an answer",
+    "repeated_call": "repeated call with the same arguments: not executed",
+    "token_budget": "the next request would exceed the token budget: not sent",
+    "scope_rule": "call on a ticker the question does not name: blocked",
+    "plan_failed": "the plan's parameters did not validate",
+}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # Bidirectional formatting characters ("Trojan Source"): printable by Python's rules in
@@ -293,13 +301,6 @@ def _meta(items: Iterable[tuple[str, str]]) -> str:
 
 def _guardrail(rec: Mapping[str, Any]) -> str:
     rule = str(rec.get("rule"))
-    details = {
-        "step_limit": "the step limit was reached; the run stops without an answer",
-        "repeated_call": "repeated call with the same arguments: not executed",
-        "token_budget": "the next request would exceed the token budget: not sent",
-        "scope_rule": "call on a ticker the question does not name: blocked",
-        "plan_failed": "the plan's parameters did not validate",
-    }
     extra = []
     if "id" in rec:
         extra.append(f"call <code>{_h(rec['id'])}</code>")
@@ -311,7 +312,7 @@ def _guardrail(rec: Mapping[str, Any]) -> str:
     tail = f" — {'; '.join(extra)}" if extra else ""
     return (f'<div class="event guardrail" data-guardrail="{_t(rule)}">'
             f'<span class="label">guardrail</span> <b>{_h(rule)}</b>: '
-            f"{_h(details.get(rule, ''))}{tail}</div>\n")
+            f"{_h(GUARDRAIL_TEXT.get(rule, ''))}{tail}</div>\n")
 
 
 def _backend_error(rec: Mapping[str, Any]) -> str:

@@ -203,3 +203,15 @@ class RetryingSession:
         self._remember(items)
         return ModelTurn(text=text, calls=tuple(calls), tokens_sent=counts[-1],
                          attempts=len(self.last_attempts))
+
+
+def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:
+    """(MockTransport of ``lib`` serving the spec's script through simulator module
+    ``sim``, with its fault plan injected; the plan)."""
+    from reactlab.faults import FaultPlan
+    from reactlab.simulate import ScriptedPolicy
+
+    policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)
+    plan = FaultPlan.from_script(spec.script)
+    handle = sim.handler(policy)
+    return lib.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan

@@ -32,6 +32,7 @@ from reactlab.backends import (
     metering_hook,
     parse_arguments,
     protocol_error,
+    simulated_transport,
     tool_definitions,
 )
 from reactlab.errors import BackendError
@@ -47,16 +48,6 @@ DEFAULT_MAX_TOKENS = 500
 API_KEY_HINT = retry.API_KEY_HINT
 # What a broken 200 can raise inside the SDK or while reading the parsed object.
 _CAUGHT = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
-
-
-def _transport(spec: RunSpec) -> tuple[httpx2.BaseTransport, FaultPlan]:
-    from reactlab.simulate import ScriptedPolicy
-    from reactlab.simulate import anthropic_messages as sim
-
-    policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)
-    plan = FaultPlan.from_script(spec.script)
-    handle = sim.handler(policy)
-    return httpx2.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan
 
 
 def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
@@ -112,7 +103,9 @@ class AnthropicMessagesSession(RetryingSession):
         self.translate = functools.partial(translate_error, api_key_hint=api_key_hint(spec))
 
         def simulated() -> httpx2.BaseTransport:
-            transport, self.faults = _transport(spec)
+            from reactlab.simulate import anthropic_messages as sim
+
+            transport, self.faults = simulated_transport(spec, sim, httpx2)
             return transport
 
         transport, key = http_transport(spec, httpx2, simulated, recorder=recorder, replay=replay)

@@ -34,6 +34,7 @@ from reactlab.backends import (
     metering_hook,
     parse_arguments,
     protocol_error,
+    simulated_transport,
     tool_definitions,
 )
 from reactlab.errors import BackendError
@@ -48,16 +49,6 @@ SIMULATED_BASE_URL = "http://simulado/v1"
 API_KEY_HINT = retry.API_KEY_HINT
 # What a broken 200 can raise inside the SDK or while reading the parsed object.
 _CAUGHT = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError)
-
-
-def _transport(spec: RunSpec) -> tuple[httpx.BaseTransport, FaultPlan]:
-    from reactlab.simulate import ScriptedPolicy
-    from reactlab.simulate import openai_responses as sim
-
-    policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)
-    plan = FaultPlan.from_script(spec.script)
-    handle = sim.handler(policy)
-    return httpx.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan
 
 
 def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
@@ -113,7 +104,9 @@ class OpenAIResponsesSession(RetryingSession):
         self.translate = functools.partial(translate_error, api_key_hint=api_key_hint(spec))
 
         def simulated() -> httpx.BaseTransport:
-            transport, self.faults = _transport(spec)
+            from reactlab.simulate import openai_responses as sim
+
+            transport, self.faults = simulated_transport(spec, sim, httpx)
             return transport
 
         transport, key = http_transport(spec, httpx, simulated, recorder=recorder, replay=replay)
