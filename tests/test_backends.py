@@ -20,11 +20,11 @@ import pytest
 import reactlab.simulate.anthropic_messages as sim_anthropic
 import reactlab.simulate.openai_responses as sim_openai
 from reactlab import trace
+from reactlab.agent.loop import run_agent
 from reactlab.backends import open_session
 from reactlab.config import RunSpec, load, parse
-from reactlab.loop import run_agent
+from reactlab.config.scripts import Script
 from reactlab.runner import run_to_trace
-from reactlab.scripts import Script
 from reactlab.simulate import ScriptedPolicy
 from tests.conftest import offline_blocks
 
@@ -277,7 +277,7 @@ def test_tool_results_travel_back(raw_config: dict, toolbox: Any, bodies: list,
 
 def test_duplicate_keys_in_arguments_are_refused_not_last_one_wins() -> None:
     from reactlab.backends import parse_arguments
-    from reactlab.local.hermes import parse_tool_calls
+    from reactlab.backends.local.hermes import parse_tool_calls
 
     dup = '{"ticker": "BUSI", "fecha": "2024-03-15", "fecha": "2024-03-22"}'
     assert parse_arguments(dup) == (None, dup)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reactlab.config import Config, RunSpec, load, load_yaml, parse
-from reactlab.errors import ConfigError
+from reactlab.core.errors import ConfigError
 from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """How planning scales: dry runs of generated matrices of ~250, ~500 and 1,000 runs.
 
 Each size gets its own temporary copy of the workflow with a config.yaml from
-`reactlab.matrixgen` (scripted and simulated backends only, so no model folder is
+`reactlab.dev.matrixgen` (scripted and simulated backends only, so no model folder is
 needed). The wall time of `snakemake -n --cores 4` is measured in a subprocess. The
 bounds are guards against a quadratic slip (an O(runs) lookup per job, say), not a
 benchmark: the machine is shared and noisy, so they are wide. The measured numbers are
@@ -50,7 +50,7 @@ def base() -> dict:
 @pytest.fixture(scope="module")
 def measures(tmp_path_factory: pytest.TempPathFactory, base: dict) -> dict[int, Measure]:
     from reactlab.config import parse
-    from reactlab.matrixgen import generate
+    from reactlab.dev.matrixgen import generate
 
     tmp = tmp_path_factory.mktemp("scaling")
     box = make_sandbox(tmp / "sandbox")
@@ -73,7 +73,7 @@ def measures(tmp_path_factory: pytest.TempPathFactory, base: dict) -> dict[int, 
 
 def test_generated_configs_have_distinct_runs(base: dict) -> None:
     from reactlab.config import parse
-    from reactlab.matrixgen import generate
+    from reactlab.dev.matrixgen import generate
 
     for n in (2, 44, 45, 46, 250, 1001):
         cfg = generate(n, base)
@@ -109,7 +109,7 @@ def test_cost_grows_roughly_linearly(measures: dict[int, Measure]) -> None:
 
 def test_parse_and_expand_10000_runs(base: dict, capsys: pytest.CaptureFixture[str]) -> None:
     from reactlab.config import parse
-    from reactlab.matrixgen import generate
+    from reactlab.dev.matrixgen import generate
 
     cfg = generate(PARSE_RUNS, base)
     parse(cfg)  # warm: schema loading and imports are paid once per process

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from reactlab import data
-from reactlab.errors import DataError
+from reactlab.core.errors import DataError
 
 
 @pytest.fixture(scope="session")

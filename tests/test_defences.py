@@ -8,26 +8,29 @@ from typing import Any
 
 import pytest
 
-from reactlab import config, defences, tables, trace
+from reactlab import config, trace
+from reactlab.agent import defences
+from reactlab.analysis import tables
 from reactlab.runner import run_to_trace
+from reactlab.tools import messages
 from tests.conftest import ROOT
 
 
 def test_tool_message_plain_is_the_lessons_json() -> None:
     result = {"resultado": {"titular": "Sí <b>"}}
-    assert defences.tool_message(result, delimit=False, ensure_ascii=True) == json.dumps(result)
-    assert defences.tool_message(result, delimit=False, ensure_ascii=False) == json.dumps(
+    assert messages.tool_message(result, delimit=False, ensure_ascii=True) == json.dumps(result)
+    assert messages.tool_message(result, delimit=False, ensure_ascii=False) == json.dumps(
         result, ensure_ascii=False)
 
 
 def test_delimited_message_defuses_markup_and_round_trips() -> None:
     result = {"resultado": [{"titular": "X <INFORMATION> haz algo </INFORMATION>"}]}
-    text = defences.tool_message(result, delimit=True, ensure_ascii=False)
-    assert text.startswith(defences.OPEN + "\n") and text.endswith("\n" + defences.CLOSE)
+    text = messages.tool_message(result, delimit=True, ensure_ascii=False)
+    assert text.startswith(messages.OPEN + "\n") and text.endswith("\n" + messages.CLOSE)
     assert "<INFORMATION>" not in text and "‹INFORMATION›" in text
-    assert json.loads(defences.unwrap(text)) == {
+    assert json.loads(messages.unwrap(text)) == {
         "resultado": [{"titular": "X ‹INFORMATION› haz algo ‹/INFORMATION›"}]}
-    assert defences.unwrap("plain") == "plain"
+    assert messages.unwrap("plain") == "plain"
 
 
 def test_scope_rule_names_only_tickers_outside_the_question() -> None:

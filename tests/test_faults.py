@@ -20,14 +20,14 @@ import pytest
 
 import reactlab.simulate.anthropic_messages as sim_anthropic
 import reactlab.simulate.openai_responses as sim_openai
-from reactlab import config, retry, trace
-from reactlab.backends import open_session
+from reactlab import config, trace
+from reactlab.agent.loop import run_agent
+from reactlab.backends import open_session, retry
 from reactlab.config import RunSpec
-from reactlab.errors import BackendError, ConfigError
-from reactlab.faults import Fault, FaultPlan, parse_fault, parse_plan
-from reactlab.loop import run_agent
+from reactlab.config.faults import Fault, FaultPlan, parse_fault, parse_plan
+from reactlab.config.scripts import Script
+from reactlab.core.errors import BackendError, ConfigError
 from reactlab.runner import run_to_trace
-from reactlab.scripts import Script
 from reactlab.simulate import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[1]

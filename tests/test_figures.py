@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from reactlab import config, figures
+from reactlab import config
+from reactlab.analysis import figures
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"

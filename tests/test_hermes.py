@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reactlab.local.hermes import (
+from reactlab.backends.local.hermes import (
     CALL_CLOSE,
     CALL_OPEN,
     MAX_CALL_CHARS,
@@ -64,7 +64,7 @@ def call(text: str) -> ParsedCall:
 def test_import_does_not_pull_torch() -> None:
     import subprocess
 
-    code = "import sys, reactlab.local.hermes; print('torch' in sys.modules)"
+    code = "import sys, reactlab.backends.local.hermes; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -33,8 +33,8 @@ def test_helper_sees_imports() -> None:
 
 
 def test_core_modules_import_nothing_heavy() -> None:
-    loaded = _loaded_after("import reactlab, reactlab.config, reactlab.backends, reactlab.loop, "
-                           "reactlab.trace, reactlab.verify")
+    loaded = _loaded_after("import reactlab, reactlab.config, reactlab.backends, "
+                           "reactlab.agent.loop, reactlab.trace, reactlab.analysis.verify")
     assert "reactlab" in loaded
     assert sorted(loaded & set(HEAVY)) == []
 

@@ -25,12 +25,13 @@ import pytest
 
 import reactlab.simulate.anthropic_messages as sim_anthropic
 import reactlab.simulate.openai_responses as sim_openai
-from reactlab import config, recording, retry, trace
+from reactlab import config, trace
+from reactlab.backends import recording, retry
+from reactlab.backends.recording import RecordingError
 from reactlab.cli import main
 from reactlab.config import RunSpec
-from reactlab.errors import BackendError
-from reactlab.faults import FaultPlan, parse_plan
-from reactlab.recording import RecordingError
+from reactlab.config.faults import FaultPlan, parse_plan
+from reactlab.core.errors import BackendError
 from reactlab.runner import run_to_trace
 from reactlab.simulate import ScriptedPolicy
 

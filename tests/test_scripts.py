@@ -1,4 +1,4 @@
-"""Tests of reactlab.scripts: scripted steps rendered against params and tool results."""
+"""Tests of reactlab.config.scripts: scripted steps rendered against params and tool results."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from reactlab.errors import ScriptError
-from reactlab.scripts import Action, Script, ScriptedCall, render, template_names
+from reactlab.config.scripts import Action, Script, ScriptedCall, render, template_names
+from reactlab.core.errors import ScriptError
 
 PARAMS = {"ticker": "BUSI", "desde": "2024-03-15", "hasta": "2024-03-22"}
 QUESTION = "¿Cuánto cambió BUSI?"

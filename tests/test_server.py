@@ -1,4 +1,4 @@
-"""Tests of the simulators served over real HTTP (``reactlab.server``) on loopback.
+"""Tests of the simulators served over real HTTP (``reactlab.simulate.server``) on loopback.
 
 The central property: the official SDKs pointed at the server over a real socket write
 traces byte-identical to the in-process ``MockTransport`` runs, for every scripted API run
@@ -34,9 +34,9 @@ from reactlab.backends import metering_hook
 from reactlab.backends.anthropic_messages import AnthropicMessagesSession
 from reactlab.backends.openai_responses import OpenAIResponsesSession
 from reactlab.config import RunSpec, load
-from reactlab.errors import ConfigError
+from reactlab.core.errors import ConfigError
 from reactlab.runner import run_to_trace
-from reactlab.server import RUN_HEADER, ServerThread, served_models
+from reactlab.simulate.server import RUN_HEADER, ServerThread, served_models
 
 ROOT = Path(__file__).resolve().parents[1]
 CURL = "/usr/bin/curl"
@@ -151,10 +151,10 @@ def socket_session(spec: RunSpec, url: str, seen: list[bytes]) -> Any:
 def test_sdk_over_socket_writes_the_in_process_trace(
         spec: RunSpec, server: ServerThread, toolbox: Any, tmp_path: Path,
         loopback: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import reactlab.retry
+    import reactlab.backends.retry
 
     # The waits between attempts are recorded in the trace; nothing needs to wait them.
-    monkeypatch.setattr(reactlab.retry, "default_sleep", lambda seconds: None)
+    monkeypatch.setattr(reactlab.backends.retry, "default_sleep", lambda seconds: None)
     in_process = tmp_path / "in_process.jsonl"
     run_to_trace(spec, toolbox, in_process)
 
@@ -328,13 +328,13 @@ def test_curl_anthropic_bad_requests(server: ServerThread, body: str,
 def test_curl_hostile_bodies(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
     """Answered in the API's shape, never a crash: a lone surrogate as the model name,
     JSON nested past Python's recursion limit, a body over the size limit."""
-    import reactlab.server
+    import reactlab.simulate.server
 
     status, payload = curl(server, "/v1/responses", '{"model": "\\ud800", "input": "x"}')
     assert status == 404 and _openai_error(payload)["code"] == "model_not_found"
     status, payload = curl(server, "/v1/messages", "[" * 100_000 + "]" * 100_000)
     assert status == 400 and _anthropic_error(payload)["type"] == "invalid_request_error"
-    monkeypatch.setattr(reactlab.server, "MAX_BODY", 1000)
+    monkeypatch.setattr(reactlab.simulate.server, "MAX_BODY", 1000)
     big = json.dumps({"model": "correcto", "input": "x" * 2000})
     status, payload = curl(server, "/v1/messages", big)
     assert status == 413 and _anthropic_error(payload)["type"] == "request_too_large"
@@ -398,9 +398,9 @@ def test_curl_fault_scenario_per_run_header(server: ServerThread) -> None:
 
 def test_requests_are_logged(server: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
     def lines() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == "reactlab.server"]
+        return [r.getMessage() for r in caplog.records if r.name == "reactlab.simulate.server"]
 
-    with caplog.at_level(logging.INFO, logger="reactlab.server"):
+    with caplog.at_level(logging.INFO, logger="reactlab.simulate.server"):
         curl(server, "/v1/responses", '{"model": "correcto", "input": "x"}')
         deadline = time.monotonic() + TIMEOUT  # the line is written after the answer is sent
         while not lines() and time.monotonic() < deadline:

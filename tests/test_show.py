@@ -1,4 +1,5 @@
-"""The terminal view (reactlab.show): plain without a TTY, coloured on request, and safe."""
+"""The terminal view (reactlab.views.terminal): plain without a TTY, coloured on request,
+and safe."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from reactlab import trace
 from reactlab.cli import main
-from reactlab.show import format_run, show, use_color
+from reactlab.views.terminal import format_run, show, use_color
 from tests.test_viewer import CLEAR_SCREEN, HOSTILE, make_runs, write_hostile_trace
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,4 +1,4 @@
-"""Tests of reactlab.tokens: offline provisioning of o200k_base and token counting."""
+"""Tests of reactlab.core.tokens: offline provisioning of o200k_base and token counting."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reactlab import tokens
-from reactlab.errors import TokenizerError
+from reactlab.core import tokens
+from reactlab.core.errors import TokenizerError
 
 # Stated independently of the module: tiktoken's cache file name is the sha1 of this URL,
 # and this is the sha256 tiktoken pins for o200k_base.

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from reactlab import data, tools
-from reactlab.errors import DataError
+from reactlab.core.errors import DataError
 from reactlab.tools import TOOLS, ToolBox
 
 

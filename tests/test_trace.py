@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reactlab import trace
-from reactlab.errors import TraceError
+from reactlab.core.errors import TraceError
 from reactlab.trace import SCHEMA_VERSION, TraceWriter, write_json_atomic
 
 HEADER: dict[str, Any] = {"type": "header", "schema_version": SCHEMA_VERSION,

@@ -1,4 +1,4 @@
-"""Tests of reactlab.verify: the lesson's verifier, Exercise 1 and the wrong-tool rule."""
+"""Tests of reactlab.analysis.verify: the lesson's verifier, Exercise 1 and the wrong-tool rule."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reactlab.verify import (
+from reactlab.analysis.verify import (
     CALCULATING_TOOLS,
     Finding,
     asks_percentage,

@@ -1,4 +1,4 @@
-"""The static HTML trace viewer (reactlab.viewer) on traces produced in-process."""
+"""The static HTML trace viewer (reactlab.views.html) on traces produced in-process."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
-from reactlab import config, retry, tables, trace, viewer
+from reactlab import config, trace
+from reactlab.analysis import tables
+from reactlab.backends import retry
 from reactlab.cli import main
-from reactlab.errors import TraceError
+from reactlab.core.errors import TraceError
 from reactlab.runner import run_to_trace
+from reactlab.views import html as viewer
 from tests.conftest import ROOT
 
 # Runs that between them show every tool-call status, every guardrail but plan_failed

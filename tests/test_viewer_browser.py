@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from reactlab import viewer
+from reactlab.views import html as viewer
 from tests.conftest import ROOT
 from tests.test_viewer import HOSTILE, RUNS, make_runs, parse, write_hostile_trace
 

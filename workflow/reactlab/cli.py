@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reactlab.errors import ReactlabError
+from reactlab.core.errors import ReactlabError
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -39,7 +39,7 @@ def _cmd_run(a: argparse.Namespace) -> None:
 
 def _cmd_verify(a: argparse.Namespace) -> None:
     from reactlab import trace
-    from reactlab.tables import verification_record
+    from reactlab.analysis.tables import verification_record
 
     tr = trace.read(a.trace)
     rec = verification_record(tr, a.trace)
@@ -52,7 +52,8 @@ def _cmd_verify(a: argparse.Namespace) -> None:
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:
-    from reactlab import config, tables
+    from reactlab import config
+    from reactlab.analysis import tables
 
     if len(a.traces) != len(a.verified):
         raise ReactlabError("tables: --traces and --verified must pair up")
@@ -62,7 +63,8 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
 
 def _cmd_figure(a: argparse.Namespace) -> None:
-    from reactlab import config, figures
+    from reactlab import config
+    from reactlab.analysis import figures
 
     if a.kind == "cumulative_tokens":
         figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
@@ -82,7 +84,7 @@ def _cmd_check(a: argparse.Namespace) -> None:
 
 
 def _cmd_convert_model(a: argparse.Namespace) -> None:
-    from reactlab.local.model import ModelNotFound, convert_gguf, gguf_path
+    from reactlab.backends.local.model import ModelNotFound, convert_gguf, gguf_path
 
     try:
         source = Path(a.gguf) if a.gguf else gguf_path()
@@ -94,13 +96,13 @@ def _cmd_convert_model(a: argparse.Namespace) -> None:
 
 def _cmd_serve(a: argparse.Namespace) -> None:
     from reactlab import config
-    from reactlab.server import serve
+    from reactlab.simulate.server import serve
 
     serve(config.load(a.config), a.host, a.port, task=a.task)
 
 
 def _cmd_viewer(a: argparse.Namespace) -> None:
-    from reactlab import viewer
+    from reactlab.views import html as viewer
 
     if len(a.traces) != len(a.verified):
         raise ReactlabError("viewer: --traces and --verified must pair up")
@@ -109,13 +111,13 @@ def _cmd_viewer(a: argparse.Namespace) -> None:
 
 
 def _cmd_show(a: argparse.Namespace) -> None:
-    from reactlab.show import show
+    from reactlab.views.terminal import show
 
     show(a.trace, a.verified, a.color)
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
-    from reactlab.bench import main as bench_main
+    from reactlab.dev.bench import main as bench_main
 
     bench_main(cores=a.cores, repeat=a.repeat)
 

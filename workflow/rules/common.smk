@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 
 try:
     from reactlab.config import parse as _parse_config
-    from reactlab.errors import ConfigError
+    from reactlab.core.errors import ConfigError
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}); run `make run`, which creates the environment"
@@ -52,7 +52,7 @@ def _settle_incomplete(folder):
     """
     import base64
 
-    from reactlab.errors import TraceError
+    from reactlab.core.errors import TraceError
     from reactlab.trace import read as read_trace
 
     for marker in sorted(p for p in folder.rglob("*") if p.is_file()):

@@ -1,6 +1,6 @@
 """Backend adapters: one module per provider, imported lazily.
 
-An adapter only translates between the loop's neutral values (:mod:`reactlab.types`) and
+An adapter only translates between the loop's neutral values (:mod:`reactlab.agent.types`) and
 its provider's wire shape, keeping the provider-shaped conversation itself so that every
 request carries exactly what the official SDK would send. Provider quirks live in the
 adapter's file and nowhere else. ``import reactlab.backends`` imports no SDK.
@@ -14,13 +14,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from reactlab.errors import BackendError
-from reactlab.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
+from reactlab.agent.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
+from reactlab.core.errors import BackendError
 
 if TYPE_CHECKING:
+    from reactlab.agent.types import Session
+    from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
-    from reactlab.recording import Recorder, Replay
-    from reactlab.types import Session
 
 PROVIDERS = ("openai", "anthropic", "local")
 
@@ -30,8 +30,8 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
 
     ``sleep`` is what the API adapters call to wait between attempts (default
-    :func:`reactlab.retry.default_sleep`); tests pass a recorder instead.
-    ``recorder`` records every HTTP attempt (:mod:`reactlab.recording`); ``replay``
+    :func:`reactlab.backends.retry.default_sleep`); tests pass a recorder instead.
+    ``recorder`` records every HTTP attempt (:mod:`reactlab.backends.recording`); ``replay``
     answers every request from a recording instead of sending it (no key is needed).
     Both are for the API backends only. In live mode the key is read here, from the
     environment variable ``backend_config["api_key_env"]`` names: BackendError
@@ -49,7 +49,7 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
 
         return AnthropicMessagesSession(spec, sleep=sleep, recorder=recorder, replay=replay)
     if recorder is not None or replay is not None:
-        from reactlab.recording import RecordingError
+        from reactlab.backends.recording import RecordingError
 
         raise RecordingError(f"backend {spec.backend!r} ({provider}) has no HTTP layer to "
                              "record or replay; recordings are for the openai and anthropic "
@@ -83,7 +83,7 @@ def api_key(spec: RunSpec) -> str:
 
 def api_key_hint(spec: RunSpec) -> str:
     """What a 401 tells the user to check (the variable, for a live backend)."""
-    from reactlab.retry import API_KEY_HINT
+    from reactlab.backends.retry import API_KEY_HINT
 
     name = spec.backend_config.get("api_key_env")
     return f"{API_KEY_HINT} in ${name}" if name else API_KEY_HINT
@@ -98,8 +98,8 @@ def http_transport(spec: RunSpec, lib: ModuleType, simulated: Callable[[], Any],
     also keeps the key out of what the SDK reads back), the key from the environment.
     Simulated: ``simulated()``, wrapped when a recorder is given.
     """
-    from reactlab.recording import REPLAY_API_KEY
-    from reactlab.recording import Recorder as _Recorder
+    from reactlab.backends.recording import REPLAY_API_KEY
+    from reactlab.backends.recording import Recorder as _Recorder
 
     if replay is not None:
         return replay.transport(lib), REPLAY_API_KEY
@@ -112,7 +112,7 @@ def http_transport(spec: RunSpec, lib: ModuleType, simulated: Callable[[], Any],
 
 def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     """An httpx/httpx2 request event hook: count the body's tokens, enforce the budget."""
-    from reactlab.tokens import count
+    from reactlab.core.tokens import count
 
     def hook(request: Any) -> None:
         n = count(request.content.decode("utf-8"))
@@ -157,7 +157,7 @@ def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
 def api_result_text(oc: ToolOutcome) -> str:
     """A tool result as the HTTP APIs get it back: ``json.dumps`` defaults (ASCII escapes,
     as in the lesson), marked as data when the delimiting defence is on."""
-    from reactlab.defences import tool_message
+    from reactlab.tools.messages import tool_message
 
     return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)
 
@@ -168,7 +168,7 @@ class RetryingSession:
     A subclass sets ``meter``, ``retry_policy``, ``sleep``, ``translate`` and ``catch``
     (the exceptions a broken answer can raise in its SDK) and implements ``_attempt``
     (one SDK call → calls, text, items to keep) and ``_remember`` (append those items to
-    its provider-shaped history). Retries are bounded by :mod:`reactlab.retry`; the
+    its provider-shaped history). Retries are bounded by :mod:`reactlab.backends.retry`; the
     body's tokens count once per step; ``last_attempts`` keeps the per-attempt log.
     """
 
@@ -186,7 +186,7 @@ class RetryingSession:
         raise NotImplementedError
 
     def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab import retry
+        from reactlab.backends import retry
 
         self.meter.limit = budget_left
         self.meter.take()
@@ -208,7 +208,7 @@ class RetryingSession:
 def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:
     """(MockTransport of ``lib`` serving the spec's script through simulator module
     ``sim``, with its fault plan injected; the plan)."""
-    from reactlab.faults import FaultPlan
+    from reactlab.config.faults import FaultPlan
     from reactlab.simulate import ScriptedPolicy
 
     policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)

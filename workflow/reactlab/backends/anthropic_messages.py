@@ -4,10 +4,10 @@ Modes: ``simulated`` (the scripted simulator behind an ``httpx2.MockTransport``)
 ``live`` (a real ``httpx2.HTTPTransport``; the model id is ``backend_config["model"]``,
 the key comes from the environment variable ``backend_config["api_key_env"]`` names, the
 URL is ``backend_config["base_url"]`` or the SDK's default). Every attempt goes through
-:mod:`reactlab.recording` (recorded when the caller asks for it; replayed instead of sent
+:mod:`reactlab.backends.recording` (recorded when the caller asks for it; replayed instead of sent
 with ``replay``).
 
-Retries are the project's own (:mod:`reactlab.retry`, the same loop as the openai
+Retries are the project's own (:mod:`reactlab.backends.retry`, the same loop as the openai
 adapter); the SDK client keeps ``max_retries=0``. Every request is one logical step:
 ``ModelTurn.tokens_sent`` is the tokens of its body once, ``ModelTurn.attempts`` how many
 HTTP attempts it took, ``session.last_attempts`` the per-attempt log of the last step.
@@ -23,7 +23,7 @@ import anthropic
 import httpx2
 from anthropic.types import Message
 
-from reactlab import retry
+from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
 from reactlab.backends import (
     RetryingSession,
     api_key_hint,
@@ -32,16 +32,16 @@ from reactlab.backends import (
     metering_hook,
     parse_arguments,
     protocol_error,
+    retry,
     simulated_transport,
     tool_definitions,
 )
-from reactlab.errors import BackendError
-from reactlab.faults import FaultPlan
-from reactlab.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
+from reactlab.config.faults import FaultPlan
+from reactlab.core.errors import BackendError
 
 if TYPE_CHECKING:
+    from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
-    from reactlab.recording import Recorder, Replay
 
 SIMULATED_BASE_URL = "http://simulado"
 DEFAULT_MAX_TOKENS = 500

@@ -6,10 +6,10 @@ the key comes from the environment variable ``backend_config["api_key_env"]`` na
 URL is ``backend_config["base_url"]`` or the SDK's default). With ``base_url`` the same
 adapter talks to any OpenAI-compatible server that implements ``POST /v1/responses``
 (vLLM, llama.cpp's server, Ollama): ``base_url: http://localhost:8000/v1`` and any
-non-empty key. Every attempt goes through :mod:`reactlab.recording` (recorded when the
+non-empty key. Every attempt goes through :mod:`reactlab.backends.recording` (recorded when the
 caller asks for it; replayed instead of sent with ``replay``).
 
-Retries are the project's own (:mod:`reactlab.retry`, the same loop as the anthropic
+Retries are the project's own (:mod:`reactlab.backends.retry`, the same loop as the anthropic
 adapter); the SDK client keeps ``max_retries=0``. Every request is one logical step:
 ``ModelTurn.tokens_sent`` is the tokens of its body once, ``ModelTurn.attempts`` how many
 HTTP attempts it took, ``session.last_attempts`` the per-attempt log of the last step.
@@ -25,7 +25,7 @@ import httpx
 import openai
 from openai.types.responses import Response
 
-from reactlab import retry
+from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
 from reactlab.backends import (
     RetryingSession,
     api_key_hint,
@@ -34,16 +34,16 @@ from reactlab.backends import (
     metering_hook,
     parse_arguments,
     protocol_error,
+    retry,
     simulated_transport,
     tool_definitions,
 )
-from reactlab.errors import BackendError
-from reactlab.faults import FaultPlan
-from reactlab.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
+from reactlab.config.faults import FaultPlan
+from reactlab.core.errors import BackendError
 
 if TYPE_CHECKING:
+    from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
-    from reactlab.recording import Recorder, Replay
 
 SIMULATED_BASE_URL = "http://simulado/v1"
 API_KEY_HINT = retry.API_KEY_HINT

@@ -6,7 +6,7 @@ Each simulator is a plain function ``handler(request) -> response`` for an httpx
 wire shape (the lesson's shapes, field for field). No state is kept between requests:
 like a real API, everything the policy needs is in the conversation it is sent.
 
-Faults (:mod:`reactlab.faults`) are injected *around* a handler by :class:`FaultInjector`,
+Faults (:mod:`reactlab.config.faults`) are injected *around* a handler by :class:`FaultInjector`,
 the one stateful piece: it counts the attempts of a run, and on an attempt that meets a
 fault answers (or raises) what the fault says instead of, or from, the policy's answer.
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reactlab.faults import Fault, FaultPlan
-from reactlab.scripts import Action, Script
+from reactlab.config.faults import Fault, FaultPlan
+from reactlab.config.scripts import Action, Script
 
 HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
              "<h1>Please sign in to continue</h1>"
@@ -48,7 +48,7 @@ def parse_tool_output(text: Any) -> Any:
     """
     import json
 
-    from reactlab.defences import unwrap
+    from reactlab.tools.messages import unwrap
 
     if not isinstance(text, str):
         return text

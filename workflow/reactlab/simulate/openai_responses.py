@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from reactlab.errors import ScriptError
-from reactlab.faults import Fault, FaultPlan
+from reactlab.config.faults import Fault, FaultPlan
+from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     FaultInjector,
     Handler,

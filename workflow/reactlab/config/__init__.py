@@ -6,7 +6,7 @@ Validation happens in three layers, all before any job starts:
 2. the JSON Schema in ``workflow/schemas/config.schema.yaml`` (types, ranges, unknown keys);
 3. cross-references (matrix entries, ``extends``, template names against task params).
 
-Every failure raises :class:`~reactlab.errors.ConfigError` whose ``field`` is a dotted
+Every failure raises :class:`~reactlab.core.errors.ConfigError` whose ``field`` is a dotted
 path such as ``scenarios.bucle.steps[0].calls[0].name``.
 
 This module must stay cheap to import: the Snakefile imports it at parse time.
@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from reactlab.errors import ConfigError, ScriptError
-from reactlab.scripts import ROOT_NAMES, Script
+from reactlab.config.scripts import ROOT_NAMES, Script
+from reactlab.core.errors import ConfigError, ScriptError
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
 def _duplicate_key(node: yaml.Node, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
@@ -194,7 +194,7 @@ class Config:
         return self.raw["figure"]
 
 
-def _resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
+def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
     """The scenario with ``extends`` applied: its base's script, its own limits."""
     entry = raw["scenarios"][sid]
     if "strategy" in entry:
@@ -225,14 +225,14 @@ def parse(raw: Mapping[str, Any]) -> Config:
     validate_schema(raw)
     scen_cache: dict[str, dict[str, Any]] = {}
     for sid in raw["scenarios"]:
-        scen = _resolved_scenario(raw, sid)
+        scen = resolved_scenario(raw, sid)
         try:
             scen["names"] = (set() if "strategy" in scen
                              else Script.from_config(sid, scen).names())
         except ScriptError as exc:
             raise ConfigError(f"scenarios.{sid}.steps", str(exc)) from exc
         if scen.get("faults"):
-            from reactlab.faults import parse_plan
+            from reactlab.config.faults import parse_plan
 
             parse_plan(scen["faults"], f"scenarios.{sid}.faults")  # overlaps, kinds
         scen_cache[sid] = scen

@@ -424,7 +424,7 @@ class ToolBox:
     """The tools over one prices frame and one news frame; build it once per process.
 
     The frames are checked and normalised with :func:`reactlab.data.check_prices` and
-    :func:`reactlab.data.check_news` (a bad frame raises :class:`reactlab.errors.DataError`).
+    :func:`reactlab.data.check_news` (a bad frame raises :class:`reactlab.core.errors.DataError`).
     """
 
     def __init__(self, prices: pd.DataFrame, news: pd.DataFrame) -> None:

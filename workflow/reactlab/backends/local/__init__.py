@@ -7,7 +7,7 @@ Two modes share the conversation handling:
   back with the same parser a real model's output goes through, so every scripted
   scenario also exercises the local text path. Tokens sent are the o200k_base tokens of
   the rendered ChatML prompt (there is no model tokenizer to ask).
-* ``model``: a real transformers model on the CPU (:mod:`reactlab.local.model`), greedy.
+* ``model``: a real transformers model on the CPU (:mod:`reactlab.backends.local.model`), greedy.
   Tokens sent are the prompt's token count in the model's own tokenizer; tokens out are
   the generated tokens.
 
@@ -20,15 +20,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import tool_definitions
-from reactlab.defences import tool_message
-from reactlab.errors import BackendError, ScriptError
-from reactlab.local.hermes import ParseResult, parse_tool_calls, render_tools_system
-from reactlab.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
+from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
+from reactlab.core.errors import BackendError, ScriptError
+from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
+    from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
-    from reactlab.local.model import LocalModel
 
 DEFAULT_MAX_NEW_TOKENS = 80
 
@@ -109,7 +109,7 @@ class LocalScriptedSession(_TextSession):
         return "\n".join(blocks)
 
     def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab.tokens import count
+        from reactlab.core.tokens import count
 
         sent = count(self.prompt())
         if budget_left is not None and sent > budget_left:
@@ -242,7 +242,7 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
 
 
 def load_model(spec: RunSpec) -> LocalModel:
-    from reactlab.local.model import LocalModel, ModelNotFound
+    from reactlab.backends.local.model import LocalModel, ModelNotFound
 
     cfg = spec.backend_config
     try:

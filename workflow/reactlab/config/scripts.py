@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reactlab.errors import ScriptError
+from reactlab.core.errors import ScriptError
 
 ROOT_NAMES = frozenset({"results", "ok", "question"})
 

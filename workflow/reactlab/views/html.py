@@ -9,7 +9,7 @@ lone surrogates) are shown as visible escapes such as ``\\x1b`` instead.
 The verifier's findings are highlighted on the answer itself: each figure without a
 source, each percentage without a calculation and each quoted headline that is in no
 news result is wrapped in ``<mark class="finding">``. The spans are located with the
-verifier's own regular expressions (:mod:`reactlab.verify`) and matched against the
+verifier's own regular expressions (:mod:`reactlab.analysis.verify`) and matched against the
 messages of the verification record, so the page shows exactly what the verifier found.
 
 The bytes are a pure function of the traces and verification files: no timestamps, no
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
-from reactlab.errors import TraceError
-from reactlab.verify import _NUM, _PERCENT, _QUOTED, figures
+from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
+from reactlab.core.errors import TraceError
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
            "visible"]
@@ -421,14 +421,14 @@ def render_run(trace: tracemod.Trace, verification: Mapping[str, Any]) -> str:
     """One run as a self-contained HTML page.
 
     ``verification`` is the verifier's record for this trace (what
-    :func:`reactlab.tables.verification_record` returns and ``results/verified/*.json``
+    :func:`reactlab.analysis.tables.verification_record` returns and ``results/verified/*.json``
     holds); a record for another version of the trace raises :class:`TraceError`.
     The page shows the question, a summary, the final answer with the findings marked
     on it, the findings, then the conversation step by step (requests with their tokens,
     tool calls with arguments and result or error, guardrail events, backend errors) and
     the run's configuration.
     """
-    from reactlab.tables import run_row
+    from reactlab.analysis.tables import run_row
 
     tr = trace
     _check_pair(tr, verification)
@@ -528,7 +528,7 @@ def page_path(run: Mapping[str, Any]) -> str:
 
 def index_row(trace: tracemod.Trace, verification: Mapping[str, Any]) -> dict[str, Any]:
     """The index's row for one run: the table builder's row plus the page's link."""
-    from reactlab.tables import run_row
+    from reactlab.analysis.tables import run_row
 
     _check_pair(trace, verification)
     row = run_row(trace, verification, str(trace.path))

@@ -6,7 +6,7 @@ wall time of every step and the ratios. Tool results are scripted (the lesson's
 figures); assistant turns are either what the model generated (``--assistant
 generated``, as in a real loop) or the correct Hermes calls (``--assistant scripted``).
 
-    python -m reactlab.local.bench [--model DIR] [--threads 1] [--repeats 3]
+    python -m reactlab.dev.local_bench [--model DIR] [--threads 1] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reactlab.local.hermes import parse_tool_calls, render_tool_calls
+from reactlab.backends.local.hermes import parse_tool_calls, render_tool_calls
 
 SYSTEM = ("Eres un asistente de research de renta variable. Usa las herramientas para obtener "
           "datos; no inventes cifras. Cuando tengas la respuesta, contesta en español en una "
@@ -67,7 +67,7 @@ class Step:
 
 
 class _Timings(logging.Handler):
-    """Collects the ``reactlab_timing`` dicts that :mod:`reactlab.local.model` logs."""
+    """Collects the ``reactlab_timing`` dicts that :mod:`reactlab.backends.local.model` logs."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -84,7 +84,7 @@ _TIMINGS = _Timings()
 
 def run_conversation(lm: Any, tools: list[dict[str, Any]], *, assistant: str = "generated",
                      max_new_tokens: int = 80) -> list[Step]:
-    """The 4-step conversation on ``lm`` (a :class:`~reactlab.local.model.LocalModel`)."""
+    """The 4-step conversation on ``lm`` (a :class:`~reactlab.backends.local.model.LocalModel`)."""
     lm.reset_cache()
     msgs: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                   {"role": "user", "content": QUESTION}]
@@ -119,9 +119,9 @@ def _print_run(label: str, steps: list[Step]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from reactlab.local.model import LocalModel, default_cache_dir, ensure_converted
+    from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
 
-    ap = argparse.ArgumentParser(prog="python -m reactlab.local.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m reactlab.dev.local_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="model folder or cached id (default: the converted "
                                     "SmolLM2-135M-Instruct, converted on first use)")
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="log every generation")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    local_log = logging.getLogger("reactlab.local")
+    local_log = logging.getLogger("reactlab.backends.local.model")
     local_log.setLevel(logging.INFO)
     local_log.addHandler(_TIMINGS)
     local_log.propagate = args.verbose

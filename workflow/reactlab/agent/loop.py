@@ -14,9 +14,9 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any, Protocol
 
-from reactlab.defences import OUT_OF_SCOPE, out_of_scope
-from reactlab.errors import BackendError
-from reactlab.types import BudgetExceeded, Session, ToolCall, ToolOutcome
+from reactlab.agent.defences import OUT_OF_SCOPE, out_of_scope
+from reactlab.agent.types import BudgetExceeded, Session, ToolCall, ToolOutcome
+from reactlab.core.errors import BackendError
 
 INVALID_JSON = "llamada con JSON no válido"
 REPEATED = "llamada repetida: ya tienes el resultado"
@@ -61,7 +61,7 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
     """Run the loop to termination, emitting trace records; return the end record's data.
 
     ``scope`` turns on the scope rule (tickers a call may touch); ``delimit`` sends tool
-    output marked as data (see :mod:`reactlab.defences`).
+    output marked as data (see :mod:`reactlab.agent.defences`).
     """
     seen: set[str] = set()
     sent = calls = errors = 0

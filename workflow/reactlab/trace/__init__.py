@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reactlab.errors import TraceError
+from reactlab.core.errors import TraceError
 
 SCHEMA_VERSION = 1
 RECORD_TYPES = frozenset({"header", "request", "tool_call", "guardrail", "answer", "error", "end"})

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reactlab.errors import DataError
+from reactlab.core.errors import DataError
 
 __all__ = [
     "BUSI_ANCHORS",

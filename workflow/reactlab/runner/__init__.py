@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
 
 if TYPE_CHECKING:
+    from reactlab.agent.loop import Executor
     from reactlab.config import RunSpec
-    from reactlab.loop import Executor
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 _PROVIDER_PACKAGES = {"openai": ("openai", "httpx"), "anthropic": ("anthropic", "httpx2"),
@@ -56,12 +56,12 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     the trace is byte-identical to the recorded run's. A request that differs from the
     recorded one, or one more than the recording holds, ends the run in
     ``backend_error`` (kind ``protocol``); a run that ends with recorded attempts left
-    over raises :class:`~reactlab.recording.RecordingError` and writes no trace. Both
+    over raises :class:`~reactlab.backends.recording.RecordingError` and writes no trace. Both
     are for the API backends (openai, anthropic) only. In live mode a missing key
     raises BackendError("client") before anything is sent, and nothing is written.
     """
+    from reactlab.agent.loop import run_agent
     from reactlab.backends import open_session
-    from reactlab.loop import run_agent
 
     if recording is not None and replay is not None:
         raise ValueError("run_to_trace: give `recording` or `replay`, not both")
@@ -69,7 +69,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     writer.add(header(spec))
     if spec.script.get("strategy") == "plan_execute":
         if recording is not None or replay is not None:
-            from reactlab.recording import RecordingError
+            from reactlab.backends.recording import RecordingError
 
             raise RecordingError(f"{spec.key}: plan-and-execute runs a local model; there "
                                  "is no HTTP exchange to record or replay")
@@ -77,8 +77,8 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
 
         end = run_plan_execute(spec, load_model(spec), tools, writer.add)
     else:
-        from reactlab.defences import NO_DEFENCES, question_tickers
-        from reactlab.recording import Recorder, Replay
+        from reactlab.agent.defences import NO_DEFENCES, question_tickers
+        from reactlab.backends.recording import Recorder, Replay
 
         defences = spec.agent.get("defences", NO_DEFENCES)
         recorder = Recorder() if recording is not None else None

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def copy_workflow(dest: Path) -> None:
@@ -41,8 +41,11 @@ def in_process(workdir: Path) -> float:
     code = r"""
 import json, sys
 from pathlib import Path
-from reactlab import config, data, figures, tables, trace, viewer
-from reactlab.local.model import ensure_converted
+from reactlab import config, data, trace
+from reactlab.analysis import figures
+from reactlab.analysis import tables
+from reactlab.views import html as viewer
+from reactlab.backends.local.model import ensure_converted
 from reactlab.runner import run_to_trace
 from reactlab.tools import ToolBox
 cfg = config.load("config.yaml")

@@ -3,7 +3,7 @@
 Used to measure how planning scales (tests/test_dag_scaling.py) and to try the pipeline
 on a big matrix::
 
-    python -m reactlab.matrixgen 1000 --base config.yaml --out big.yaml
+    python -m reactlab.dev.matrixgen 1000 --base config.yaml --out big.yaml
     snakemake -n --cores 4 --configfile big.yaml
 
 :func:`generate` keeps the base configuration's agent, data, scenarios and figure
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reactlab.scripts import ROOT_NAMES, Script
+from reactlab.config.scripts import ROOT_NAMES, Script
 
 TICKER = "BUSI"
 TOOLS = ["precio", "buscar_noticias", "calculadora"]
@@ -163,7 +163,7 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reactlab.matrixgen",
+    parser = argparse.ArgumentParser(prog="python -m reactlab.dev.matrixgen",
                                      description="Write a config with N scripted runs.")
     parser.add_argument("n_runs", type=int)
     parser.add_argument("--base", type=Path, default=Path("config.yaml"))

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reactlab.errors import TokenizerError
+from reactlab.core.errors import TokenizerError
 
 if TYPE_CHECKING:
     import tiktoken

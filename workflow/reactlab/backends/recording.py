@@ -51,7 +51,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from reactlab.errors import BackendError, ReactlabError
+from reactlab.core.errors import BackendError, ReactlabError
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, none: local servers) are not scrubbed from text
@@ -137,7 +137,7 @@ def _normalise_retry_after(headers: dict[str, str]) -> None:
     try:
         float(raw)
     except ValueError:
-        from reactlab.retry import retry_after
+        from reactlab.backends.retry import retry_after
 
         seconds = retry_after({"retry-after": raw})
         if seconds is None:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactlab.errors import ConfigError
+from reactlab.core.errors import ConfigError
 
 BODIES = ("truncated", "html", "missing_fields", "empty")
 RAISES = ("connect", "timeout")

@@ -1,2 +1,0 @@
-"""Local-LLM backend building blocks: the Hermes tool-call format (:mod:`.hermes`, stdlib
-only) and model provisioning and generation (:mod:`.model`, imports torch lazily)."""
