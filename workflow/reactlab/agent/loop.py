@@ -85,9 +85,13 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             termination = "backend_error"
             break
         sent += turn.tokens_sent
-        emit({"type": "request", "step": step, "tokens_sent": turn.tokens_sent,
-              "cumulative_tokens": sent, "tokens_out": turn.tokens_out,
-              "attempts": turn.attempts, "text": turn.text, "n_calls": len(turn.calls)})
+        request: dict[str, Any] = {
+            "type": "request", "step": step, "tokens_sent": turn.tokens_sent,
+            "cumulative_tokens": sent, "tokens_out": turn.tokens_out,
+            "attempts": turn.attempts, "text": turn.text, "n_calls": len(turn.calls)}
+        if turn.decoding is not None:
+            request["decoding"] = turn.decoding
+        emit(request)
         if not turn.calls:
             answer = turn.text
             emit({"type": "answer", "step": step, "text": answer})

@@ -131,8 +131,39 @@ class LocalModelSession(_TextSession):
         self.model = model
         self.max_new_tokens = int(spec.backend_config.get("max_new_tokens",
                                                           DEFAULT_MAX_NEW_TOKENS))
+        # Grammar-constrained decoding (see reactlab.backends.local.grammar); "free" keeps
+        # the plain path below, so its traces stay as they were.
+        self.decoding = str(spec.backend_config.get("decoding", "free"))
+        self.decoder: Any = None
+        self.had_ok_result = False
+        if self.decoding != "free":
+            from reactlab.backends.local.grammar import Decoder, DecodingError
+
+            try:
+                self.decoder = Decoder(self.decoding, model, self.tools)
+            except DecodingError as exc:
+                raise BackendError("client", str(exc)) from exc
+
+    def add_results(self, outcomes: list[ToolOutcome]) -> None:
+        super().add_results(outcomes)
+        self.had_ok_result = self.had_ok_result or any(oc.status == "ok" for oc in outcomes)
+
+    def _request_constrained(self, budget_left: int | None) -> ModelTurn:
+        prep = self.decoder.prepare(self.messages, required=not self.had_ok_result)
+        if budget_left is not None and len(prep.ids) > budget_left:
+            raise BudgetExceeded(len(prep.ids), budget_left)
+        out = self.decoder.generate(prep, self.max_new_tokens)
+        parsed = parse_tool_calls(out.text)
+        calls = calls_from_text(parsed, self.turn)
+        self.messages.append({"role": "assistant", "content": out.text})
+        self.turn += 1
+        return ModelTurn(text=parsed.content if calls else out.text, calls=calls,
+                         tokens_sent=out.tokens_sent, tokens_out=out.tokens_out,
+                         decoding=out.record)
 
     def request(self, budget_left: int | None) -> ModelTurn:
+        if self.decoder is not None:
+            return self._request_constrained(budget_left)
         ids = self.model.prompt_ids(self.messages, self.tools or None)
         if budget_left is not None and len(ids) > budget_left:
             raise BudgetExceeded(len(ids), budget_left)

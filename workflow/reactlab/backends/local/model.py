@@ -440,10 +440,12 @@ class LocalModel:
             return None, 0
         return cache, keep
 
-    def generate(self, ids: list[int], max_new_tokens: int = 80) -> Generation:
+    def generate(self, ids: list[int], max_new_tokens: int = 80,
+                 logits_processor: Any = None) -> Generation:
         """Greedy continuation of the prompt ``ids`` (``pad_token_id`` = EOS).
 
-        With ``reuse_cache`` the KV cache of the previous call is cropped to the common
+        ``logits_processor`` (one processor, e.g. a grammar's mask) is applied to the
+        logits of every new token. With ``reuse_cache`` the KV cache of the previous call is cropped to the common
         prefix of its tokens and ``ids`` (always leaving at least one token to feed) and
         only the rest of the prompt is prefilled. The outputs are the same either way.
         """
@@ -459,12 +461,17 @@ class LocalModel:
         prefill = len(ids) - kept
         x = torch.tensor([ids])
         timer = _ForwardTimer(self.model)
+        extra: dict[str, Any] = {}
+        if logits_processor is not None:
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([logits_processor])
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
                 out = self.model.generate(x, attention_mask=torch.ones_like(x), cache=cache,
                                           max_new_tokens=max_new_tokens, do_sample=False,
-                                          pad_token_id=self.eos_token_id)
+                                          pad_token_id=self.eos_token_id, **extra)
         finally:
             timer.remove()
         total = time.perf_counter() - t0
@@ -484,6 +491,27 @@ class LocalModel:
                                             "cached_tokens": kept, "new_tokens": len(new_ids),
                                             "prefill_s": pre_s, "decode_s": dec_s}})
         return Generation(text=text, new_ids=new_ids, prefill_tokens=prefill)
+
+    def score(self, text: str, continuations: list[str]) -> list[float]:
+        """Log-probability (natural log) of each continuation after ``text``.
+
+        Each ``text + continuation`` is tokenised whole; the tokens past its common prefix
+        with ``text``'s tokens are scored. One full forward pass per continuation, no cache
+        (deterministic, and the KV cache of :meth:`generate` is left alone).
+        """
+        torch = _torch()
+        base = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        out = []
+        for cont in continuations:
+            full = list(self.tokenizer(text + cont, add_special_tokens=False)["input_ids"])
+            k = max(_common_prefix(base, full), 1)
+            x = torch.tensor([full])
+            with torch.inference_mode():
+                logits = self.model(x).logits[0].float()
+            logp = torch.log_softmax(logits[k - 1:len(full) - 1], dim=-1)
+            target = torch.tensor(full[k:])
+            out.append(float(logp.gather(1, target[:, None]).sum()))
+        return out
 
 
 class _ForwardTimer:
