@@ -445,9 +445,10 @@ class LocalModel:
         """Greedy continuation of the prompt ``ids`` (``pad_token_id`` = EOS).
 
         ``logits_processor`` (one processor, e.g. a grammar's mask) is applied to the
-        logits of every new token. With ``reuse_cache`` the KV cache of the previous call is cropped to the common
-        prefix of its tokens and ``ids`` (always leaving at least one token to feed) and
-        only the rest of the prompt is prefilled. The outputs are the same either way.
+        logits of every new token. With ``reuse_cache`` the KV cache of the previous call
+        is cropped to the common prefix of its tokens and ``ids`` (always leaving at least
+        one token to feed) and only the rest of the prompt is prefilled. The outputs are
+        the same either way.
         """
         from transformers import DynamicCache
 
