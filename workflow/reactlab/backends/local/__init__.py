@@ -216,8 +216,19 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
     max_new = int(spec.backend_config.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
     sent = calls = errors = 0
     budget = spec.limits["token_budget"]
+    # Constrained decoding (any mode but "free"): the extraction is masked by the JSON
+    # schema of `variacion`'s arguments instead of being started by PLAN_EXTRACT_PREFIX.
+    decoding = str(spec.backend_config.get("decoding", "free"))
+    extraction_grammar: Any = None
+    if decoding != "free":
+        from reactlab.backends.local.grammar import GrammarFactory, generate_with
+        from reactlab.tools import json_schema
 
-    def generate(step: int, messages: list[dict[str, Any]], prefix: str = "") -> str | None:
+        factory = GrammarFactory(model.tokenizer, int(model.model.config.vocab_size))
+        extraction_grammar = factory.json_object(json_schema(PLAN_TOOL))
+
+    def generate(step: int, messages: list[dict[str, Any]], prefix: str = "",
+                 grammar: Any = None) -> str | None:
         nonlocal sent
         if prefix:
             prompt = model.prompt_text(messages, None) + prefix
@@ -228,12 +239,19 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
             emit({"type": "guardrail", "step": step, "rule": "token_budget",
                   "tokens_refused": len(ids), "tokens_left": budget - sent})
             return None
-        gen = model.generate(ids, max_new_tokens=max_new)
+        record: dict[str, Any] | None = None
+        if decoding == "free":
+            gen = model.generate(ids, max_new_tokens=max_new)
+        else:
+            gen, record = generate_with(model, ids, max_new, decoding, grammar, prefix)
         sent += len(ids)
         text = (prefix + gen.text).strip()
-        emit({"type": "request", "step": step, "tokens_sent": len(ids),
-              "cumulative_tokens": sent, "tokens_out": len(gen.new_ids), "attempts": 1,
-              "text": text, "n_calls": 0})
+        request = {"type": "request", "step": step, "tokens_sent": len(ids),
+                   "cumulative_tokens": sent, "tokens_out": len(gen.new_ids), "attempts": 1,
+                   "text": text, "n_calls": 0}
+        if record is not None:
+            request["decoding"] = record
+        emit(request)
         return text
 
     def end(termination: str, steps: int, answer: str | None = None) -> dict[str, Any]:
@@ -241,7 +259,9 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
                 "tokens_sent": sent, "calls": calls, "errors": errors}
 
     text = generate(1, [{"role": "system", "content": PLAN_EXTRACT_PROMPT},
-                        {"role": "user", "content": spec.question}], PLAN_EXTRACT_PREFIX)
+                        {"role": "user", "content": spec.question}],
+                    PLAN_EXTRACT_PREFIX if extraction_grammar is None else "",
+                    extraction_grammar)
     if text is None:
         return end("token_budget", 1)
     params = first_json_object(text)

@@ -317,19 +317,27 @@ class Decoder:
         return Prepared(ids, prefix, grammar, scores)
 
     def generate(self, prep: Prepared, max_new_tokens: int) -> Decoded:
-        processor = make_processor(prep.grammar) if prep.grammar is not None else None
-        gen = self.model.generate(prep.ids, max_new_tokens=max_new_tokens,
-                                  logits_processor=processor)
-        record: dict[str, Any] = {"mode": self.mode, "constrained": processor is not None}
-        if processor is not None and prep.grammar is not None:
-            record.update({"grammar_sha256": prep.grammar.sha256,
-                           "xgrammar": xgrammar_version(), "prefix": prep.prefix,
-                           "grammar_complete": processor.finish(gen.new_ids)})
-            log.info("grammar mask: %d calls, %.2f ms", processor.calls,
-                     processor.mask_s * 1000,
-                     extra={"reactlab_timing": {"mask_s": processor.mask_s,
-                                                "mask_calls": processor.calls}})
+        gen, record = generate_with(self.model, prep.ids, max_new_tokens, self.mode,
+                                    prep.grammar, prep.prefix)
         if prep.scores is not None:
             record["name_logprobs"] = prep.scores
         return Decoded((prep.prefix + gen.text).strip(), len(prep.ids), len(gen.new_ids),
                        record)
+
+
+def generate_with(model: Any, ids: list[int], max_new_tokens: int, mode: str,
+                  grammar: GrammarSpec | None, prefix: str = "") -> tuple[Any, dict[str, Any]]:
+    """(Generation, trace ``decoding`` record) of one turn, masked by ``grammar`` if given.
+
+    ``prefix`` is text the program already wrote at the end of ``ids`` (recorded only).
+    """
+    processor = make_processor(grammar) if grammar is not None else None
+    gen = model.generate(ids, max_new_tokens=max_new_tokens, logits_processor=processor)
+    record: dict[str, Any] = {"mode": mode, "constrained": processor is not None}
+    if processor is not None and grammar is not None:
+        record.update({"grammar_sha256": grammar.sha256, "xgrammar": xgrammar_version(),
+                       "prefix": prefix, "grammar_complete": processor.finish(gen.new_ids)})
+        log.info("grammar mask: %d calls, %.2f ms", processor.calls, processor.mask_s * 1000,
+                 extra={"reactlab_timing": {"mask_s": processor.mask_s,
+                                            "mask_calls": processor.calls}})
+    return gen, record
