@@ -189,3 +189,19 @@ def test_plan_extraction_grammar_is_variacion_schema(lm: LocalModel) -> None:
     factory = GrammarFactory(lm.tokenizer, int(lm.model.config.vocab_size))
     g = factory.json_object(json_schema("variacion"))
     assert all(k in g.text for k in ("ticker", "desde", "hasta"))
+
+
+def test_structural_and_union_change_nothing_when_the_model_never_opens_a_call(
+        lm: LocalModel) -> None:
+    """SmolLM2 does not choose `<` at the start: the trigger-based modes leave its text as
+    free decoding writes it (the README's claim, checked on the lesson's question)."""
+    msgs = messages(QUESTIONS[0])
+    tools = tool_schemas()
+    lm.reset_cache()
+    free = lm.generate(lm.prompt_ids(msgs, tools), max_new_tokens=40)
+    assert "<tool_call>" not in free.text
+    for mode in ("structural", "union"):
+        dec = Decoder(mode, lm, tools)
+        out = dec.generate(dec.prepare(msgs, required=True), 40)
+        assert out.text == free.text.strip() and out.tokens_out == len(free.new_ids)
+        assert out.record["constrained"] is True
