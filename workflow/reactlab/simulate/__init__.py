@@ -39,6 +39,35 @@ class ScriptedPolicy:
         """Raises KeyError for an unknown model, ScriptError when the script cannot go on."""
         return self.scripts[model].action(turn, self.params, self.question, results, seen)
 
+    def resolve(self, model: str) -> str:
+        """The name of the script that plays for ``model`` (the answer's ``model``)."""
+        return self.scripts[model].name
+
+
+class RequestInvalid(Exception):
+    """A request the API refuses before the model sees it: (status, message, param, code)."""
+
+    def __init__(self, message: str, param: str | None = None, *, status: int = 400,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.param, self.status, self.code = message, param, status, code
+
+
+#: Deepest JSON nesting a tool output may have for the simulated model to read it as JSON;
+#: deeper output is read as text (a repr of it in an error message would recurse).
+MAX_OUTPUT_DEPTH = 64
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
 
 def parse_tool_output(text: Any) -> Any:
     """A tool result as the simulated model reads it back (JSON, else the raw text).
@@ -46,16 +75,88 @@ def parse_tool_output(text: Any) -> Any:
     Output marked as data by the delimiting defence is unwrapped first: the model can
     still read the data, only the instructions inside it are defused.
     """
-    import json
-
     from reactlab.tools.messages import unwrap
 
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(unwrap(text))
-    except ValueError:
+        value = json.loads(unwrap(text))
+    except (ValueError, RecursionError):
         return {"texto": text}
+    return value if _depth(value) <= MAX_OUTPUT_DEPTH else {"texto": text}
+
+
+def read_request(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    """The JSON object of a request body; RequestInvalid for anything else.
+
+    The body must be declared ``application/json`` (a ``charset`` other than UTF-8 is
+    refused) and be UTF-8 JSON: ``json.loads`` would otherwise guess UTF-16/32 from the
+    bytes. JSON nested past Python's recursion limit is refused, not crashed on.
+    """
+    media, _, params = (content_type or "").partition(";")
+    if media.strip().lower() != "application/json":
+        raise RequestInvalid("Content-Type must be application/json (got "
+                             f"{(content_type or 'none')[:80]!r})", status=400,
+                             code="invalid_content_type")
+    charset = params.strip().lower().removeprefix("charset=").strip('"')
+    if params.strip() and charset not in ("utf-8", "utf8"):
+        raise RequestInvalid(f"unsupported charset {charset[:40]!r}: the body must be UTF-8",
+                             code="invalid_content_type")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestInvalid(f"the request body is not valid UTF-8 (byte {exc.start})",
+                             code="invalid_json") from None
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise RequestInvalid("the request body is nested too deeply",
+                             code="invalid_json") from None
+    except ValueError:
+        raise RequestInvalid("request body is not JSON", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise RequestInvalid("the request body must be a JSON object",
+                             code="invalid_type")
+    return body
+
+
+def pair_results(call_ids: Sequence[str], outputs: Sequence[tuple[str, str]],
+                 what: str) -> list[str]:
+    """Tool outputs in the order of the calls they answer, matched by id.
+
+    ``outputs`` is (id, text) in conversation order. An id that matches no call, or a
+    second output for the same call, is RequestInvalid; a call without an output yet is
+    skipped (the client has not run it). ``what`` names the id field in messages.
+    """
+    known = set(call_ids)
+    by_id: dict[str, str] = {}
+    for i, (cid, text) in enumerate(outputs):
+        if cid not in known:
+            raise RequestInvalid(f"{what} {cid[:80]!r} (result {i}) matches no tool call "
+                                 "in the conversation", code="invalid_value")
+        if cid in by_id:
+            raise RequestInvalid(f"{what} {cid[:80]!r} has more than one result",
+                                 code="invalid_value")
+        by_id[cid] = text
+    return [by_id[c] for c in dict.fromkeys(call_ids) if c in by_id]
+
+
+def text_chunks(text: str, size: int = 24) -> list[str]:
+    """The deltas a streamed text is sent in: fixed-size pieces (deterministic)."""
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def sse(events: Sequence[Mapping[str, Any]]) -> bytes:
+    """Server-sent events: ``event: TYPE`` and a compact JSON ``data:`` line each."""
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n"
+                    .encode() for e in events)
+
+
+def tokens_of(text: str) -> int:
+    """o200k_base tokens of ``text`` (the count the trace uses for request bodies)."""
+    from reactlab.core.tokens import count
+
+    return count(text)
 
 
 def count_runs(flags: Sequence[bool]) -> int:
