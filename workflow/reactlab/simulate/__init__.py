@@ -152,6 +152,36 @@ def sse(events: Sequence[Mapping[str, Any]]) -> bytes:
                     .encode() for e in events)
 
 
+_MEMBERS = (b',"stream":true', b'"stream":true,', b', "stream": true', b'"stream": true, ')
+
+
+def unstreamed(content: bytes) -> bytes:
+    """``content`` without its top-level ``"stream": true`` member (unchanged without one):
+    what a client sends for the same request unstreamed. Usage (and a trace) counts that.
+
+    Each textual occurrence is tried until removing it leaves exactly the other members,
+    so a ``"stream":true`` inside a string or a nested object is never the one removed.
+    """
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(body, dict) or body.get("stream") is not True:
+        return content
+    expected = {k: v for k, v in body.items() if k != "stream"}
+    for member in _MEMBERS:
+        at = content.find(member)
+        while at >= 0:
+            candidate = content[:at] + content[at + len(member):]
+            try:
+                if json.loads(candidate) == expected:
+                    return candidate
+            except ValueError:
+                pass
+            at = content.find(member, at + 1)
+    raise ValueError("cannot locate the request body's \"stream\" member")
+
+
 def tokens_of(text: str) -> int:
     """o200k_base tokens of ``text`` (the count the trace uses for request bodies)."""
     from reactlab.core.tokens import count

@@ -33,6 +33,7 @@ from reactlab.simulate import (
     sse,
     text_chunks,
     tokens_of,
+    unstreamed,
 )
 
 _BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
@@ -261,7 +262,8 @@ def handler(policy: ScriptedPolicy):
         except RequestInvalid as exc:
             return httpx2.Response(exc.status, json=error_body(
                 error_type(exc.status), exc.message))
-        status, payload = respond(policy, body, tokens_of(request.content.decode("utf-8")))
+        status, payload = respond(policy, body,
+                                  tokens_of(unstreamed(request.content).decode("utf-8")))
         if status == 200 and body.get("stream") is True:
             resp = httpx2.Response(200, headers={"content-type": "text/event-stream"},
                                    content=sse(events(payload)))

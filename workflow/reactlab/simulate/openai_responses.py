@@ -33,6 +33,7 @@ from reactlab.simulate import (
     sse,
     text_chunks,
     tokens_of,
+    unstreamed,
 )
 
 _ASSISTANT_TYPES = {"function_call", "reasoning"}
@@ -303,7 +304,8 @@ def handler(policy: ScriptedPolicy):
         except RequestInvalid as exc:
             return _error(exc.status, "invalid_request_error", exc.message, code=exc.code,
                           param=exc.param)
-        status, payload = respond(policy, body, tokens_of(request.content.decode("utf-8")))
+        status, payload = respond(policy, body,
+                                  tokens_of(unstreamed(request.content).decode("utf-8")))
         if status == 200 and body.get("stream") is True:
             resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
                                   content=sse(events(payload)))
