@@ -109,7 +109,10 @@ def _metering(session: Any, sent_as: str, counted_as: str,
     (:func:`_served_name`); that one JSON string is swapped back before counting, and the
     test checks it occurs exactly once and that nothing else differs.
     """
-    hook = metering_hook(session.meter)
+    from reactlab.backends import streaming
+
+    # a streaming session counts its body without the "stream" member, as in process
+    hook = (streaming.metering_hook if session.stream else metering_hook)(session.meter)
     sent, counted = json.dumps(sent_as).encode(), json.dumps(counted_as).encode()
 
     def count(request: Any) -> None:
