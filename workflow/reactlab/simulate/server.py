@@ -29,7 +29,10 @@ the client's business (the agent loop's), so e.g. ``bucle_sin_limite`` answers l
 a request whose step is lower than the previous one's, or that repeats a step already
 answered without a fault, as the start of a new run.
 
-Nothing in a response body depends on the wall clock (``created_at`` is 0).
+Requests are read and validated by the simulators' own code (a malformed one gets a 4xx
+in the API's error shape); ``"stream": true`` is answered with server-sent events, one
+event per chunk. Nothing in a response body depends on the wall clock (``created_at``
+is 0).
 """
 
 from __future__ import annotations
