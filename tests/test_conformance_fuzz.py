@@ -107,10 +107,10 @@ def malformed(api: str, rng: random.Random) -> tuple[bytes, str | None]:
         return b"\xff" + raw, "application/json"  # never UTF-8
     elif kind == "encoding":
         return json.dumps(ok).encode(rng.choice(["utf-16", "utf-16-le", "utf-32"])), (
-            rng.choice(["application/json", "application/json; charset=utf-16"]))
+            rng.choice([None, "application/json", "application/json; charset=utf-16"]))
     elif kind == "content_type":
         return json.dumps(ok).encode(), rng.choice(
-            [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+            ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
              "application/json; charset=latin-1", "text/json"])
     elif kind == "deep":
         depth = rng.choice([1_000, 5_000, 50_000])

@@ -646,7 +646,7 @@ def test_malformed_messages_requests_get_a_shaped_400(server: ServerThread, loop
 
 
 @pytest.mark.parametrize(("content_type", "encoding"), [
-    ("text/plain", "utf-8"), (None, "utf-8"), ("application/json", "utf-16"),
+    ("text/plain", "utf-8"), (None, "utf-16"), ("application/json", "utf-16"),
     ("application/json; charset=utf-16", "utf-16"), ("application/x-www-form-urlencoded",
                                                       "utf-8")])
 def test_bodies_not_sent_as_utf8_json_are_refused(server: ServerThread, loopback: None,
@@ -657,8 +657,9 @@ def test_bodies_not_sent_as_utf8_json_are_refused(server: ServerThread, loopback
         resp = post(server, path, json.dumps(body).encode(encoding), content_type)
         assert resp.status_code == 400, (path, resp.text)
         check(resp.json())
-        # the same body as UTF-8 JSON is served
+        # the same body as UTF-8 JSON is served (also without a content type)
         assert post(server, path, json.dumps(body).encode()).status_code == 200
+        assert post(server, path, json.dumps(body).encode(), None).status_code == 200
 
 
 def test_usage_counts_the_request_body_and_the_answer(server: ServerThread) -> None:

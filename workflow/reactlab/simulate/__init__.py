@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reactlab.config.faults import Fault, FaultPlan
@@ -33,6 +33,9 @@ class ScriptedPolicy:
     scripts: Mapping[str, Script]
     params: Mapping[str, Any]
     question: str
+    #: The model name an answer gives for a requested name (default: the name itself);
+    #: the server answers an alias with the script that plays, as a real API would.
+    answer_names: Mapping[str, str] = field(default_factory=dict)
 
     def act(self, model: str, turn: int, results: Sequence[Mapping[str, Any]],
             seen: str = "") -> Action:
@@ -40,8 +43,9 @@ class ScriptedPolicy:
         return self.scripts[model].action(turn, self.params, self.question, results, seen)
 
     def resolve(self, model: str) -> str:
-        """The name of the script that plays for ``model`` (the answer's ``model``)."""
-        return self.scripts[model].name
+        """The answer's ``model`` for a request for ``model`` (KeyError when not served)."""
+        self.scripts[model]
+        return self.answer_names.get(model, model)
 
 
 class RequestInvalid(Exception):
@@ -89,11 +93,12 @@ def parse_tool_output(text: Any) -> Any:
 def read_request(raw: bytes, content_type: str | None) -> dict[str, Any]:
     """The JSON object of a request body; RequestInvalid for anything else.
 
-    The body must be declared ``application/json`` (a ``charset`` other than UTF-8 is
-    refused) and be UTF-8 JSON: ``json.loads`` would otherwise guess UTF-16/32 from the
-    bytes. JSON nested past Python's recursion limit is refused, not crashed on.
+    A declared content type must be ``application/json`` (a ``charset`` other than UTF-8
+    is refused; a request without the header is read as JSON), and the body UTF-8 JSON:
+    ``json.loads`` would otherwise guess UTF-16/32 from the bytes. JSON nested past
+    Python's recursion limit is refused, not crashed on.
     """
-    media, _, params = (content_type or "").partition(";")
+    media, _, params = (content_type or "application/json").partition(";")
     if media.strip().lower() != "application/json":
         raise RequestInvalid("Content-Type must be application/json (got "
                              f"{(content_type or 'none')[:80]!r})", status=400,

@@ -310,7 +310,8 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
         # The policy knows the requested name; the answer names the script that plays
         # (as a real API answers an alias with the model it resolved to), so its bytes are
         # those of the in-process run.
-        policy = ScriptedPolicy({name: served.script}, served.params, served.question)
+        policy = ScriptedPolicy({name: served.script}, served.params, served.question,
+                                answer_names={name: served.script.name})
         handle = api.sim.handler(policy)
         step = api.sim.step_of(body)
         _note(request, task=served.task, scenario=served.scenario, step=step)
