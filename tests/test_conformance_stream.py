@@ -184,3 +184,26 @@ def test_messages_stream_helper_rebuilds_the_answer(name: str) -> None:
     assert [b.name for b in final.content] == [b.name for b in plain.content]
     if name == "correcto":  # raw (invalid) arguments cannot round-trip the SDK's JSON parser
         assert [b.input for b in final.content] == [b.input for b in plain.content]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_streamed_run_records_and_replays(provider: str, toolbox: Any,
+                                            tmp_path: Path) -> None:
+    """The recording of a streamed run keeps the event stream; replayed (streaming again),
+    it gives the same trace, which is the non-streamed one."""
+    spec = next(r for r in API_RUNS if (r.task, r.backend_config["provider"], r.scenario) == (
+        "variacion_busi", provider, "json_invalido"))
+    streamed = dataclasses.replace(spec, backend_config={**spec.backend_config,
+                                                         "stream": True})
+    plain, live, replayed, rec = (tmp_path / n for n in (
+        "plain.jsonl", "live.jsonl", "replayed.jsonl", "rec.jsonl"))
+    run_to_trace(spec, toolbox, plain)
+    run_to_trace(streamed, toolbox, live, recording=rec)
+    records = [json.loads(line) for line in rec.read_text().splitlines()]
+    assert records and all(r["response"]["headers"]["content-type"] == "text/event-stream"
+                           for r in records)
+    assert all(r["request"]["body"]["stream"] is True for r in records)
+    run_to_trace(streamed, toolbox, replayed, replay=rec)
+    assert replayed.read_bytes() == live.read_bytes()
+    # the streamed spec's header names the option; everything after it is the plain run's
+    assert live.read_text().splitlines()[1:-1] == plain.read_text().splitlines()[1:-1]

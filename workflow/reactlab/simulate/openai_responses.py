@@ -53,9 +53,6 @@ _OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
     "truncation": (str, "a string"), "user": (str, "a string"),
     "service_tier": (str, "a string"), "prompt_cache_key": (str, "a string"),
 }
-# What the broken-body faults are cut from: the answer as it was before usage was
-# counted (no `usage` key), so a fault's bytes, and the traces that quote them, are stable.
-_BROKEN_USAGE = None
 
 
 def _is_assistant(item: Any) -> bool:
@@ -354,8 +351,10 @@ def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> htt
         return _error(fault.status, kind, message, code=code,
                       headers=retry_after_headers(fault))
     real = handle(request)
+    # Cut from the answer as it was before usage was counted (no `usage` key), so a
+    # fault's bytes, and the traces that quote them, stay as they were.
     answer = dict(real.extensions.get("reactlab.answer") or {})
-    answer.pop("usage", _BROKEN_USAGE)
+    answer.pop("usage", None)
     plain = httpx.Response(real.status_code, json=answer).read() if answer else real.read()
     content, ctype = broken_body(fault, plain, "output")
     return httpx.Response(200, headers={"content-type": ctype}, content=content)
