@@ -13,8 +13,9 @@
 
 ``table`` summarises finished model runs per backend and scenario (a backend is one
 decoding mode; the scenario is react or plan_execute): runs, tool
-calls, invalid calls (arguments not a JSON object), repeated calls, unknown tools, runs
-that answered, verified answers (the verifier of ``reactlab.analysis.verify``).
+calls, invalid calls (arguments not a JSON object), repeated calls, unknown tools, calls
+the tool refused (validation or error), successful calls, runs that answered, verified
+answers (the verifier of ``reactlab.analysis.verify``).
 
     python -m reactlab.dev.decoding_bench [bench] [--model DIR] [--repeats 5] [--threads 1]
     python -m reactlab.dev.decoding_bench table results/traces [--backends smollm2 ...]
@@ -81,7 +82,7 @@ def replay(lm: Any, prompt: list[int], tokens: list[int], grammar: Any) -> tuple
     fwd = mask = 0.0
     with torch.inference_mode():
         t0 = time.perf_counter()
-        logits = lm.model(input_ids=torch.tensor([prompt]), past_key_values=cache,
+        logits = lm.model(input_ids=torch.tensor([prompt]), cache=cache,
                           use_cache=True).logits[:, -1, :]
         fwd += time.perf_counter() - t0
         seen = list(prompt)
@@ -98,7 +99,7 @@ def replay(lm: Any, prompt: list[int], tokens: list[int], grammar: Any) -> tuple
             if tok == lm.eos_token_id:
                 break
             t0 = time.perf_counter()
-            logits = lm.model(input_ids=torch.tensor([[tok]]), past_key_values=cache,
+            logits = lm.model(input_ids=torch.tensor([[tok]]), cache=cache,
                               use_cache=True).logits[:, -1, :]
             fwd += time.perf_counter() - t0
     return fwd, mask
@@ -167,10 +168,12 @@ def table(args: argparse.Namespace) -> int:
             row["invalid"] += c["status"] == "invalid"
             row["repeated"] += c["status"] == "repeated"
             row["unknown tool"] += c["status"] == "unknown"
+            row["tool error"] += c["status"] == "error"
             row["ok results"] += c["status"] == "ok"
         row["answered"] += tr.end["termination"] == "answer"
         row["verified"] += bool(verification_record(tr, str(path))["verified"])
-    cols = ["runs", "tool calls", "invalid", "repeated", "unknown tool", "ok results",
+    cols = ["runs", "tool calls", "invalid", "repeated", "unknown tool", "tool error",
+            "ok results",
             "answered", "verified"]
     print("| backend | scenario | decoding | " + " | ".join(cols) + " |")
     print("|---|---|---|" + "---:|" * len(cols))
