@@ -7,6 +7,7 @@ on stderr with exit status 2; a bare traceback means a bug.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -66,6 +67,7 @@ def _cmd_figure(a: argparse.Namespace) -> None:
     from reactlab import config
     from reactlab.analysis import figures
 
+    figures.check_source(a.table)
     if a.kind == "cumulative_tokens":
         figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
         figures.cumulative_tokens(a.table, a.out, figure)
@@ -77,6 +79,8 @@ def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab import config
 
     cfg = config.load(a.config)
+    for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
+        config.data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
     if a.list:
         for r in cfg.runs:
@@ -215,6 +219,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func(args)
     except ReactlabError as exc:
         print(f"reactlab: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"reactlab: error: no space left on device (ENOSPC){where}; nothing partial "
+              f"was published (files are written to a temporary name and renamed): free "
+              f"some space, then run the same command again", file=sys.stderr)
         return 2
     return 0
 

@@ -230,3 +230,12 @@ if _RUN_LOCK is not None:  # the main run, with the folder to itself
     _check_disk()
     _check_user_data()
     _check_results()
+
+
+onerror:
+    # Snakemake reports a failed metadata write as a permission problem ("ensure write
+    # permissions"); when the disk is full, say so.
+    from reactlab.analysis.recovery import disk_full as _disk_full
+
+    if _disk_full("."):
+        print(f"reactlab: {_disk_full('.')} (not a permission problem)", file=sys.stderr)

@@ -69,13 +69,14 @@ def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str
     costly = set(costly)
     keys = list(keys)
     stale = False  # the tables (and so figures and viewer) must be rebuilt
+    published = any(Path(t).exists() for t in tables)
     for key in keys:
         trace_path = results / "traces" / f"{key}.jsonl"
         verified = results / "verified" / f"{key}.json"
         if not trace_path.is_file():
-            if verified.exists():
+            if verified.exists() or published:  # deleted, not yet made
                 report.messages.append(f"{trace_path} is missing: it will be regenerated")
-                _remove(verified, report)
+            _remove(verified, report)
             stale = True
             continue
         try:
@@ -178,8 +179,16 @@ def summary(report: Recovery, limit: int = 5) -> list[str]:
     return lines
 
 
-def disk_full(path: str | Path = ".", reserve: int = 16 << 20) -> str | None:
-    """A message when the file system of ``path`` has less than ``reserve`` bytes free."""
+#: Free bytes below which a run does not start (a 3-run matrix writes 0.5 MB of results);
+#: the variable REACTLAB_MIN_FREE_BYTES overrides it.
+MIN_FREE = 16 << 20
+
+
+def disk_full(path: str | Path = ".", reserve: int | None = None) -> str | None:
+    """A message when the file system of ``path`` has less than ``reserve`` bytes free
+    (default :data:`MIN_FREE`, or the environment's REACTLAB_MIN_FREE_BYTES)."""
+    if reserve is None:
+        reserve = int(os.environ.get("REACTLAB_MIN_FREE_BYTES", MIN_FREE))
     free = shutil.disk_usage(path).free
     if free >= reserve:
         return None
