@@ -147,7 +147,8 @@ def test_item2_yaml_syntax_and_tab_errors_name_line_and_column(fresh: Path) -> N
 
 def test_item3_names_are_capped_to_what_a_file_system_holds(raw_config: dict) -> None:
     """Item 3: a 300-character scenario name is refused naming the field (it crashed the
-    run with `File name too long`); 100 characters still work."""
+    run with `File name too long`), so is a name Snakemake takes for a periodic wildcard;
+    100 characters still work."""
     from reactlab.config import MAX_NAME, parse
 
     for table, old in (("scenarios", "correcto"), ("tasks", "variacion_busi"),
@@ -160,7 +161,14 @@ def test_item3_names_are_capped_to_what_a_file_system_holds(raw_config: dict) ->
         assert f"at most {MAX_NAME}" in str(err.value)
 
     raw = json.loads(json.dumps(raw_config))
-    long = "c" * MAX_NAME
+    raw["scenarios"]["bucle" + "_x" * 20] = raw["scenarios"]["correcto"]
+    with pytest.raises(ConfigError) as err:  # Snakemake's PeriodicWildcardError
+        parse(raw)
+    assert err.value.field == "scenarios.bucle" + "_x" * 20
+    assert "'_x' repeated 20 times" in str(err.value)
+
+    raw = json.loads(json.dumps(raw_config))
+    long = "c" + "de" * (MAX_NAME // 2 - 1) + "f"
     raw["scenarios"][long] = raw["scenarios"]["correcto"]
     raw["matrix"][0]["scenarios"].append(long)
     run = next(r for r in parse(raw).runs if r.scenario == long)

@@ -18,6 +18,7 @@ import copy
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -253,17 +254,33 @@ MAX_NAME = 100
 GENERATED_DATA = {"prices": "acciones6_precios.parquet", "news": "noticias6_corpus.parquet"}
 
 
+# Snakemake discards a job whose wildcard value ends in one substring repeated 20 or
+# more times (PeriodicWildcardError: it suspects a runaway recursion), so such a name
+# would leave its runs without a producer.
+_PERIODIC = re.compile(r"(.+?)\1{19,}$")
+
+
 def _check_name_lengths(raw: Mapping[str, Any]) -> None:
     for table in ("tasks", "backends", "scenarios"):
         names = raw.get(table)
         if not isinstance(names, Mapping):
             continue
         for name in names:
-            if isinstance(name, str) and len(name) > MAX_NAME:
+            if not isinstance(name, str):
+                continue
+            if len(name) > MAX_NAME:
                 raise ConfigError(
                     f"{table}.{name[:40]}...",
                     f"name is {len(name)} characters long; at most {MAX_NAME} (it becomes a "
                     f"file name under results/)")
+            periodic = _PERIODIC.search(name)
+            if periodic:
+                raise ConfigError(
+                    f"{table}.{name}",
+                    f"name ends with {periodic.group(1)!r} repeated "
+                    f"{len(periodic.group(0)) // len(periodic.group(1))} times; Snakemake "
+                    f"refuses such a wildcard value (PeriodicWildcardError), repeat it "
+                    f"fewer than 20 times")
 
 
 def data_source(raw: Mapping[str, Any], kind: str, root: str | Path = ".") -> str:
