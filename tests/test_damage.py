@@ -125,6 +125,24 @@ def test_item1_duplicate_keys_in_a_configfile_override_are_refused(fresh: Path) 
     assert "overlay.yaml: duplicate key 'max_steps' at line 3" in out(proc), out(proc)[-2000:]
 
 
+def test_item2_reactlab_check_reads_overlays_like_snakemake(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 2: an overlay with a tab error (which Snakemake's CLI reads before the
+    Snakefile, without its place) gets line and column from `reactlab check
+    --configfile`; a good overlay is merged as Snakemake merges it."""
+    from reactlab import cli, config
+
+    bad = tmp_path / "overlay.yaml"
+    bad.write_text("agent:\n\tmax_steps: 4\n")
+    assert cli.main(["check", "--config", str(ROOT / "config.yaml"),
+                     "--configfile", str(bad)]) == 2
+    assert "overlay.yaml: invalid YAML at line 2, column 1" in capsys.readouterr().err
+    good = tmp_path / "good.yaml"
+    good.write_text("agent:\n  max_steps: 4\n")
+    cfg = config.load(ROOT / "config.yaml", [good])
+    assert cfg.raw["agent"]["max_steps"] == 4 and cfg.raw["agent"]["send_tools"] is True
+
+
 @pytest.mark.e2e
 def test_item2_yaml_syntax_and_tab_errors_name_line_and_column(fresh: Path) -> None:
     """Item 2: a tab and a broken flow list give line and column, not Snakemake's
@@ -396,6 +414,18 @@ def _one_run(tmp_path: Path, toolbox) -> tuple[Path, Path]:
 
 FIGURE = {"task": "variacion_busi", "backend": "anthropic", "loop": "cierre_como_porcentaje",
           "reference": "cierre_como_porcentaje", "marks": [1]}
+
+
+def test_item8_verify_error_says_how_to_repair(tmp_path: Path, toolbox,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 8: a job that meets an edited trace says what is wrong and how to repair it."""
+    from reactlab import cli
+
+    trace, _ = _one_run(tmp_path, toolbox)
+    trace.write_bytes(trace.read_bytes().replace(b'"step": 1', b'"step": 7', 1))
+    assert cli.main(["verify", "--trace", str(trace), "--out", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert "checksum mismatch" in err and "run the pipeline again (`snakemake" in err
 
 
 def test_item9_tables_recompute_the_verdict(tmp_path: Path, toolbox) -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reactlab.core.errors import ReactlabError
+from reactlab.core.errors import ReactlabError, TraceError
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -78,7 +78,7 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab import config
 
-    cfg = config.load(a.config)
+    cfg = config.load(a.config, a.configfile)
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
         config.data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
@@ -174,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check", help="validate config.yaml and count the runs")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--list", action="store_true", help="print every run key")
+    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
+                   help="an overlay merged over --config, as `snakemake --configfile` "
+                        "does (repeatable)")
     s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("convert-model",
@@ -218,7 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except ReactlabError as exc:
-        print(f"reactlab: error: {exc}", file=sys.stderr)
+        hint = ""
+        if (isinstance(exc, TraceError) and args.command in ("verify", "tables", "viewer")
+                and "snakemake" not in str(exc)):
+            hint = ("; to repair, run the pipeline again (`snakemake --cores 4`): damaged "
+                    "results are removed and regenerated before any job starts")
+        print(f"reactlab: error: {exc}{hint}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno != errno.ENOSPC:

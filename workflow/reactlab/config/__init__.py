@@ -408,5 +408,21 @@ def parse(raw: Mapping[str, Any]) -> Config:
     return Config(raw=raw, runs=tuple(runs))
 
 
-def load(path: str | Path = "config.yaml") -> Config:
-    return parse(load_yaml(path))
+def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` merged into ``base`` as Snakemake merges a --configfile (mappings
+    recursively, anything else replaced)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load(path: str | Path = "config.yaml", overlays: Iterable[str | Path] = ()) -> Config:
+    """Load, merge the overlays (as ``snakemake --configfile`` does), validate."""
+    raw = load_yaml(path)
+    for overlay in overlays:
+        raw = merge(raw, load_yaml(overlay))
+    return parse(raw)
