@@ -119,7 +119,10 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
           out_dir: str | Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Build every table from (trace path, verification path) pairs into ``out_dir``.
 
-    ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables.
+    ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables. The
+    single-draw tables (runs, steps, the summaries by scenario, backend and defences, and
+    the figures drawn from them) hold the runs without repeated trials; every run,
+    trials included, is in trials.csv and summary_trials.csv.
     """
     import pandas as pd
 
@@ -129,9 +132,11 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
         verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
-        runs.append(run_row(tr, verification, trace_path))
-        steps.extend(step_rows(tr))
-        trial_rows.append(trials.trial_row(tr, runs[-1], analysis))
+        row = run_row(tr, verification, trace_path)
+        trial_rows.append(trials.trial_row(tr, row, analysis))
+        if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
+            runs.append(row)
+            steps.extend(step_rows(tr))
     if not runs:
         raise TraceError("no traces to aggregate")
     keys = ["task", "backend", "scenario"]

@@ -1,8 +1,9 @@
 """Tables over repeated trials: per-run trial rows, a summary with intervals, and paired
 comparisons.
 
-* ``trials.csv`` — one row per run: trial and seed, success (the answer was delivered
-  and verified: the ``utility`` of runs.csv), steps, calls, tokens in and out, cost
+* ``trials.csv`` — one row per run, runs with repeated trials included (the single-draw
+  tables leave those out): trial and seed, termination, verdict, success (the answer was
+  delivered and verified: the ``utility`` of runs.csv), steps, calls, tokens in and out, cost
   (:mod:`reactlab.analysis.cost`) and the trajectory metrics
   (:mod:`reactlab.analysis.trajectory`).
 * ``summary_trials.csv`` — one row per (task, backend, scenario) over its n trials:
@@ -33,8 +34,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 KEYS = ["task", "backend", "scenario"]
-TRIAL_COLUMNS = [*KEYS, "trial", "seed", "success", "steps", "calls", "tokens_sent",
-                 "tokens_out", "priced_as", "cost_usd", *TRAJECTORY_COLUMNS, "trace"]
+TRIAL_COLUMNS = [*KEYS, "trial", "seed", "termination", "verified", "success", "steps",
+                 "calls", "tokens_sent", "tokens_out", "priced_as", "cost_usd",
+                 *TRAJECTORY_COLUMNS, "trace"]
 COST_DIGITS = 8
 DIGITS = 4
 
@@ -52,6 +54,7 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
                                  task_cfg.get("answerable", True))
     return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],
             "trial": int(spec.get("trial") or 1), "seed": spec.get("seed"),
+            "termination": run["termination"], "verified": bool(run["verified"]),
             "success": bool(run["utility"]), "steps": run["steps"], "calls": run["calls"],
             "tokens_sent": run["tokens_sent"], "tokens_out": tokens_out,
             "priced_as": priced_model(run["backend"], pricing),
