@@ -244,6 +244,15 @@ def test_summary_by_hand() -> None:
     assert r.abstention_rate == 0.5
 
 
+def test_seeds_survive_the_table_exactly() -> None:
+    seed = derive_seed("cierre_acme/smollm2_sampled/react", 1, 6)  # a 63-bit integer
+    rows = [{**_row("a", "s", 1, True, 1), "seed": seed}, {**_row("b", "s", 1, True, 1),
+                                                            "seed": None}]
+    table = trials_mod.trials_table(rows)
+    assert int(table.seed[0]) == seed and seed > 2**53
+    assert table.to_csv(index=False).splitlines()[1].split(",")[4] == str(seed)
+
+
 def test_paired_by_hand() -> None:
     # a succeeds in trials 1-6, b only in trial 1 -> only_a = 5, only_b = 0;
     # exact McNemar p = 2 * C(5,0) / 2^5 = 0.0625; difference a - b = 5/6 = 0.8333

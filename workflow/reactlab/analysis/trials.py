@@ -66,7 +66,9 @@ def trials_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
     df = pd.DataFrame(list(rows), columns=TRIAL_COLUMNS)
-    df["seed"] = df["seed"].astype("Int64")
+    # from the Python ints (a column with empty cells would go through float64 and
+    # round 63-bit seeds)
+    df["seed"] = pd.array([row["seed"] for row in rows], dtype="Int64")
     df = df.sort_values([*KEYS, "trial"], kind="stable").reset_index(drop=True)
     out = df.copy()
     out["cost_usd"] = out["cost_usd"].astype(float).round(COST_DIGITS)
