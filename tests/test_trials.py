@@ -276,3 +276,19 @@ def test_analysis_section_of_shipped_config(raw_config: Raw) -> None:
     assert section["tasks"]["variacion_busi"]["expected_calls"][2] == {"name": "calculadora"}
     assert {c["name"] for c in section["comparisons"]} >= {"defensas_vs_ninguna"}
     assert isinstance(pd.DataFrame([section["pricing"]["models"]]), pd.DataFrame)
+
+
+@pytest.mark.parametrize("backend", ["openai_live", "anthropic_live"])
+def test_live_backends_send_the_sampling_settings(raw_config: Raw, backend: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab.backends import open_session
+
+    monkeypatch.setenv(raw_config["backends"][backend]["api_key_env"], "sk-test")
+    raw = copy.deepcopy(raw_config)
+    raw["live"]["enabled"] = True
+    raw["backends"][backend].update(temperature=0.2, top_p=0.9)
+    session = open_session(parse(raw).run("variacion_busi", backend, "react"))
+    assert (session.extra["temperature"], session.extra["top_p"]) == (0.2, 0.9)
+    # nothing is added where the config sets nothing (simulated requests keep their bytes)
+    plain = open_session(parse(raw_config).run("variacion_busi", "openai", "correcto"))
+    assert "temperature" not in plain.extra and "top_p" not in plain.extra
