@@ -40,10 +40,11 @@ def _cmd_run(a: argparse.Namespace) -> None:
 def _cmd_verify(a: argparse.Namespace) -> None:
     from reactlab import trace
     from reactlab.analysis.tables import verification_record
+    from reactlab.core.io import write_json_atomic
 
     tr = trace.read(a.trace)
     rec = verification_record(tr, a.trace)
-    trace.write_json_atomic(a.out, rec)
+    write_json_atomic(a.out, rec)
     verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
         f["message"] for f in rec["findings"])
     key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab.core.io import atomic_path
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
@@ -39,9 +41,8 @@ def save(fig: Figure, out: str | Path) -> list[Path]:
     written = []
     for path, meta in ((out, {"Software": None}),
                        (out.with_suffix(".svg"), {"Date": None, "Creator": None})):
-        tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-        fig.savefig(tmp, metadata=meta)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, metadata=meta)
         written.append(path)
     plt.close(fig)
     return written

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
 from reactlab.core.errors import TraceError
+from reactlab.core.io import atomic_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,9 +146,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     written = {}
     for name, df in tables.items():
         path = out_dir / f"{name}.csv"
-        tmp = path.with_name(f".{path.name}.tmp")
-        df.to_csv(tmp, index=False, lineterminator="\n")
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     return written
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from reactlab.core.errors import BackendError, ReactlabError
+from reactlab.core.io import write_bytes_atomic
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, none: local servers) are not scrubbed from text
@@ -177,13 +177,7 @@ def _atomic_write_lines(path: Path, records: list[dict[str, Any]]) -> None:
         (json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n").encode(
             "utf-8", errors="backslashreplace")
         for r in records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_bytes_atomic(path, data)
 
 
 class Recorder:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from reactlab import data
+from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
 
 __all__ = [
     "FECHA",
@@ -329,19 +330,6 @@ class _ErrorArgumentos(ValueError):
     pass
 
 
-def _sin_duplicados(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _ErrorArgumentos(f"clave duplicada: {k}")
-        out[k] = v
-    return out
-
-
-def _sin_constantes(name: str) -> Any:
-    raise _ErrorArgumentos(f"valor no permitido: {name}")
-
-
 def _float_finito(text: str) -> float:
     x = float(text)
     if not math.isfinite(x):
@@ -366,11 +354,13 @@ def parse_arguments_strict(text: str) -> dict[str, Any] | str:
     if not isinstance(text, str):
         return _JSON_NO_VALIDO
     try:
-        value = json.loads(text, object_pairs_hook=_sin_duplicados,
-                           parse_constant=_sin_constantes, parse_float=_float_finito,
-                           parse_int=_int_acotado)
+        value = loads_strict(text, parse_float=_float_finito, parse_int=_int_acotado)
     except _ErrorArgumentos as e:
         return str(e)
+    except DuplicateKeyError as e:
+        return f"clave duplicada: {e.key}"
+    except NonFiniteConstantError as e:
+        return f"valor no permitido: {e.name}"
     except RecursionError:
         return _ANIDADO
     except (ValueError, TypeError, MemoryError):

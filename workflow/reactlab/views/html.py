@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Any
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
 from reactlab.core.errors import TraceError
+from reactlab.core.io import write_text_atomic
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
            "visible"]
@@ -585,16 +585,6 @@ def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
     return _doc("reactlab — traces", "".join(body))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(text.encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     """Write ``index.html`` and one page per run from (trace path, verification path) pairs.
 
@@ -625,7 +615,7 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     index = out_dir / "index.html"
     written = [index]
     for path, text in pages:
-        _write_atomic(path, text)
+        write_text_atomic(path, text)
         written.append(path)
-    _write_atomic(index, render_index(rows))
+    write_text_atomic(index, render_index(rows))
     return written
