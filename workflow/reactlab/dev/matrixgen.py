@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reactlab.backends.registry import PROVIDERS
 from reactlab.config.scripts import ROOT_NAMES, Script
 
 TICKER = "BUSI"
@@ -119,7 +120,7 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(dict(base))
     backends = {name: b for name, b in cfg["backends"].items()
                 if b.get("mode") in SCRIPTED_MODES}
-    api = [name for name, b in backends.items() if b["provider"] != "local"]
+    api = [name for name, b in backends.items() if PROVIDERS[b["provider"]].http]
     if not backends:
         raise ValueError("the base configuration has no scripted or simulated backend")
     cfg["backends"] = backends
