@@ -28,8 +28,7 @@ def _cmd_run(a: argparse.Namespace) -> None:
     from reactlab.runner import run_to_trace
     from reactlab.tools import ToolBox
 
-    spec = RunSpec.from_json(Path(a.spec).read_text(encoding="utf-8") if a.spec_file
-                             else a.spec)
+    spec = RunSpec.from_json(a.spec)
     tools = ToolBox.from_files(a.prices, a.news)
     end = run_to_trace(spec, tools, a.out, recording=a.recording, replay=a.replay)
     print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
@@ -133,9 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_data)
 
     s = sub.add_parser("run", help="run one task x backend x scenario, write its trace")
-    s.add_argument("--spec", required=True,
-                   help="the run spec as JSON (or a file path with --spec-file)")
-    s.add_argument("--spec-file", action="store_true")
+    s.add_argument("--spec", required=True, help="the run spec as JSON")
     s.add_argument("--prices", required=True)
     s.add_argument("--news", required=True)
     s.add_argument("--out", required=True)
