@@ -100,12 +100,12 @@ def _compatible(scenarios: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return plain, faulty
 
 
-def _task(ticker: str, desde: str, hasta: str) -> dict[str, Any]:
+def _task(ticker: str, start: str, end: str) -> dict[str, Any]:
     return {
-        "question": (f"¿Cuánto cambió en porcentaje el cierre de {ticker} entre el {desde} "
-                     f"y el {hasta}?"),
+        "question": (f"¿Cuánto cambió en porcentaje el cierre de {ticker} entre el {start} "
+                     f"y el {end}?"),
         "tools": list(TOOLS),
-        "params": {"ticker": ticker, "desde": desde, "hasta": hasta},
+        "params": {"ticker": ticker, "desde": start, "hasta": end},
     }
 
 

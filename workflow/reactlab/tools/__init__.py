@@ -438,10 +438,10 @@ class ToolBox:
         self._date_dtype = str(prices["fecha"].dtype)
         self._prices: dict[str, _Series] = {}
         for ticker, g in prices.groupby("ticker", sort=False):
-            fechas = g["fecha"].to_numpy()
+            days = g["fecha"].to_numpy()
             self._prices[str(ticker)] = _Series(
-                ns=fechas.astype(np.int64).tolist(),
-                dates=_dates(fechas),
+                ns=days.astype(np.int64).tolist(),
+                dates=_dates(days),
                 closes=g["cierre"].to_numpy(dtype="float64").tolist(),
             )
         self._tickers = frozenset(self._prices)
@@ -494,13 +494,13 @@ class ToolBox:
         (both included, UTC dates), syndicated copies removed, first copy kept."""
         if ticker not in self._tickers:
             raise ValueError(f"ticker desconocido: {ticker}")
-        ini = pd.Timestamp(desde, tz="UTC")
-        fin = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
+        start = pd.Timestamp(desde, tz="UTC")
+        stop = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
         h = self._news.get(ticker)
-        if h is None or ini is pd.NaT or fin is pd.NaT:
+        if h is None or start is pd.NaT or stop is pd.NaT:
             return []
-        lo = bisect.bisect_left(h.ns, _ns(ini))
-        hi = bisect.bisect_left(h.ns, _ns(fin))
+        lo = bisect.bisect_left(h.ns, _ns(start))
+        hi = bisect.bisect_left(h.ns, _ns(stop))
         out: list[dict[str, str]] = []
         seen: set[str] = set()
         for i in range(lo, hi):
