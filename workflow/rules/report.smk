@@ -17,14 +17,19 @@ rule tables:
         summary_by_defences=_table("summary_by_defences"),
         steps=_table("steps"),
         cumulative_tokens=_table("cumulative_tokens", "cumulative_tokens_table"),
+        trials=_table("trials"),
+        summary_trials=_table("summary_trials"),
+        paired=_table("paired"),
     params:
         figure=json.dumps(config["figure"]),
+        analysis=ANALYSIS,
         code=CODE,
     log:
         "results/logs/tables.log",
     shell:
         "{PY} -m reactlab tables --traces {input.traces:q} --verified {input.verified:q} "
-        "--out-dir results/tables --figure {params.figure:q} 2> {log:q}"
+        "--out-dir results/tables --figure {params.figure:q} "
+        "--analysis {params.analysis:q} 2> {log:q}"
 
 
 # Which table each figure is drawn from.
@@ -33,6 +38,7 @@ FIGURE_SOURCES = {
     "outcomes": "runs",
     "tokens": "runs",
     "defences": "summary_by_defences",
+    "success_rates": "summary_trials",
 }
 
 

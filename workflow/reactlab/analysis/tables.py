@@ -148,16 +148,27 @@ def _summary(runs: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
-          out_dir: str | Path) -> dict[str, Path]:
-    """Build every table from (trace path, verification path) pairs into ``out_dir``."""
+          out_dir: str | Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Build every table from (trace path, verification path) pairs into ``out_dir``.
+
+    ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables. The
+    single-draw tables (runs, steps, the summaries by scenario, backend and defences, and
+    the figures drawn from them) hold the runs without repeated trials; every run,
+    trials included, is in trials.csv and summary_trials.csv.
+    """
     import pandas as pd
 
-    runs, steps = [], []
+    from reactlab.analysis import trials
+
+    runs, steps, trial_rows = [], [], []
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
         verification = load_verification(tr, verified_path, trace_path)
-        runs.append(run_row(tr, verification, trace_path))
-        steps.extend(step_rows(tr))
+        row = run_row(tr, verification, trace_path)
+        trial_rows.append(trials.trial_row(tr, row, analysis))
+        if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
+            runs.append(row)
+            steps.extend(step_rows(tr))
     if not runs:
         raise TraceError("no traces to aggregate")
     keys = ["task", "backend", "scenario"]
@@ -171,6 +182,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         "summary_by_defences": _summary(runs_df, "defences"),
         "steps": steps_df,
         "cumulative_tokens": fig_df,
+        **trials.build(trial_rows, analysis),
     }
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

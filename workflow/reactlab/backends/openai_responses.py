@@ -128,6 +128,11 @@ class OpenAIResponsesSession(RetryingSession):
             ]
         if spec.agent["send_system_prompt"]:
             self.extra["instructions"] = spec.agent["system_prompt"]
+        # Sampling settings of a live backend (the schema allows them nowhere else). The
+        # API takes no seed, so a live trial's seed is recorded in its trace only.
+        for name in ("temperature", "top_p"):
+            if name in spec.backend_config:
+                self.extra[name] = spec.backend_config[name]
 
     def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
         if not self.stream:

@@ -32,8 +32,10 @@ def package_versions(provider: str) -> dict[str, str]:
 
 
 def header(spec: RunSpec) -> dict[str, Any]:
-    return {"type": "header", "schema_version": SCHEMA_VERSION,
-            "run": {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario},
+    run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
+    if spec.trial is not None:
+        run["trial"] = spec.trial
+    return {"type": "header", "schema_version": SCHEMA_VERSION, "run": run,
             "key": spec.key, "config_hash": spec.config_hash,
             "versions": package_versions(spec.backend_config["provider"]),
             "spec": spec.to_dict()}

@@ -246,7 +246,12 @@ def load_model(spec: RunSpec) -> LocalModel:
 
     cfg = spec.backend_config
     try:
-        return LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
-                               reuse_cache=bool(cfg.get("reuse_cache", True)))
+        model = LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
+                                reuse_cache=bool(cfg.get("reuse_cache", True)))
     except ModelNotFound as exc:
         raise ClientError(str(exc)) from exc
+    if float(cfg.get("temperature", 0) or 0) > 0:
+        if spec.seed is None:
+            raise ClientError(f"{spec.key}: a sampling backend needs a seed")
+        model.set_sampling(float(cfg["temperature"]), float(cfg.get("top_p", 1.0)), spec.seed)
+    return model

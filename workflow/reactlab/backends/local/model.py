@@ -263,6 +263,25 @@ class LocalModel:
         self._cache_ids: list[int] = []
         self._supports_tools: bool | None = None
         self._native_tool_role: bool | None = None
+        # Sampling (set_sampling): None = greedy.
+        self._sampling: tuple[float, float, int] | None = None
+        self._calls = 0
+
+    def set_sampling(self, temperature: float, top_p: float, seed: int) -> None:
+        """Sample instead of decoding greedily, reproducibly: before its n-th ``generate``
+        call the model seeds torch's generator with sha256(seed, n), so each call's draws
+        depend only on the run's seed and the call's position, never on earlier calls."""
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 to sample")
+        self._sampling = (temperature, top_p, seed)
+        self._calls = 0
+
+    def _call_seed(self) -> int:
+        import hashlib
+
+        assert self._sampling is not None
+        digest = hashlib.sha256(f"{self._sampling[2]}|call{self._calls}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") % 2**63
 
     # ------------------------------------------------------------------------- loading
 
@@ -426,7 +445,8 @@ class LocalModel:
         return cache, keep
 
     def generate(self, ids: list[int], max_new_tokens: int = 80) -> Generation:
-        """Greedy continuation of the prompt ``ids`` (``pad_token_id`` = EOS).
+        """Continuation of the prompt ``ids`` (``pad_token_id`` = EOS): greedy, or sampled
+        with the seeded settings of :meth:`set_sampling`.
 
         With ``reuse_cache`` the KV cache of the previous call is cropped to the common
         prefix of its tokens and ``ids`` (always leaving at least one token to feed) and
@@ -443,12 +463,18 @@ class LocalModel:
             cache = DynamicCache(config=self.model.config)
         prefill = len(ids) - kept
         x = torch.tensor([ids])
+        decoding: dict[str, Any] = {"do_sample": False}
+        if self._sampling is not None:
+            temperature, top_p, _ = self._sampling
+            decoding = {"do_sample": True, "temperature": temperature, "top_p": top_p}
+            torch.manual_seed(self._call_seed())
+            self._calls += 1
         timer = _ForwardTimer(self.model)
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
                 out = self.model.generate(x, attention_mask=torch.ones_like(x), cache=cache,
-                                          max_new_tokens=max_new_tokens, do_sample=False,
+                                          max_new_tokens=max_new_tokens, **decoding,
                                           pad_token_id=self.eos_token_id)
         finally:
             timer.remove()
