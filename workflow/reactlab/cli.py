@@ -29,8 +29,7 @@ def _cmd_run(a: argparse.Namespace) -> None:
     from reactlab.runner import run_to_trace
     from reactlab.tools import ToolBox
 
-    spec = RunSpec.from_json(Path(a.spec).read_text(encoding="utf-8") if a.spec_file
-                             else a.spec)
+    spec = RunSpec.from_json(a.spec)
     tools = ToolBox.from_files(a.prices, a.news)
     end = run_to_trace(spec, tools, a.out, recording=a.recording, replay=a.replay)
     print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
@@ -41,10 +40,11 @@ def _cmd_run(a: argparse.Namespace) -> None:
 def _cmd_verify(a: argparse.Namespace) -> None:
     from reactlab import trace
     from reactlab.analysis.tables import verification_record
+    from reactlab.core.io import write_json_atomic
 
     tr = trace.read(a.trace)
     rec = verification_record(tr, a.trace)
-    trace.write_json_atomic(a.out, rec)
+    write_json_atomic(a.out, rec)
     verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
         f["message"] for f in rec["findings"])
     key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
@@ -146,9 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_data)
 
     s = sub.add_parser("run", help="run one task x backend x scenario, write its trace")
-    s.add_argument("--spec", required=True,
-                   help="the run spec as JSON (or a file path with --spec-file)")
-    s.add_argument("--spec-file", action="store_true")
+    s.add_argument("--spec", required=True, help="the run spec as JSON")
     s.add_argument("--prices", required=True)
     s.add_argument("--news", required=True)
     s.add_argument("--out", required=True)

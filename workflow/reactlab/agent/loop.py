@@ -79,9 +79,8 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             break
         except BackendError as exc:
             emit({"type": "error", "step": step, "kind": exc.kind, "status": exc.status,
-                  "message": str(exc), "attempts": getattr(exc, "attempts", 1),
-                  "retryable": getattr(exc, "retryable", False),
-                  "history": getattr(exc, "history", [])})
+                  "message": str(exc), "attempts": exc.attempts,
+                  "retryable": exc.retryable, "history": exc.history})
             termination = "backend_error"
             break
         sent += turn.tokens_sent

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
 from reactlab.core.errors import TraceError
+from reactlab.core.io import atomic_path
 from reactlab.trace.integrity import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
@@ -188,9 +189,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     written = {}
     for name, df in tables.items():
         path = out_dir / f"{name}.csv"
-        tmp = path.with_name(f".{path.name}.tmp")
-        df.to_csv(tmp, index=False, lineterminator="\n")
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     # Written last: its presence marks a complete publication, its checksums an unedited one.
     write_manifest(out_dir / MANIFEST, written.values())

@@ -266,9 +266,10 @@ def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
 
 
 #: The longest task, backend or scenario name. Each becomes a path component: a trace
-#: `{scenario}.jsonl` and its temporary `.{scenario}.jsonl.{pid}.tmp` (name + 19
-#: characters), a viewer page and log files, all well under the 255 bytes a file name
-#: may have on common file systems (names are ASCII, so one character is one byte).
+#: `{scenario}.jsonl` and its temporary `.{scenario}.{pid}.{12 hex}.tmp.jsonl` (name + up
+#: to 26 characters, see core/io.py), a viewer page and log files, all well under the 255
+#: bytes a file name may have on common file systems (names are ASCII, so one character
+#: is one byte).
 MAX_NAME = 100
 
 #: The files rule generate_data writes under data/generated/, by config key.

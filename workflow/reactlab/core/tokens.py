@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reactlab.core.errors import TokenizerError
+from reactlab.core.io import write_bytes_atomic
 
 if TYPE_CHECKING:
     import tiktoken
@@ -71,11 +72,7 @@ def provision(directory: Path | None = None) -> Path:
         except TokenizerError:
             target.unlink()  # a damaged cache entry is replaced from the bundled copy
     data = bundled_bytes()
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
-    return target
+    return write_bytes_atomic(target, data)
 
 
 @cache

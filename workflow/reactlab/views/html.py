@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from reactlab import trace as tracemod
 from reactlab.analysis.tables import load_verification
 from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
 from reactlab.core.errors import TraceError
+from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
@@ -630,16 +630,6 @@ def _trials_section(rows: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(text.encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     """Write ``index.html`` and one page per run from (trace path, verification path) pairs.
 
@@ -669,8 +659,8 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
 
     def write(tmp: Path) -> list[Path]:
         for rel, text in pages:
-            _write_atomic(tmp / rel, text)
-        _write_atomic(tmp / "index.html", index_text)
+            write_text_atomic(tmp / rel, text)
+        write_text_atomic(tmp / "index.html", index_text)
         return [tmp / "index.html", *(tmp / rel for rel, _ in pages)]
 
     # The whole folder is published at once (a temporary sibling, then a rename), with a

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import tool_definitions
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
-from reactlab.core.errors import BackendError, ScriptError
+from reactlab.core.errors import ClientError, ScriptError
 from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class LocalScriptedSession(_TextSession):
             action = self.script.action(self.turn, self.spec.params, self.spec.question,
                                         self._results(), seen)
         except ScriptError as exc:
-            raise BackendError("client", str(exc)) from exc
+            raise ClientError(str(exc)) from exc
         if action.text is not None:
             return action.text
         blocks = []
@@ -300,9 +300,9 @@ def load_model(spec: RunSpec) -> LocalModel:
         model = LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
                                 reuse_cache=bool(cfg.get("reuse_cache", True)))
     except ModelNotFound as exc:
-        raise BackendError("client", str(exc)) from exc
+        raise ClientError(str(exc)) from exc
     if float(cfg.get("temperature", 0) or 0) > 0:
         if spec.seed is None:
-            raise BackendError("client", f"{spec.key}: a sampling backend needs a seed")
+            raise ClientError(f"{spec.key}: a sampling backend needs a seed")
         model.set_sampling(float(cfg["temperature"]), float(cfg.get("top_p", 1.0)), spec.seed)
     return model

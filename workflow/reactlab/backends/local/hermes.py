@@ -24,6 +24,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactlab.core.io import loads_strict
+
 __all__ = [
     "CALL_CLOSE",
     "CALL_OPEN",
@@ -135,26 +137,13 @@ class _Invalid(Exception):
     pass
 
 
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {token}")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")  # not "last one wins"
-        out[key] = value
-    return out
-
-
 def _loads(text: str) -> Any:
     """json.loads with a length cap, no duplicate keys, and every failure turned into
     :class:`_Invalid`."""
     if len(text) > MAX_CALL_CHARS:
         raise _Invalid(f"JSON of {len(text)} characters (limit {MAX_CALL_CHARS})")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return loads_strict(text)
     except RecursionError:
         raise _Invalid("JSON nested too deeply") from None
     except (ValueError, TypeError) as e:  # JSONDecodeError, int-digit limit, ...

