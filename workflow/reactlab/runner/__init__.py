@@ -60,7 +60,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     ``backend_error`` (kind ``protocol``); a run that ends with recorded attempts left
     over raises :class:`~reactlab.backends.recording.RecordingError` and writes no trace. Both
     are for the API backends (openai, anthropic) only. In live mode a missing key
-    raises BackendError("client") before anything is sent, and nothing is written.
+    raises ClientError before anything is sent, and nothing is written.
     """
     from reactlab.agent.loop import run_agent
     from reactlab.backends import open_session

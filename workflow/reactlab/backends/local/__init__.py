@@ -142,7 +142,7 @@ class LocalModelSession(_TextSession):
             try:
                 self.decoder = Decoder(self.decoding, model, self.tools)
             except DecodingError as exc:
-                raise BackendError("client", str(exc)) from exc
+                raise ClientError(str(exc)) from exc
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         super().add_results(outcomes)
