@@ -376,3 +376,17 @@ def test_cli_viewer(pairs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["viewer", "--traces", *traces, "--verified", verified[0],
                  "--out-dir", str(out)]) == 2
     assert "must pair up" in capsys.readouterr().err
+
+
+def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
+    import ast
+
+    views = ROOT / "workflow" / "reactlab" / "views"
+    for name in ("html.py", "terminal.py", "common.py"):
+        tree = ast.parse((views / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported = [a.name for a in node.names]
+                assert node.module != "reactlab.views.html", name
+                if node.module == "reactlab.analysis.verify":
+                    assert not [n for n in imported if n.startswith("_")], (name, imported)
