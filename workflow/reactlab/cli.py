@@ -7,13 +7,14 @@ on stderr with exit status 2; a bare traceback means a bug.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reactlab.core.errors import ReactlabError
+from reactlab.core.errors import ReactlabError, TraceError
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -66,6 +67,7 @@ def _cmd_figure(a: argparse.Namespace) -> None:
     from reactlab import config
     from reactlab.analysis import figures
 
+    figures.check_source(a.table)
     if a.kind == "cumulative_tokens":
         figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
         figures.cumulative_tokens(a.table, a.out, figure)
@@ -76,7 +78,9 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab import config
 
-    cfg = config.load(a.config)
+    cfg = config.load(a.config, a.configfile)
+    for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
+        config.data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
     if a.list:
         for r in cfg.runs:
@@ -170,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check", help="validate config.yaml and count the runs")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--list", action="store_true", help="print every run key")
+    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
+                   help="an overlay merged over --config, as `snakemake --configfile` "
+                        "does (repeatable)")
     s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("convert-model",
@@ -214,7 +221,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except ReactlabError as exc:
-        print(f"reactlab: error: {exc}", file=sys.stderr)
+        hint = ""
+        if (isinstance(exc, TraceError) and args.command in ("verify", "tables", "viewer")
+                and "snakemake" not in str(exc)):
+            hint = ("; to repair, run the pipeline again (`snakemake --cores 4`): damaged "
+                    "results are removed and regenerated before any job starts")
+        print(f"reactlab: error: {exc}{hint}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"reactlab: error: no space left on device (ENOSPC){where}; nothing partial "
+              f"was published (files are written to a temporary name and renamed): free "
+              f"some space, then run the same command again", file=sys.stderr)
         return 2
     return 0
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.verify import Verification
+from reactlab.analysis.verify import Verification, load_verification
 from reactlab.core.errors import TraceError
+from reactlab.trace.integrity import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,7 +115,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     runs, steps = [], []
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        verification = load_verification(tr, verified_path, trace_path)
         runs.append(run_row(tr, verification, trace_path))
         steps.extend(step_rows(tr))
     if not runs:
@@ -140,6 +141,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         df.to_csv(tmp, index=False, lineterminator="\n")
         tmp.replace(path)
         written[name] = path
+    # Written last: its presence marks a complete publication, its checksums an unedited one.
+    write_manifest(out_dir / MANIFEST, written.values())
     return written
 
 

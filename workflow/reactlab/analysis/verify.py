@@ -56,6 +56,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.core.errors import TraceError
@@ -70,6 +71,7 @@ __all__ = [
     "Verification",
     "asks_percentage",
     "figures",
+    "load_verification",
     "near",
     "verdict",
     "verification_record",
@@ -291,3 +293,33 @@ def verification_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     findings = verify(tr.header.question, tr.end.answer, calls, tr.end.termination)
     return Verification(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
                         verified=not findings, findings=tuple(findings)).to_json()
+
+
+REPAIR = ("run the pipeline again (`snakemake --cores 4`): damaged results are removed "
+          "and regenerated before any job starts")
+
+
+def load_verification(tr: Trace, verified_path: str | Path,
+                      trace_path: str) -> dict[str, Any]:
+    """The verification of ``tr``, recomputed, after checking the file agrees with it.
+
+    Verifying takes microseconds, so the verdict is never taken on trust: a file that is
+    unreadable, for another version of the trace, or whose verdict or findings differ from
+    the recomputation raises TraceError naming the file and the repair.
+    """
+    try:
+        stored = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{verified_path}: cannot read the verification ({exc}); "
+                         f"{REPAIR}") from exc
+    if not isinstance(stored, dict):
+        raise TraceError(f"{verified_path}: not a verification record; {REPAIR}")
+    if stored.get("trace_sha256") != tr.end.sha256:
+        raise TraceError(f"{verified_path}: verification file is for another version of "
+                         f"the trace {trace_path}; {REPAIR}")
+    fresh = verification_record(tr, trace_path)
+    for key in ("verified", "findings", "run"):
+        if stored.get(key) != fresh[key]:
+            raise TraceError(f"{verified_path}: {key!r} differs from verifying the trace "
+                             f"again (edited after it was written?); {REPAIR}")
+    return fresh
