@@ -26,6 +26,7 @@ from reactlab.config import RunSpec, load, parse
 from reactlab.config.scripts import Script
 from reactlab.runner import run_to_trace
 from reactlab.simulate import ScriptedPolicy
+from reactlab.trace.records import RECORD_CLASSES, record_from_json
 from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ _DROP: dict[str, set[str]] = {
 
 def normalised(tr: trace.Trace) -> list[dict[str, Any]]:
     out = []
-    for rec in [*tr.records, tr.end]:
+    for rec in [r.to_json() for r in [*tr.records, tr.end]]:
         drop = set(_DROP.get(rec["type"], set()))
         if rec["type"] == "tool_call" and rec["status"] == "invalid":
             drop |= {"name", "raw"}
@@ -65,8 +66,8 @@ def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
         path = out_dir / f"{spec.task}__{spec.backend}__{spec.scenario}.jsonl"
         end = run_to_trace(spec, toolbox, path)
         tr = trace.read(path)
-        assert tr.end == {"type": "end", **end, "records": tr.end["records"],
-                          "sha256": tr.end["sha256"]}
+        assert tr.end.to_json() == {"type": "end", **end, "records": tr.end.records,
+                                    "sha256": tr.end.sha256}
         by_pair[(spec.task, spec.scenario)][spec.backend] = tr
     return dict(by_pair)
 
@@ -94,8 +95,8 @@ def bodies(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 def _run(spec: RunSpec, toolbox: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
     end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], records.append)
-    return end, records
+                    spec.limits["token_budget"], lambda r: records.append(r.to_json()))
+    return end.to_json(), records
 
 
 # --------------------------------------------------------------------------- parity
@@ -118,10 +119,25 @@ def test_every_matrix_run_has_both_providers(shipped_traces: dict, raw_config: d
         assert {"openai", "anthropic"} <= set(by_provider), pair
 
 
+def test_every_record_round_trips_byte_identically(shipped_traces: dict) -> None:
+    """from_json -> to_json gives back every line of every shipped scripted trace."""
+    kinds: set[str] = set()
+    for by_provider in shipped_traces.values():
+        for tr in by_provider.values():
+            lines = tr.path.read_bytes().split(b"\n")[:-1]
+            for line in lines:
+                rec = record_from_json(json.loads(line))
+                kinds.add(rec.type)
+                assert trace.dumps(rec.to_json()).encode() == line
+            assert [tr.header, *tr.records, tr.end] == [
+                record_from_json(json.loads(line)) for line in lines]
+    assert kinds == set(RECORD_CLASSES)  # every record type was exercised
+
+
 def test_cross_backend_parity(shipped_traces: dict) -> None:
     mismatches = []
     for pair, by_provider in sorted(shipped_traces.items()):
-        if by_provider["openai"].header["spec"]["limits"]["token_budget"] is not None:
+        if by_provider["openai"].header.spec["limits"]["token_budget"] is not None:
             continue  # where a budget stops a run depends on each backend's token counts
         first, *others = (normalised(by_provider[p]) for p in SCRIPTED if p in by_provider)
         if any(other != first for other in others):
@@ -138,7 +154,7 @@ def test_parity_is_not_vacuous(shipped_traces: dict) -> None:
     assert bucle[-1]["termination"] == "step_limit"
     # and ids and tokens really did differ before normalisation
     tr_o, tr_a = (shipped_traces[("variacion_busi", "correcto")][p] for p in PROVIDERS)
-    assert {c["id"] for c in tr_o.tool_calls()}.isdisjoint({c["id"] for c in tr_a.tool_calls()})
+    assert {c.id for c in tr_o.tool_calls()}.isdisjoint({c.id for c in tr_a.tool_calls()})
 
 
 def test_json_invalido_keeps_the_raw_text(shipped_traces: dict, raw_config: dict) -> None:
@@ -147,13 +163,13 @@ def test_json_invalido_keeps_the_raw_text(shipped_traces: dict, raw_config: dict
     for provider in PROVIDERS:
         tr = shipped_traces[("variacion_busi", "json_invalido")][provider]
         first = tr.tool_calls()[0]
-        assert first["status"] == "invalid", provider
-        assert first["name"] == "precio"
-        assert first["arguments"] is None
-        assert first["raw"] == raw_text
-        assert first["result"] == {"error": "llamada con JSON no válido"}
-        assert [c["status"] for c in tr.tool_calls()[1:]] == ["ok", "ok", "ok"]
-        assert tr.end["termination"] == "answer"
+        assert first.status == "invalid", provider
+        assert first.name == "precio"
+        assert first.arguments is None
+        assert first.raw == raw_text
+        assert first.result == {"error": "llamada con JSON no válido"}
+        assert [c.status for c in tr.tool_calls()[1:]] == ["ok", "ok", "ok"]
+        assert tr.end.termination == "answer"
 
 
 # --------------------------------------------------------------------------- failures
@@ -165,7 +181,8 @@ def test_unknown_model_is_a_client_error(raw_config: dict, toolbox: Any, provide
     session = open_session(spec)
     session.model = "modelo_inexistente"  # type: ignore[attr-defined]
     records: list[dict[str, Any]] = []
-    end = run_agent(session, toolbox, spec.tools, 6, None, records.append)
+    end = run_agent(session, toolbox, spec.tools, 6, None,
+                    lambda r: records.append(r.to_json())).to_json()
     assert end["termination"] == "backend_error"
     assert end["steps"] == 1 and end["calls"] == 0
     err = records[-1]

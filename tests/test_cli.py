@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
+from reactlab.trace.records import Answer, End, Header, ToolCallRecord
 from tests.conftest import offline_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,17 +70,17 @@ def test_check_list_prints_every_run_key(raw_config: dict) -> None:
 def _hand_trace(path: Path, answer: str) -> Path:
     question = "¿Cuál fue el cierre de ACME el 2024-03-15?"
     w = TraceWriter(path)
-    w.add({"type": "header", "schema_version": SCHEMA_VERSION,
-           "run": {"task": "cierre_acme", "backend": "openai", "scenario": "x"},
-           "spec": {"question": question}})
-    call: dict[str, Any] = {"type": "tool_call", "step": 1, "id": "c1", "name": "precio",
-                            "arguments": {"ticker": "ACME", "fecha": "2024-03-15"},
-                            "status": "ok", "result": {"resultado": {
-                                "ticker": "ACME", "fecha": "2024-03-15", "cierre": 87.25}}}
-    w.add(call)
-    w.add({"type": "answer", "step": 2, "text": answer})
-    return w.close({"termination": "answer", "steps": 2, "answer": answer, "tokens_sent": 10,
-                    "calls": 1, "errors": 0})
+    w.add(Header(schema_version=SCHEMA_VERSION,
+                 run={"task": "cierre_acme", "backend": "openai", "scenario": "x"},
+                 key="cierre_acme/openai/x", config_hash="", versions={},
+                 spec={"question": question}))
+    w.add(ToolCallRecord(step=1, id="c1", name="precio",
+                         arguments={"ticker": "ACME", "fecha": "2024-03-15"}, status="ok",
+                         result={"resultado": {"ticker": "ACME", "fecha": "2024-03-15",
+                                               "cierre": 87.25}}))
+    w.add(Answer(step=2, text=answer))
+    return w.close(End(termination="answer", steps=2, answer=answer, tokens_sent=10,
+                       calls=1, errors=0))
 
 
 def test_verify_good_trace(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def lesson_answers(tmp_path_factory: pytest.TempPathFactory,
         for scenario in SCENARIOS:
             path = tmp_path_factory.mktemp("lesson") / f"{scenario}.jsonl"
             run_to_trace(_spec(scenario), toolbox, path)
-            out[scenario] = trace.read(path).end["answer"]
+            out[scenario] = trace.read(path).end.answer
     finally:
         reactlab.backends.retry.default_sleep = sleep
     return out

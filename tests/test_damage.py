@@ -399,7 +399,7 @@ def test_item8_a_damaged_live_trace_stops_naming_file_and_repair(tmp_path: Path)
 
 
 def _one_run(tmp_path: Path, toolbox) -> tuple[Path, Path]:
-    from reactlab.analysis.tables import verification_record
+    from reactlab.analysis.verify import verification_record
     from reactlab.config import load
     from reactlab.runner import run_to_trace
     from reactlab.trace import read, write_json_atomic

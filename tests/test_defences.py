@@ -10,7 +10,7 @@ import pytest
 
 from reactlab import config, trace
 from reactlab.agent import defences
-from reactlab.analysis import tables
+from reactlab.analysis import tables, verify
 from reactlab.runner import run_to_trace
 from reactlab.tools import messages
 from tests.conftest import ROOT
@@ -70,7 +70,7 @@ def injection_rows(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
         run_to_trace(spec, toolbox, path)
         tr = trace.read(path)
         rows[(spec.backend, spec.scenario)] = tables.run_row(
-            tr, tables.verification_record(tr, str(path)), str(path))
+            tr, verify.verification_record(tr, str(path)), str(path))
     return rows
 
 
@@ -90,9 +90,9 @@ def test_defences_are_measured(injection_rows, backend: str, scenario: str) -> N
 def test_blocked_lookup_is_not_executed(injection_rows) -> None:
     row = injection_rows[("openai", "inyeccion_obedece_alcance")]
     calls = trace.read(Path(row["trace"])).tool_calls()
-    blocked = [c for c in calls if c["status"] == "blocked"]
-    assert [c["arguments"]["ticker"] for c in blocked] == ["ALBA"]
-    assert blocked[0]["result"] == {
+    blocked = [c for c in calls if c.status == "blocked"]
+    assert [c.arguments["ticker"] for c in blocked] == ["ALBA"]
+    assert blocked[0].result == {
         "error": "fuera de alcance: la pregunta no menciona el ticker ALBA"}
 
 

@@ -68,8 +68,8 @@ def run_spec(spec: RunSpec, toolbox: Any
     session = open_session(spec, sleep=sleeps)
     records: list[dict[str, Any]] = []
     end = run_agent(session, toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], records.append)
-    return end, records, sleeps, session
+                    spec.limits["token_budget"], lambda r: records.append(r.to_json()))
+    return end.to_json(), records, sleeps, session
 
 
 def first_error(spec: RunSpec) -> tuple[BackendError, Sleeps, Any]:
@@ -504,13 +504,13 @@ def test_runner_writes_attempts_and_errors(cfg: config.Config, toolbox: Any, tmp
     end = run_to_trace(ok, toolbox, tmp_path / "ok.jsonl")
     assert end["termination"] == "answer"
     tr = trace.read(tmp_path / "ok.jsonl")
-    assert [r["attempts"] for r in tr.requests()] == [1, 2, 1]
-    assert tr.header["spec"]["script"]["faults"] == [{"step": 2, "status": 500}]
+    assert [r.attempts for r in tr.requests()] == [1, 2, 1]
+    assert tr.header.spec["script"]["faults"] == [{"step": 2, "status": 500}]
     bad = make_spec(cfg, provider, [{"step": 1, "times": 10, "status": 529}])
     end = run_to_trace(bad, toolbox, tmp_path / "bad.jsonl")
     assert end["termination"] == "backend_error"
     tr = trace.read(tmp_path / "bad.jsonl")
-    errors = list(tr.of_type("error"))
+    errors = [e.to_json() for e in tr.errors()]
     assert len(errors) == 1 and (errors[0]["kind"], errors[0]["status"]) == ("server", 529)
     assert sleeps == [0.5, 0.5, 1.0]
 

@@ -41,14 +41,14 @@ def test_lesson_table_to_the_token(row, lesson_config, toolbox, tmp_path):
         steps, calls, errors, tokens)
     assert end["answer"] == LESSON_ANSWERS[scenario]
     tr = trace.read(tmp_path / "t.jsonl")
-    assert sum(r["tokens_sent"] for r in tr.requests()) == tokens
+    assert sum(r.tokens_sent for r in tr.requests()) == tokens
 
 
 def test_loop_series_without_limit(lesson_config, toolbox, tmp_path):
     spec = lesson_config.run("variacion_busi", "anthropic", "bucle_sin_limite")
     assert spec.script["model"] == "bucle"  # the simulated model is the lesson's `bucle`
     run_to_trace(spec, toolbox, tmp_path / "loop.jsonl")
-    sent = [r["tokens_sent"] for r in trace.read(tmp_path / "loop.jsonl").requests()]
+    sent = [r.tokens_sent for r in trace.read(tmp_path / "loop.jsonl").requests()]
     assert len(sent) == 30
     assert sent[:6] == [53, 160, 251, 342, 433, 524]
     assert sent[24:30] == [2253, 2344, 2435, 2526, 2617, 2708]
@@ -78,7 +78,7 @@ def test_tool_definitions_cost_a_constant_per_request(backend, raw_config, lesso
     for name, cfg in (("lesson", lesson_config), ("default", default)):
         spec = cfg.run("variacion_busi", backend, "bucle_sin_limite")
         run_to_trace(spec, toolbox, tmp_path / f"{name}.jsonl")
-        series[name] = [r["tokens_sent"] for r in
+        series[name] = [r.tokens_sent for r in
                         trace.read(tmp_path / f"{name}.jsonl").requests()]
     deltas = {d - lesson for d, lesson in zip(series["default"], series["lesson"], strict=True)}
     assert len(deltas) == 1 and deltas.pop() > 0

@@ -245,8 +245,8 @@ def test_live_run_is_recorded_and_replays_byte_identically(
     assert "6.45 %" in end["answer"]
     assert (end["steps"], end["calls"], end["errors"]) == (3, 3, 0)
     tr = trace.read(live)
-    assert tr.header["spec"]["backend_config"]["base_url"] == api.base_url
-    assert [r["attempts"] for r in tr.requests()] == [1, 1, 1]
+    assert tr.header.spec["backend_config"]["base_url"] == api.base_url
+    assert [r.attempts for r in tr.requests()] == [1, 1, 1]
 
     # the key went over the wire (so it had every chance to leak) ...
     assert len(api.requests) == 3  # the replay sent nothing
@@ -297,7 +297,7 @@ def test_a_429_is_retried_recorded_and_replayed_without_sleeping(
     assert first["response"]["headers"]["retry-after-ms"] == "10"
     assert first["response"]["headers"]["retry-after"] == "1"
     history = trace.read(live).requests()[0]
-    assert history["attempts"] == 2
+    assert history.attempts == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -333,10 +333,10 @@ def test_a_401_names_the_variable_and_the_echoed_key_is_redacted(
     end, live, rec = live_and_replay(spec, toolbox, tmp_path, provider, monkeypatch)
 
     assert end["termination"] == "backend_error"
-    (error,) = trace.read(live).of_type("error")
-    assert (error["kind"], error["status"], error["attempts"]) == ("client", 401, 1)
-    assert f"check the API key in ${KEY_ENV[provider]}" in error["message"]
-    assert recording.REDACTED in error["message"]
+    (error,) = trace.read(live).errors()
+    assert (error.kind, error.status, error.attempts) == ("client", 401, 1)
+    assert f"check the API key in ${KEY_ENV[provider]}" in error.message
+    assert recording.REDACTED in error.message
     for path in (live, rec):
         assert KEY.encode() not in path.read_bytes()
     assert recording.REDACTED in records(rec)[0]["response"]["body"]
@@ -396,11 +396,11 @@ def test_a_tampered_recording_diverges(recorded: tuple[RunSpec, Path, FakeAPI],
     out = tmp_path / "replay.jsonl"
     end = run_to_trace(spec, toolbox, out, replay=rec)
     assert end["termination"] == "backend_error"
-    (error,) = trace.read(out).of_type("error")
-    assert error["kind"] == "protocol" and error["step"] == 2
-    assert error["retryable"] is False
-    assert "replay diverged at attempt 2" in error["message"]
-    assert "[0].content" in error["message"] and "ACME" in error["message"]
+    (error,) = trace.read(out).errors()
+    assert error.kind == "protocol" and error.step == 2
+    assert error.retryable is False
+    assert "replay diverged at attempt 2" in error.message
+    assert "[0].content" in error.message and "ACME" in error.message
     assert len(api.requests) == 3  # the replay sent nothing
 
 
@@ -411,9 +411,9 @@ def test_a_recording_that_runs_out_ends_the_run(recorded: tuple[RunSpec, Path, F
     out = tmp_path / "replay.jsonl"
     end = run_to_trace(spec, toolbox, out, replay=rec)
     assert end["termination"] == "backend_error"
-    (error,) = trace.read(out).of_type("error")
-    assert error["kind"] == "protocol"
-    assert "replay ran out" in error["message"] and "holds 1 attempts" in error["message"]
+    (error,) = trace.read(out).errors()
+    assert error.kind == "protocol"
+    assert "replay ran out" in error.message and "holds 1 attempts" in error.message
 
 
 def test_unused_recorded_attempts_fail_the_replay(recorded: tuple[RunSpec, Path, FakeAPI],

@@ -20,6 +20,7 @@ from reactlab.backends import open_session
 from reactlab.config import parse
 from reactlab.core.errors import ServerError
 from reactlab.core.tokens import count
+from reactlab.trace.records import End
 
 ALLOWED = ("precio", "buscar_noticias", "calculadora")
 PRECIO_15 = {"ticker": "BUSI", "fecha": "2024-03-15"}
@@ -71,8 +72,14 @@ def call(cid: str, name: str | None, args: dict[str, Any] | None,
 def run(session: FakeSession, tools: Any, max_steps: int = 6, token_budget: int | None = None,
         allowed: Collection[str] = ALLOWED) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
-    end = run_agent(session, tools, allowed, max_steps, token_budget, records.append)
-    return end, records
+    end = run_agent(session, tools, allowed, max_steps, token_budget,
+                    lambda r: records.append(r.to_json()))
+    return end_json(end), records
+
+
+def end_json(end: End) -> dict[str, Any]:
+    """The loop's end record as the JSON data it stands for (without the ``type``)."""
+    return {k: v for k, v in end.to_json().items() if k != "type"}
 
 
 def of_type(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -271,8 +278,9 @@ def test_token_budget_through_real_adapters(raw_config: dict, toolbox: Any,
     spec = parse(raw_config).run("variacion_busi", backend, "bucle_presupuesto")
     assert spec.limits == {"max_steps": 30, "token_budget": budget}
     records: list[dict[str, Any]] = []
-    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], records.append)
+    end = end_json(run_agent(open_session(spec), toolbox, spec.tools,
+                             spec.limits["max_steps"], spec.limits["token_budget"],
+                             lambda r: records.append(r.to_json())))
 
     actually_sent = [count(b.decode("utf-8")) for b in sent_bodies]
     assert end["termination"] == "token_budget"

@@ -64,7 +64,7 @@ def test_every_run_has_trace_and_verification(pipeline: Path) -> None:
     cfg = config.load(pipeline / "config.yaml")
     for spec in cfg.runs:
         tr = trace.read(pipeline / "results" / "traces" / f"{spec.key}.jsonl")
-        assert tr.header["config_hash"] == spec.config_hash
+        assert tr.header.config_hash == spec.config_hash
         assert (pipeline / "results" / "verified" / f"{spec.key}.json").exists()
         log = (pipeline / "results" / "logs" / "run" / f"{spec.key}.log").read_text()
         assert spec.key in log  # the job log carries a summary line per run
@@ -126,8 +126,8 @@ def test_users_own_data_files_are_used_and_checked(tmp_path: Path, data_files) -
     assert proc.returncode == 0, proc.stderr[-3000:]
     from reactlab import trace
 
-    closes = [c["result"]["resultado"]["cierre"]
-              for c in trace.read(tmp_path / target).tool_calls() if c["name"] == "precio"]
+    closes = [c.result["resultado"]["cierre"]
+              for c in trace.read(tmp_path / target).tool_calls() if c.name == "precio"]
     assert closes == [52.38, 55.76]  # 2 x 26.19 and 2 x 27.88: the user's file was used
 
 

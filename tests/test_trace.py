@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +15,38 @@ import pytest
 from reactlab import trace
 from reactlab.core.errors import TraceError
 from reactlab.trace import SCHEMA_VERSION, TraceWriter, write_json_atomic
+from reactlab.trace.records import (
+    Answer,
+    End,
+    Error,
+    Guardrail,
+    Header,
+    Record,
+    Request,
+    ToolCallRecord,
+    record_from_json,
+)
 
-HEADER: dict[str, Any] = {"type": "header", "schema_version": SCHEMA_VERSION,
-                          "run": {"task": "t", "backend": "b", "scenario": "s"}}
-RECORDS: list[dict[str, Any]] = [
-    {"type": "request", "step": 1, "tokens_sent": 100, "text": "", "n_calls": 1},
-    {"type": "tool_call", "step": 1, "id": "c1", "name": "precio",
-     "arguments": {"ticker": "BUSI", "fecha": "2024-03-15"}, "status": "ok",
-     "result": {"resultado": {"cierre": 20.25}}},
-    {"type": "request", "step": 2, "tokens_sent": 150, "text": "Sí: 20,25 €", "n_calls": 0},
-    {"type": "answer", "step": 2, "text": "Sí: 20,25 €"},
+HEADER = Header(schema_version=SCHEMA_VERSION,
+                run={"task": "t", "backend": "b", "scenario": "s"}, key="t/b/s",
+                config_hash="0" * 64, versions={"python": "3.11"},
+                spec={"question": "¿Cierre de BUSI?", "agent": {}})
+RECORDS: list[Record] = [
+    Request(step=1, tokens_sent=100, cumulative_tokens=100, tokens_out=5, attempts=1,
+            text="", n_calls=1),
+    ToolCallRecord(step=1, id="c1", name="precio",
+                   arguments={"ticker": "BUSI", "fecha": "2024-03-15"}, status="ok",
+                   result={"resultado": {"cierre": 20.25}}),
+    Request(step=2, tokens_sent=150, cumulative_tokens=250, tokens_out=7, attempts=1,
+            text="Sí: 20,25 €", n_calls=0),
+    Answer(step=2, text="Sí: 20,25 €"),
 ]
-END: dict[str, Any] = {"termination": "answer", "steps": 2, "answer": "Sí: 20,25 €",
-                       "tokens_sent": 250, "calls": 1, "errors": 0}
+END = End(termination="answer", steps=2, answer="Sí: 20,25 €", tokens_sent=250, calls=1,
+          errors=0)
 
 
-def _write(path: Path, header: dict[str, Any] = HEADER,
-           records: list[dict[str, Any]] = RECORDS, end: dict[str, Any] = END) -> Path:
+def _write(path: Path, header: Header = HEADER,
+           records: list[Record] = RECORDS, end: End = END) -> Path:
     w = TraceWriter(path)
     w.add(header)
     for r in records:
@@ -59,15 +76,15 @@ def test_round_trip(tmp_path: Path) -> None:
     assert tr.header == HEADER
     assert tr.records == RECORDS
     assert tr.run == {"task": "t", "backend": "b", "scenario": "s"}
-    assert [r["step"] for r in tr.requests()] == [1, 2]
+    assert [r.step for r in tr.requests()] == [1, 2]
     assert tr.tool_calls() == [RECORDS[1]]
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert len(lines) - 1 == 2 + len(RECORDS)
     body = b"".join(line + b"\n" for line in lines[:-2])  # every record before the end
-    own = {"type": "end", **END, "records": 1 + len(RECORDS)}
+    own = {**END.to_json(), "records": 1 + len(RECORDS)}
     canonical = json.dumps(own, sort_keys=True, ensure_ascii=False).encode()
-    assert tr.end == {**own, "sha256": hashlib.sha256(body + canonical).hexdigest()}
+    assert tr.end.to_json() == {**own, "sha256": hashlib.sha256(body + canonical).hexdigest()}
     # non-ASCII text is written as UTF-8, not as \u escapes
     assert "Sí: 20,25 €".encode() in path.read_bytes()
 
@@ -75,7 +92,7 @@ def test_round_trip(tmp_path: Path) -> None:
 def test_empty_trace_round_trip(tmp_path: Path) -> None:
     tr = trace.read(_write(tmp_path / "t.jsonl", records=[]))
     assert tr.records == []
-    assert tr.end["records"] == 1
+    assert tr.end.records == 1
 
 
 # --------------------------------------------------------------------------- damaged files
@@ -122,28 +139,34 @@ def test_writer_refuses_non_finite_numbers(tmp_path: Path, bad: float) -> None:
     w = TraceWriter(tmp_path / "t.jsonl")
     w.add(HEADER)
     with pytest.raises(TraceError, match="not valid JSON"):
-        w.add({"type": "request", "step": 1, "tokens_sent": bad})
+        w.add(Request(step=1, tokens_sent=bad, cumulative_tokens=0,  # type: ignore[arg-type]
+                      tokens_out=0, attempts=1, text="", n_calls=0))
     with pytest.raises(TraceError, match="not valid JSON"):
-        w.close({**END, "tokens_sent": bad})
+        w.close(replace(END, tokens_sent=bad))  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
 
 
-def test_writer_refuses_unknown_and_end_record_types(tmp_path: Path) -> None:
+def test_writer_refuses_dicts_end_records_and_a_late_header(tmp_path: Path) -> None:
     w = TraceWriter(tmp_path / "t.jsonl")
-    with pytest.raises(TraceError, match="unknown record type 'cosa'"):
-        w.add({"type": "cosa"})
-    with pytest.raises(TraceError, match="unknown record type 'end'"):
-        w.add({"type": "end"})
+    with pytest.raises(TraceError, match="not a record"):
+        w.add({"type": "answer", "step": 1, "text": "x"})  # type: ignore[arg-type]
+    with pytest.raises(TraceError, match="not a record"):
+        w.add(END)  # type: ignore[arg-type]
+    with pytest.raises(TraceError, match="header must be the first"):
+        w.add(RECORDS[0])
+    w.add(HEADER)
+    with pytest.raises(TraceError, match="header must be the first"):
+        w.add(HEADER)
 
 
 def test_lone_surrogate_survives(tmp_path: Path) -> None:
     text = "antes \ud800 después \\\udfff"
-    rec = {"type": "answer", "step": 1, "text": text}
-    path = _write(tmp_path / "t.jsonl", records=[rec], end={**END, "answer": text})
+    rec = Answer(step=1, text=text)
+    path = _write(tmp_path / "t.jsonl", records=[rec], end=replace(END, answer=text))
     path.read_bytes().decode("utf-8")  # the file itself is valid UTF-8
     tr = trace.read(path)
-    assert tr.records[0]["text"] == text
-    assert tr.end["answer"] == text
+    assert tr.records[0] == rec
+    assert tr.end.answer == text
 
 
 def test_no_file_without_close(tmp_path: Path) -> None:
@@ -183,3 +206,58 @@ def test_write_json_atomic_refuses_nan_and_leaves_nothing(tmp_path: Path) -> Non
     with pytest.raises(ValueError):
         write_json_atomic(tmp_path / "v.json", {"x": float("nan")})
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- typed records
+
+EVERY_KIND: list[Record] = [
+    *RECORDS,
+    ToolCallRecord(step=3, id="c2", name=None, arguments=None, status="invalid",
+                   result={"error": "llamada con JSON no válido"}, raw='{"a": '),
+    Guardrail(step=3, rule="repeated_call", id="c2"),
+    Guardrail(step=3, rule="token_budget", tokens_refused=900, tokens_left=-3),
+    Guardrail(step=3, rule="plan_failed", detail="fecha no válida"),
+    Guardrail(step=4, rule="step_limit"),
+    Error(step=4, kind="server", status=None, message="caído", attempts=3, retryable=True,
+          history=[{"attempt": 1, "status": 503}]),
+]
+
+
+def test_every_record_kind_round_trips_through_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", records=EVERY_KIND)
+    tr = trace.read(path)
+    assert (tr.header, tr.records) == (HEADER, EVERY_KIND)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    for line in lines:  # from_json -> to_json gives back the same bytes
+        obj = json.loads(line)
+        assert trace.dumps(record_from_json(obj).to_json()).encode() == line
+
+
+def test_optional_fields_are_left_out_not_written_as_null() -> None:
+    assert Guardrail(step=1, rule="step_limit").to_json() == {
+        "type": "guardrail", "step": 1, "rule": "step_limit"}
+    assert "raw" not in RECORDS[1].to_json()
+    assert list(END.to_json()) == ["type", "termination", "steps", "answer", "tokens_sent",
+                                   "calls", "errors"]
+
+
+@pytest.mark.parametrize(("obj", "reason"), [
+    ({"type": "answer", "step": 1}, "answer record lacks the field 'text'"),
+    ({"type": "answer", "step": 1, "text": "x", "extra": 1}, "unknown field(s) extra"),
+    ({"type": "answer", "step": "1", "text": "x"}, "field 'step' is str"),
+    ({"type": "request", "step": True, "tokens_sent": 1, "cumulative_tokens": 1,
+      "tokens_out": 0, "attempts": 1, "text": "", "n_calls": 0}, "field 'step' is bool"),
+    ({"type": "cosa"}, "unknown record type 'cosa'"),
+])
+def test_malformed_records_are_named(obj: dict[str, Any], reason: str) -> None:
+    with pytest.raises(TraceError, match=re.escape(reason)):
+        record_from_json(obj)
+
+
+def test_reader_names_the_line_of_a_malformed_record(tmp_path: Path) -> None:
+    # a record the writer would never make, with a valid checksum: found by the typed read
+    w = TraceWriter(tmp_path / "t.jsonl")
+    w.add(HEADER)
+    w._chunks.append(b'{"type": "answer", "step": 1}\n')
+    w.close(END)
+    assert "line 2: answer record lacks the field 'text'" in _reason(tmp_path / "t.jsonl")

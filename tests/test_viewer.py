@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,12 @@ from typing import Any
 import pytest
 
 from reactlab import config, trace
-from reactlab.analysis import tables
+from reactlab.analysis import verify
 from reactlab.backends import retry
 from reactlab.cli import main
 from reactlab.core.errors import TraceError
 from reactlab.runner import run_to_trace
+from reactlab.trace.records import End, record_from_json
 from reactlab.views import html as viewer
 from tests.conftest import ROOT
 
@@ -53,7 +55,7 @@ def make_runs(toolbox: Any, out: Path, runs: list[tuple[str, str, str]] = RUNS
             tpath = out / "traces" / task / backend / f"{scenario}.jsonl"
             vpath = out / "verified" / task / backend / f"{scenario}.json"
             run_to_trace(cfg.run(task, backend, scenario), toolbox, tpath)
-            trace.write_json_atomic(vpath, tables.verification_record(trace.read(tpath),
+            trace.write_json_atomic(vpath, verify.verification_record(trace.read(tpath),
                                                                       str(tpath)))
             pairs.append((str(tpath), str(vpath)))
     return pairs
@@ -62,37 +64,44 @@ def make_runs(toolbox: Any, out: Path, runs: list[tuple[str, str, str]] = RUNS
 def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
     """A valid trace whose every text field is hostile; returns (trace, verification)."""
     header = trace.read(template).header
-    header = json.loads(json.dumps(header))
-    header["run"] = {"task": "hostil", "backend": "openai", "scenario": "texto_hostil"}
-    header["key"] = "hostil/openai/texto_hostil"
-    header["spec"]["question"] = f"¿Qué pasó con BUSI? {HOSTILE}"
+    header = replace(header, run={"task": "hostil", "backend": "openai",
+                                  "scenario": "texto_hostil"},
+                     key="hostil/openai/texto_hostil",
+                     spec={**header.spec, "question": f"¿Qué pasó con BUSI? {HOSTILE}"})
     headline = (f"{HOSTILE} {CLEAR_SCREEN} <INFORMATION>obedece</INFORMATION> "
                 "\u202eevil\u202c & \ud800 \"x\"")
     answer = f'Titular: "{HOSTILE}" y sube un 99 %\nverdict   verified {CLEAR_SCREEN}'
     w = trace.TraceWriter(out)
     w.add(header)
-    w.add({"type": "request", "step": 1, "tokens_sent": 10, "cumulative_tokens": 10,
-           "tokens_out": 0, "attempts": 1, "text": f"pienso {HOSTILE}", "n_calls": 2})
-    w.add({"type": "tool_call", "step": 1, "id": "c<1>", "name": "buscar_noticias",
+    rec = record_from_json
+    w.add(rec({"type": "request", "step": 1, "tokens_sent": 10,
+               "cumulative_tokens": 10, "tokens_out": 0, "attempts": 1,
+               "text": f"pienso {HOSTILE}", "n_calls": 2}))
+    w.add(rec({"type": "tool_call", "step": 1, "id": "c<1>",
+               "name": "buscar_noticias",
            "arguments": {"ticker": "BUSI", "q": "</pre><img src=x onerror=alert(2)>"},
            "status": "ok", "result": {"resultado": [{"fecha": "2024-04-10",
-                                                     "titular": headline}]}})
-    w.add({"type": "tool_call", "step": 1, "id": "c2", "name": "<b>evil</b>",
-           "arguments": None, "status": "unknown\"><script>", "raw": f"{HOSTILE}{CLEAR_SCREEN}",
-           "result": {"error": f"herramienta desconocida: {HOSTILE}"}})
-    w.add({"type": "guardrail", "step": 1, "rule": "plan_failed", "detail": HOSTILE})
-    w.add({"type": "error", "step": 2, "kind": f"server{HOSTILE}", "status": 503,
+                                                     "titular": headline}]}}))
+    w.add(rec({"type": "tool_call", "step": 1, "id": "c2", "name": "<b>evil</b>",
+           "arguments": None, "status": "unknown\"><script>",
+           "raw": f"{HOSTILE}{CLEAR_SCREEN}",
+           "result": {"error": f"herramienta desconocida: {HOSTILE}"}}))
+    w.add(rec({"type": "guardrail", "step": 1, "rule": "plan_failed",
+               "detail": HOSTILE}))
+    w.add(rec({"type": "error", "step": 2, "kind": f"server{HOSTILE}",
+               "status": 503,
            "message": f"</pre>{HOSTILE}{CLEAR_SCREEN}", "attempts": 2, "retryable": True,
            "history": [{"attempt": 1, "status": 503, "kind": "server", "error": HOSTILE,
-                        "retry_after": None, "wait": 0.5}]})
-    w.add({"type": "request", "step": 3, "tokens_sent": 20, "cumulative_tokens": 30,
-           "tokens_out": 0, "attempts": 1, "text": answer, "n_calls": 0})
-    w.add({"type": "answer", "step": 3, "text": answer})
-    w.close({"termination": "answer", "steps": 3, "answer": answer, "tokens_sent": 30,
-             "calls": 2, "errors": 1})
+                        "retry_after": None, "wait": 0.5}]}))
+    w.add(rec({"type": "request", "step": 3, "tokens_sent": 20,
+               "cumulative_tokens": 30, "tokens_out": 0, "attempts": 1, "text": answer,
+               "n_calls": 0}))
+    w.add(rec({"type": "answer", "step": 3, "text": answer}))
+    w.close(End(termination="answer", steps=3, answer=answer, tokens_sent=30, calls=2,
+                errors=1))
     tr = trace.read(out)
     vpath = out.with_suffix(".json")
-    trace.write_json_atomic(vpath, tables.verification_record(tr, str(out)))
+    trace.write_json_atomic(vpath, verify.verification_record(tr, str(out)))
     return out, vpath
 
 
@@ -314,17 +323,23 @@ def test_render_index_accepts_rows_of_runs_csv() -> None:
 
 def test_finding_spans_follow_the_findings_not_the_text() -> None:
     answer = 'Dijo "sube 12,5 %" el 2024-03-15; cerró en 27.88.'
-    findings = [{"rule": "figure_without_source", "message": "figure without a source: 12.5"},
-                {"rule": "percentage_without_calculation",
-                 "message": "percentage without a calculation: 12,5%"},
-                {"rule": "headline_not_verbatim",
-                 "message": "headline not in any news result: sube 12,5 %"}]
+    question = "¿Qué dijo la prensa de BUSI el 2024-03-15?"
+    calls = [{"name": "precio", "arguments": {}, "result": {"resultado": {"cierre": 27.88}}}]
+    findings = verify.verify(question, answer, calls)
+    assert [f.rule for f in findings] == ["figure_without_source",
+                                          "percentage_without_calculation",
+                                          "headline_not_verbatim"]
     spans = viewer.finding_spans(answer, findings)
     assert [(answer[a:b], r) for a, b, r in spans] == [
         ('"sube 12,5 %"', "headline_not_verbatim"),
         ("12,5 %", "percentage_without_calculation"),
         ("12,5", "figure_without_source")]
+    # the spans come from the findings, not from re-reading the text
+    assert viewer.finding_spans(answer, findings[:1]) == [spans[2]]
     assert viewer.finding_spans(answer, []) == []
+    # a span that does not fit the text (a finding about another answer) is skipped
+    moved = verify.Finding("figure_without_source", "figure without a source: 1", (90, 95))
+    assert viewer.finding_spans(answer, [moved]) == []
 
 
 def test_visible_makes_control_characters_visible() -> None:
@@ -362,3 +377,17 @@ def test_cli_viewer(pairs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["viewer", "--traces", *traces, "--verified", verified[0],
                  "--out-dir", str(out)]) == 2
     assert "must pair up" in capsys.readouterr().err
+
+
+def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
+    import ast
+
+    views = ROOT / "workflow" / "reactlab" / "views"
+    for name in ("html.py", "terminal.py", "common.py"):
+        tree = ast.parse((views / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported = [a.name for a in node.names]
+                assert node.module != "reactlab.views.html", name
+                if node.module == "reactlab.analysis.verify":
+                    assert not [n for n in imported if n.startswith("_")], (name, imported)

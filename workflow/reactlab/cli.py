@@ -39,17 +39,16 @@ def _cmd_run(a: argparse.Namespace) -> None:
 
 def _cmd_verify(a: argparse.Namespace) -> None:
     from reactlab import trace
-    from reactlab.analysis.tables import verification_record
-    from reactlab.core.io import write_json_atomic
+    from reactlab.analysis.verify import Verification, verification_record
 
     tr = trace.read(a.trace)
     rec = verification_record(tr, a.trace)
-    write_json_atomic(a.out, rec)
-    verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
-        f["message"] for f in rec["findings"])
-    key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
-    print(f"{key}: {tr.end['termination']}, {tr.end['steps']} steps, "
-          f"{tr.end['tokens_sent']} tokens sent; {verdict}", file=sys.stderr)
+    trace.write_json_atomic(a.out, rec)
+    v = Verification.from_json(rec)
+    verdict = "verified" if v.verified else "REJECTED: " + "; ".join(
+        f.message for f in v.findings)
+    print(f"{tr.header.key}: {tr.end.termination}, {tr.end.steps} steps, "
+          f"{tr.end.tokens_sent} tokens sent; {verdict}", file=sys.stderr)
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:

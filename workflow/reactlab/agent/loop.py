@@ -1,5 +1,8 @@
 """The one agent loop: the model proposes, the program validates, executes and records.
 
+Who decides the calls is a strategy (:mod:`reactlab.agent.strategies`): the model
+(ReAct) or the program's plan (plan-and-execute); both go through this loop.
+
 Guardrails, each recorded as an event: a step limit, repeated-call detection (the call
 is not executed; the model is told it already has the result), a token budget on tokens
 sent (the request that would exceed it is not sent), and invalid JSON / unknown tools
@@ -15,12 +18,21 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from reactlab.agent.defences import OUT_OF_SCOPE, out_of_scope
+from reactlab.agent.strategies import REACT, Strategy
 from reactlab.agent.types import BudgetExceeded, Session, ToolCall, ToolOutcome
 from reactlab.core.errors import BackendError
+from reactlab.trace.records import (
+    Answer,
+    End,
+    Error,
+    Guardrail,
+    Record,
+    Request,
+    ToolCallRecord,
+)
 
 INVALID_JSON = "llamada con JSON no válido"
 REPEATED = "llamada repetida: ya tienes el resultado"
-TERMINATIONS = ("answer", "step_limit", "token_budget", "backend_error", "plan_failed")
 
 
 class Executor(Protocol):
@@ -56,63 +68,66 @@ def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
 
 
 def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_steps: int,
-              token_budget: int | None, emit: Callable[[dict[str, Any]], None], *,
-              scope: frozenset[str] | None = None, delimit: bool = False) -> dict[str, Any]:
-    """Run the loop to termination, emitting trace records; return the end record's data.
+              token_budget: int | None, emit: Callable[[Record], None], *,
+              scope: frozenset[str] | None = None, delimit: bool = False,
+              strategy: Strategy = REACT) -> End:
+    """Run the loop to termination, emitting trace records; return the end record
+    (without the record count and checksum, which the trace writer adds).
 
     ``scope`` turns on the scope rule (tickers a call may touch); ``delimit`` sends tool
-    output marked as data (see :mod:`reactlab.agent.defences`).
+    output marked as data (see :mod:`reactlab.agent.defences`); ``strategy`` says who
+    decides the calls (see :mod:`reactlab.agent.strategies`).
     """
     seen: set[str] = set()
     sent = calls = errors = 0
     answer: str | None = None
     termination = "step_limit"
+    allowed = strategy.allowed(allowed)
+    if strategy.max_steps is not None:
+        max_steps = strategy.max_steps
     step = 0
     for step in range(1, max_steps + 1):
         left = None if token_budget is None else token_budget - sent
         try:
             turn = session.request(left)
         except BudgetExceeded as exc:
-            emit({"type": "guardrail", "step": step, "rule": "token_budget",
-                  "tokens_refused": exc.tokens, "tokens_left": exc.limit})
+            emit(Guardrail(step=step, rule="token_budget", tokens_refused=exc.tokens,
+                           tokens_left=exc.limit))
             termination = "token_budget"
             break
         except BackendError as exc:
-            emit({"type": "error", "step": step, "kind": exc.kind, "status": exc.status,
-                  "message": str(exc), "attempts": exc.attempts,
-                  "retryable": exc.retryable, "history": exc.history})
+            emit(Error(step=step, kind=exc.kind, status=exc.status, message=str(exc),
+                       attempts=exc.attempts, retryable=exc.retryable, history=exc.history))
             termination = "backend_error"
             break
         sent += turn.tokens_sent
-        request: dict[str, Any] = {
-            "type": "request", "step": step, "tokens_sent": turn.tokens_sent,
-            "cumulative_tokens": sent, "tokens_out": turn.tokens_out,
-            "attempts": turn.attempts, "text": turn.text, "n_calls": len(turn.calls)}
-        if turn.decoding is not None:
-            request["decoding"] = turn.decoding
-        emit(request)
-        if not turn.calls:
+        emit(Request(step=step, tokens_sent=turn.tokens_sent, cumulative_tokens=sent,
+                     tokens_out=turn.tokens_out, attempts=turn.attempts, text=turn.text,
+                     n_calls=len(turn.calls), decoding=turn.decoding))
+        planned = strategy.calls(step, turn)
+        if not planned:
             answer = turn.text
-            emit({"type": "answer", "step": step, "text": answer})
+            emit(Answer(step=step, text=answer))
             termination = "answer"
             break
         outcomes = [replace(guarded_execute(c, tools, allowed, seen, scope), delimit=delimit)
-                    for c in turn.calls]
+                    for c in planned]
         for oc in outcomes:
             calls += 1
             errors += oc.is_error
-            rec: dict[str, Any] = {"type": "tool_call", "step": step, "id": oc.call.id,
-                                   "name": oc.call.name, "arguments": oc.call.arguments,
-                                   "status": oc.status, "result": oc.result}
-            if oc.call.raw is not None:
-                rec["raw"] = oc.call.raw
-            emit(rec)
+            emit(ToolCallRecord(step=step, id=oc.call.id, name=oc.call.name,
+                                arguments=oc.call.arguments, status=oc.status,
+                                result=oc.result, raw=oc.call.raw))
             if oc.status in ("repeated", "blocked"):
-                emit({"type": "guardrail", "step": step,
-                      "rule": "repeated_call" if oc.status == "repeated" else "scope_rule",
-                      "id": oc.call.id})
+                emit(Guardrail(step=step, rule="repeated_call" if oc.status == "repeated"
+                               else "scope_rule", id=oc.call.id))
+        stop = strategy.stop(step, outcomes)
+        if stop is not None:
+            emit(stop)
+            termination = stop.rule
+            break
         session.add_results(outcomes)
     else:
-        emit({"type": "guardrail", "step": max_steps, "rule": "step_limit"})
-    return {"termination": termination, "steps": step, "answer": answer,
-            "tokens_sent": sent, "calls": calls, "errors": errors}
+        emit(Guardrail(step=max_steps, rule="step_limit"))
+    return End(termination=termination, steps=step, answer=answer, tokens_sent=sent,
+               calls=calls, errors=errors)

@@ -64,7 +64,6 @@ class RequestMeter:
 
     counts: list[int] = field(default_factory=list)
     limit: int | None = None
-    refused: int | None = None  # size of the request refused by the budget, if any
 
     def take(self) -> list[int]:
         out, self.counts = self.counts, []

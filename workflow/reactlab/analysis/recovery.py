@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reactlab import trace as tracemod
 from reactlab.analysis.figures import manifest_path
-from reactlab.analysis.tables import load_verification
+from reactlab.analysis.verify import load_verification
 from reactlab.core.errors import ReactlabError, TraceError
 from reactlab.trace.integrity import MANIFEST, check_manifest
 

@@ -45,11 +45,12 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
               analysis: Mapping[str, Any] | None) -> dict[str, Any]:
     """The trials.csv row of one run, from its trace and its runs.csv row."""
     analysis = analysis or {}
-    spec = tr.header["spec"]
+    spec = tr.header.spec
     task_cfg = (analysis.get("tasks") or {}).get(run["task"], {})
-    tokens_out = sum(int(r.get("tokens_out") or 0) for r in tr.requests())
+    tokens_out = sum(r.tokens_out for r in tr.requests())
     pricing = analysis.get("pricing")
-    metrics = trajectory_metrics(tr.tool_calls(), spec["question"], tr.end["answer"],
+    calls = [{"name": c.name, "arguments": c.arguments} for c in tr.tool_calls()]
+    metrics = trajectory_metrics(calls, spec["question"], tr.end.answer,
                                  task_cfg.get("expected_calls"),
                                  task_cfg.get("answerable", True))
     return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],

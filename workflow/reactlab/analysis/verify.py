@@ -37,6 +37,12 @@ Exercise 1). Findings come out in a fixed order:
    "You can use json.dumps()..." to a price question is not an answer. Questions that ask
    for a percentage are left to rule 4, which already reports the missing figure.
 
+A finding about a place in the answer (a figure, a percentage, a quoted headline) carries
+that place as ``span`` (start and end offsets in the answer), so a view can mark it without
+re-reading the answer. :func:`verification_record` is what ``results/verified/*.json``
+holds; :class:`Verification` reads it back and :meth:`Verification.check` is the one check
+that a verification belongs to the trace it is shown with.
+
 The rules are independent: a figure inside an invented quoted headline is still a figure of
 the answer, so it is reported by rule 2 as well as the headline by rule 3.
 
@@ -56,17 +62,27 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reactlab.core.errors import TraceError
+
+if TYPE_CHECKING:
+    from reactlab.trace import Trace
 
 __all__ = [
     "CALCULATING_TOOLS",
     "NEWS_TOOL",
     "NO_DATA",
     "Finding",
+    "Verification",
     "asks_figure",
     "asks_percentage",
     "figures",
+    "load_verification",
     "near",
     "verdict",
+    "verification_record",
     "verify",
 ]
 
@@ -102,11 +118,29 @@ class Finding:
     ``rule`` is a stable identifier (``no_answer``, ``figure_without_source``,
     ``percentage_without_calculation``, ``unresolved_tool_error``, ``headline_not_verbatim``,
     ``percentage_not_given``, ``non_answer``); ``message`` is the human-readable English
-    text of the lesson, e.g. ``"figure without a source: 10"``.
+    text of the lesson, e.g. ``"figure without a source: 10"``. ``span`` is the (start, end)
+    of the offending text in the answer for the rules about a place in it (a figure token, a
+    percentage with its ``%``, a quoted headline with its quotes), ``None`` for the others.
     """
 
     rule: str
     message: str
+    span: tuple[int, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.rule, "message": self.message}
+        if self.span is not None:
+            out["span"] = list(self.span)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Finding:
+        try:
+            span = obj.get("span")
+            return cls(rule=str(obj["rule"]), message=str(obj["message"]),
+                       span=None if span is None else (int(span[0]), int(span[1])))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise TraceError(f"malformed finding {obj!r:.100}: {exc!r}") from exc
 
 
 def _token_values(token: str) -> list[float]:
@@ -206,14 +240,18 @@ def verify(
 
     findings: list[Finding] = []
     sources = seen + figures(question)
-    for x in figures(answer):
-        if not near(x, sources):
-            findings.append(Finding("figure_without_source", f"figure without a source: {x:g}"))
+    for m in _NUM.finditer(answer):  # the tokens of figures(answer), in order
+        for x in _token_values(m.group()):
+            if not near(x, sources):
+                findings.append(Finding("figure_without_source",
+                                        f"figure without a source: {x:g}", m.span()))
     percentages = _PERCENT.findall(answer)
-    for p in percentages:
+    for m in _PERCENT.finditer(answer):
+        p = m.group(1)
         if not near(figures(p)[0], computed):
             findings.append(
-                Finding("percentage_without_calculation", f"percentage without a calculation: {p}%")
+                Finding("percentage_without_calculation",
+                        f"percentage without a calculation: {p}%", m.span())
             )
     question_figures = figures(question)
     gives_data = any(not near(x, question_figures) for x in figures(answer)) or bool(
@@ -222,10 +260,12 @@ def verify(
         findings.append(Finding("unresolved_tool_error", "unresolved tool error"))
 
     real = _headlines(calls)
-    for quoted in _QUOTED.findall(answer):
+    for m in _QUOTED.finditer(answer):
+        quoted = m.group(1)
         if quoted not in real:
             findings.append(
-                Finding("headline_not_verbatim", f"headline not in any news result: {quoted}")
+                Finding("headline_not_verbatim", f"headline not in any news result: {quoted}",
+                        m.span())
             )
 
     if asks_percentage(question) and not percentages:
@@ -245,3 +285,73 @@ def verify(
 def verdict(findings: Iterable[Finding]) -> bool:
     """True when there are no findings: the answer is accepted."""
     return not list(findings)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verifier's record for one trace (what ``results/verified/*.json`` holds)."""
+
+    trace: str
+    trace_sha256: str
+    run: dict[str, str]
+    verified: bool
+    findings: tuple[Finding, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trace": self.trace, "trace_sha256": self.trace_sha256, "run": self.run,
+                "verified": self.verified, "findings": [f.to_json() for f in self.findings]}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Verification:
+        try:
+            return cls(trace=str(obj["trace"]), trace_sha256=str(obj["trace_sha256"]),
+                       run=dict(obj["run"]), verified=bool(obj["verified"]),
+                       findings=tuple(Finding.from_json(f) for f in obj["findings"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TraceError(f"malformed verification record: {exc!r}") from exc
+
+    def check(self, tr: Trace) -> None:
+        """Refuse a verification made for another version of the trace ``tr``."""
+        if self.trace_sha256 != tr.end.sha256:
+            raise TraceError(f"{tr.path}: verification file is for another version of the "
+                             "trace")
+
+
+def verification_record(tr: Trace, trace_path: str) -> dict[str, Any]:
+    """The verifier's findings for one trace, as JSON (what ``results/verified/*.json``
+    holds; :meth:`Verification.from_json` reads it back)."""
+    calls = [{"name": c.name, "arguments": c.arguments, "result": c.result}
+             for c in tr.tool_calls()]
+    findings = verify(tr.header.question, tr.end.answer, calls, tr.end.termination)
+    return Verification(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
+                        verified=not findings, findings=tuple(findings)).to_json()
+
+
+REPAIR = ("run the pipeline again (`snakemake --cores 4`): damaged results are removed "
+          "and regenerated before any job starts")
+
+
+def load_verification(tr: Trace, verified_path: str | Path,
+                      trace_path: str) -> dict[str, Any]:
+    """The verification of ``tr``, recomputed, after checking the file agrees with it.
+
+    Verifying takes microseconds, so the verdict is never taken on trust: a file that is
+    unreadable, for another version of the trace, or whose verdict or findings differ from
+    the recomputation raises TraceError naming the file and the repair.
+    """
+    try:
+        stored = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{verified_path}: cannot read the verification ({exc}); "
+                         f"{REPAIR}") from exc
+    if not isinstance(stored, dict):
+        raise TraceError(f"{verified_path}: not a verification record; {REPAIR}")
+    if stored.get("trace_sha256") != tr.end.sha256:
+        raise TraceError(f"{verified_path}: verification file is for another version of "
+                         f"the trace {trace_path}; {REPAIR}")
+    fresh = verification_record(tr, trace_path)
+    for key in ("verified", "findings", "run"):
+        if stored.get(key) != fresh[key]:
+            raise TraceError(f"{verified_path}: {key!r} differs from verifying the trace "
+                             f"again (edited after it was written?); {REPAIR}")
+    return fresh

@@ -95,7 +95,6 @@ def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     def hook(request: Any) -> None:
         n = count(request.content.decode("utf-8"))
         if meter.limit is not None and n > meter.limit:
-            meter.refused = n
             raise BudgetExceeded(n, meter.limit)
         meter.counts.append(n)
 

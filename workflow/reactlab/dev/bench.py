@@ -43,7 +43,7 @@ import json, sys
 from pathlib import Path
 from reactlab import config, data, trace
 from reactlab.analysis import figures
-from reactlab.analysis import tables
+from reactlab.analysis import tables, verify
 from reactlab.views import html as viewer
 from reactlab.backends.local.model import ensure_converted
 from reactlab.runner import run_to_trace
@@ -56,7 +56,7 @@ pairs = []
 for spec in cfg.runs:
     t = f"results/traces/{spec.key}.jsonl"; v = f"results/verified/{spec.key}.json"
     run_to_trace(spec, tools, t)
-    trace.write_json_atomic(v, tables.verification_record(trace.read(t), t))
+    trace.write_json_atomic(v, verify.verification_record(trace.read(t), t))
     pairs.append((t, v))
 tables.build(pairs, cfg.figure, "results/tables")
 figures.cumulative_tokens("results/tables/cumulative_tokens.csv",

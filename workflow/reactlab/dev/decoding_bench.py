@@ -155,7 +155,7 @@ def table(args: argparse.Namespace) -> int:
     for path in paths:
         tr = read(path)
         backend = tr.run["backend"]
-        cfg = tr.header["spec"].get("backend_config", {})
+        cfg = tr.header.spec.get("backend_config", {})
         if cfg.get("mode") != "model" or (args.backends and backend not in args.backends):
             continue
         key = (backend, tr.run["scenario"])
@@ -164,12 +164,12 @@ def table(args: argparse.Namespace) -> int:
         row["runs"] += 1
         for c in tr.tool_calls():
             row["tool calls"] += 1
-            row["invalid"] += c["status"] == "invalid"
-            row["repeated"] += c["status"] == "repeated"
-            row["unknown tool"] += c["status"] == "unknown"
-            row["tool error"] += c["status"] == "error"
-            row["ok results"] += c["status"] == "ok"
-        row["answered"] += tr.end["termination"] == "answer"
+            row["invalid"] += c.status == "invalid"
+            row["repeated"] += c.status == "repeated"
+            row["unknown tool"] += c.status == "unknown"
+            row["tool error"] += c.status == "error"
+            row["ok results"] += c.status == "ok"
+        row["answered"] += tr.end.termination == "answer"
         row["verified"] += bool(verification_record(tr, str(path))["verified"])
     cols = ["runs", "tool calls", "invalid", "repeated", "unknown tool", "tool error",
             "ok results",

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
+from reactlab.trace.records import Header
 
 if TYPE_CHECKING:
     from reactlab.agent.loop import Executor
+    from reactlab.agent.types import Session
     from reactlab.config import RunSpec
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
@@ -31,14 +33,14 @@ def package_versions(provider: str) -> dict[str, str]:
     return out
 
 
-def header(spec: RunSpec) -> dict[str, Any]:
+def header(spec: RunSpec) -> Header:
     run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
     if spec.trial is not None:
         run["trial"] = spec.trial
-    return {"type": "header", "schema_version": SCHEMA_VERSION, "run": run,
-            "key": spec.key, "config_hash": spec.config_hash,
-            "versions": package_versions(spec.backend_config["provider"]),
-            "spec": spec.to_dict()}
+    return Header(schema_version=SCHEMA_VERSION, run=run, key=spec.key,
+                  config_hash=spec.config_hash,
+                  versions=package_versions(spec.backend_config["provider"]),
+                  spec=spec.to_dict())
 
 
 def _no_sleep(seconds: float) -> None:
@@ -62,41 +64,42 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     are for the API backends (openai, anthropic) only. In live mode a missing key
     raises ClientError before anything is sent, and nothing is written.
     """
+    from reactlab.agent.defences import NO_DEFENCES, question_tickers
     from reactlab.agent.loop import run_agent
+    from reactlab.agent.strategies import strategy_named
     from reactlab.backends import open_session
+    from reactlab.backends.recording import Recorder, RecordingError, Replay
 
     if recording is not None and replay is not None:
         raise ValueError("run_to_trace: give `recording` or `replay`, not both")
+    strategy = strategy_named(spec.script.get("strategy", "react"))
     writer = TraceWriter(out)
     writer.add(header(spec))
-    if spec.script.get("strategy") == "plan_execute":
+    defences = spec.agent.get("defences", NO_DEFENCES)
+    recorder: Recorder | None = None
+    player: Replay | None = None
+    if strategy.name == "plan_execute":
         if recording is not None or replay is not None:
-            from reactlab.backends.recording import RecordingError
-
             raise RecordingError(f"{spec.key}: plan-and-execute runs a local model; there "
                                  "is no HTTP exchange to record or replay")
-        from reactlab.backends.local import load_model, run_plan_execute
+        from reactlab.backends.local import PlanExecuteSession, load_model
 
-        end = run_plan_execute(spec, load_model(spec), tools, writer.add)
+        session: Session = PlanExecuteSession(spec, load_model(spec))
     else:
-        from reactlab.agent.defences import NO_DEFENCES, question_tickers
-        from reactlab.backends.recording import Recorder, Replay
-
-        defences = spec.agent.get("defences", NO_DEFENCES)
         recorder = Recorder() if recording is not None else None
         player = Replay.load(replay) if replay is not None else None
         session = open_session(spec, sleep=_no_sleep if player is not None else None,
                                recorder=recorder, replay=player)
-        try:
-            end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
-                            spec.limits["token_budget"], writer.add,
-                            scope=question_tickers(spec.question) if defences["scope_rule"]
-                            else None,
-                            delimit=defences["delimit_tool_output"])
-        finally:
-            if recorder is not None and recording is not None:
-                recorder.write(recording)
-        if player is not None:
-            player.check_finished()
+    try:
+        end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
+                        spec.limits["token_budget"], writer.add,
+                        scope=question_tickers(spec.question) if defences["scope_rule"]
+                        else None,
+                        delimit=defences["delimit_tool_output"], strategy=strategy)
+    finally:
+        if recorder is not None and recording is not None:
+            recorder.write(recording)
+    if player is not None:
+        player.check_finished()
     writer.close(end)
-    return end
+    return {k: v for k, v in end.to_json().items() if k != "type"}

@@ -15,16 +15,32 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from reactlab.core.errors import TraceError
 from reactlab.core.io import loads_strict, write_bytes_atomic
 from reactlab.core.io import write_json_atomic as write_json_atomic  # re-exported
+from reactlab.trace.records import (
+    RECORD_CLASSES,
+    Answer,
+    End,
+    Error,
+    Guardrail,
+    Header,
+    Record,
+    Request,
+    ToolCallRecord,
+    record_from_json,
+)
+
+__all__ = ["SCHEMA_VERSION", "Answer", "End", "Error", "Guardrail", "Header", "Record",
+           "Request", "ToolCallRecord", "Trace", "TraceWriter", "dumps", "read",
+           "write_json_atomic"]
 
 SCHEMA_VERSION = 1
-RECORD_TYPES = frozenset({"header", "request", "tool_call", "guardrail", "answer", "error", "end"})
+RECORD_TYPES = frozenset(RECORD_CLASSES)
 
 
 def dumps(record: Mapping[str, Any]) -> str:
@@ -48,13 +64,18 @@ class TraceWriter:
         self.path = Path(path)
         self._chunks: list[bytes] = []
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        if record.get("type") not in RECORD_TYPES - {"end"}:
-            raise TraceError(f"unknown record type {record.get('type')!r}")
-        self._chunks.append(_encode(dumps(record)))
+    def add(self, record: Header | Record) -> None:
+        if isinstance(record, End) or not isinstance(record, tuple(RECORD_CLASSES.values())):
+            raise TraceError(f"not a record to add: {record!r:.100}")
+        if (isinstance(record, Header)) != (not self._chunks):
+            raise TraceError("the header must be the first record, and only the first")
+        self._chunks.append(_encode(dumps(record.to_json())))
 
-    def close(self, end: Mapping[str, Any]) -> Path:
-        final = {"type": "end", **end, "records": len(self._chunks)}
+    def close(self, end: End) -> Path:
+        """Write the file with ``end`` completed by the record count and the checksum."""
+        if not self._chunks:
+            raise TraceError("a trace needs a header before its end")
+        final = replace(end, records=len(self._chunks), sha256=None).to_json()
         dumps(final)  # refuse NaN / Infinity with a TraceError before hashing
         final["sha256"] = _digest(self._chunks, final)
         data = b"".join(self._chunks) + _encode(dumps(final))
@@ -72,25 +93,33 @@ def _digest(chunks: list[bytes], end: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class Trace:
-    path: Path
-    header: dict[str, Any]
-    records: list[dict[str, Any]]
-    end: dict[str, Any]
+    """A validated trace: typed header, records and end (see :mod:`reactlab.trace.records`)."""
 
-    def of_type(self, kind: str) -> Iterator[dict[str, Any]]:
-        return (r for r in self.records if r["type"] == kind)
+    path: Path
+    header: Header
+    records: list[Record]
+    end: End
+
+    def of_type(self, kind: type[T]) -> Iterator[T]:
+        return (r for r in self.records if isinstance(r, kind))
 
     @property
     def run(self) -> dict[str, str]:
-        return self.header["run"]
+        return self.header.run
 
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return list(self.of_type("tool_call"))
+    def tool_calls(self) -> list[ToolCallRecord]:
+        return list(self.of_type(ToolCallRecord))
 
-    def requests(self) -> list[dict[str, Any]]:
-        return list(self.of_type("request"))
+    def requests(self) -> list[Request]:
+        return list(self.of_type(Request))
+
+    def errors(self) -> list[Error]:
+        return list(self.of_type(Error))
 
 
 def read(path: str | Path) -> Trace:
@@ -133,4 +162,11 @@ def read(path: str | Path) -> Trace:
     digest = _digest([line + b"\n" for line in lines[:-1]], end)
     if end.get("sha256") != digest:
         raise TraceError(f"{path}: checksum mismatch (the file was edited after it was written)")
-    return Trace(path=path, header=header, records=records[1:-1], end=end)
+    typed = []
+    for i, rec in enumerate(records, 1):
+        try:
+            typed.append(record_from_json(rec))
+        except TraceError as exc:
+            raise TraceError(f"{path}: line {i}: {exc}") from exc
+    return Trace(path=path, header=typed[0], records=typed[1:-1],  # type: ignore[arg-type]
+                 end=typed[-1])  # type: ignore[arg-type]

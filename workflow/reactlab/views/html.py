@@ -8,9 +8,9 @@ lone surrogates) are shown as visible escapes such as ``\\x1b`` instead.
 
 The verifier's findings are highlighted on the answer itself: each figure without a
 source, each percentage without a calculation and each quoted headline that is in no
-news result is wrapped in ``<mark class="finding">``. The spans are located with the
-verifier's own regular expressions (:mod:`reactlab.analysis.verify`) and matched against the
-messages of the verification record, so the page shows exactly what the verifier found.
+news result is wrapped in ``<mark class="finding">``. The places are the ones the
+verifier recorded with each finding (``span``, :mod:`reactlab.analysis.verify`), so the
+page shows exactly what the verifier found.
 
 The bytes are a pure function of the traces and verification files: no timestamps, no
 absolute paths, runs in sorted order.
@@ -27,11 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.tables import load_verification
-from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
+from reactlab.analysis.verify import Verification, load_verification
 from reactlab.core.errors import TraceError
 from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
+from reactlab.trace.records import Error, Guardrail, Request, ToolCallRecord
+from reactlab.views.common import (
+    GUARDRAIL_TEXT,
+    escape_char,
+    finding_spans,
+    is_hidden,
+    visible,
+)
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
            "visible"]
@@ -41,61 +48,10 @@ MARKED_RULES = {
     "percentage_without_calculation": "percentage without a calculation",
     "headline_not_verbatim": "headline not in any news result",
 }
-"""The rules whose findings can be located on the answer text, with the mark's title."""
-
-# Outer spans first when two start at the same place (a headline holds a percentage,
-# a percentage holds a figure).
-_RULE_ORDER = {"headline_not_verbatim": 0, "percentage_without_calculation": 1,
-               "figure_without_source": 2}
+"""The rules whose findings are marked on the answer text, with the mark's title."""
 
 STATUSES = ("ok", "error", "invalid", "unknown", "repeated", "blocked")
-GUARDRAILS = ("step_limit", "repeated_call", "token_budget", "scope_rule", "plan_failed")
-#: What each guardrail event means (the HTML page and the terminal view say the same).
-GUARDRAIL_TEXT = {
-    "step_limit": "the step limit was reached; the run stops without an answer",
-    "repeated_call": "repeated call with the same arguments: not executed",
-    "token_budget": "the next request would exceed the token budget: not sent",
-    "scope_rule": "call on a ticker the question does not name: blocked",
-    "plan_failed": "the plan's parameters did not validate",
-}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-# Bidirectional formatting characters ("Trojan Source"): printable by Python's rules in
-# some versions of Unicode, never wanted raw in a trace view.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _escape_char(ch: str) -> str:
-    cp = ord(ch)
-    if cp < 0x100:
-        return f"\\x{cp:02x}"
-    if cp < 0x10000:
-        return f"\\u{cp:04x}"
-    return f"\\U{cp:08x}"
-
-
-_BREAKS = frozenset("\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029")
-
-
-def _is_hidden(ch: str) -> bool:
-    """Whether ``ch`` must be shown as an escape (newline and tab are kept)."""
-    if ch in "\n\t":
-        return False
-    if ch in _BREAKS or ch in _BIDI:
-        return True
-    return not (ch.isprintable() or ch.isspace())
-
-
-def visible(text: str) -> str:
-    """``text`` with every control / format / surrogate character replaced by an escape.
-
-    Newlines, tabs, spaces and printable characters are kept; an escape sequence such as
-    ``"\\x1b[2J"`` becomes the literal text ``\\x1b[2J``, a right-to-left override
-    ``\\u202e``, a lone surrogate ``\\udc80``.
-    """
-    if all(not _is_hidden(ch) for ch in text):
-        return text
-    return "".join(_escape_char(ch) if _is_hidden(ch) else ch for ch in text)
 
 
 def _h(text: object) -> str:
@@ -104,11 +60,11 @@ def _h(text: object) -> str:
     out: list[str] = []
     plain: list[str] = []
     for ch in s:
-        if _is_hidden(ch):
+        if is_hidden(ch):
             if plain:
                 out.append(html.escape("".join(plain)))
                 plain = []
-            out.append(f'<span class="ctl">{html.escape(_escape_char(ch))}</span>')
+            out.append(f'<span class="ctl">{html.escape(escape_char(ch))}</span>')
         else:
             plain.append(ch)
     if plain:
@@ -133,46 +89,6 @@ def _v(value: object) -> str:
 
 
 # --------------------------------------------------------------------------- findings
-
-
-def finding_spans(answer: str, findings: Iterable[Mapping[str, Any]]
-                  ) -> list[tuple[int, int, str]]:
-    """(start, end, rule) of every place in ``answer`` that a finding is about.
-
-    A figure token is marked when one of its values has a ``figure_without_source``
-    finding; a percentage (number and ``%``) when its ``percentage_without_calculation``
-    finding is there; a quoted headline (quotes included) when its
-    ``headline_not_verbatim`` finding is there. The spans are properly nested, sorted by
-    start (outer first).
-    """
-    messages = {(f.get("rule"), f.get("message")) for f in findings}
-    spans: list[tuple[int, int, str]] = []
-    rule = "figure_without_source"
-    for m in _NUM.finditer(answer):
-        if any((rule, f"figure without a source: {x:g}") in messages
-               for x in figures(m.group())):
-            spans.append((m.start(), m.end(), rule))
-    rule = "percentage_without_calculation"
-    for m in _PERCENT.finditer(answer):
-        if (rule, f"percentage without a calculation: {m.group(1)}%") in messages:
-            spans.append((m.start(), m.end(), rule))
-    rule = "headline_not_verbatim"
-    for m in _QUOTED.finditer(answer):
-        if (rule, f"headline not in any news result: {m.group(1)}") in messages:
-            spans.append((m.start(), m.end(), rule))
-    return sorted(set(spans), key=lambda s: (s[0], -s[1], _RULE_ORDER[s[2]]))
-
-
-def _span_messages(text: str, start: int, end: int, rule: str) -> set[str]:
-    """The finding messages that the span ``text[start:end]`` of ``rule`` stands for."""
-    piece = text[start:end]
-    if rule == "figure_without_source":
-        return {f"figure without a source: {x:g}" for x in figures(piece)}
-    if rule == "percentage_without_calculation":
-        m = _PERCENT.fullmatch(piece)
-        return {f"percentage without a calculation: {m.group(1)}%"} if m else set()
-    m = _QUOTED.fullmatch(piece)
-    return {f"headline not in any news result: {m.group(1)}"} if m else set()
 
 
 def _marked(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
@@ -301,37 +217,35 @@ def _meta(items: Iterable[tuple[str, str]]) -> str:
     return f'<dl class="meta">{rows}</dl>\n'
 
 
-def _guardrail(rec: Mapping[str, Any]) -> str:
-    rule = str(rec.get("rule"))
+def _guardrail(rec: Guardrail) -> str:
     extra = []
-    if "id" in rec:
-        extra.append(f"call <code>{_h(rec['id'])}</code>")
-    if "tokens_refused" in rec:
-        extra.append(f"request of {_h(rec['tokens_refused'])} tokens refused, "
-                     f"{_h(rec.get('tokens_left'))} left")
-    if "detail" in rec:
-        extra.append(_h(rec["detail"]))
+    if rec.id is not None:
+        extra.append(f"call <code>{_h(rec.id)}</code>")
+    if rec.tokens_refused is not None:
+        extra.append(f"request of {_h(rec.tokens_refused)} tokens refused, "
+                     f"{_h(rec.tokens_left)} left")
+    if rec.detail is not None:
+        extra.append(_h(rec.detail))
     tail = f" — {'; '.join(extra)}" if extra else ""
-    return (f'<div class="event guardrail" data-guardrail="{_t(rule)}">'
-            f'<span class="label">guardrail</span> <b>{_h(rule)}</b>: '
-            f"{_h(GUARDRAIL_TEXT.get(rule, ''))}{tail}</div>\n")
+    return (f'<div class="event guardrail" data-guardrail="{_t(rec.rule)}">'
+            f'<span class="label">guardrail</span> <b>{_h(rec.rule)}</b>: '
+            f"{_h(GUARDRAIL_TEXT.get(rec.rule, ''))}{tail}</div>\n")
 
 
-def _backend_error(rec: Mapping[str, Any]) -> str:
-    parts = [f'<span class="label">backend error</span> <b>{_h(rec.get("kind"))}</b>']
-    if rec.get("status") is not None:
-        parts.append(f"HTTP {_h(rec['status'])}")
-    parts.append(f"{_h(rec.get('attempts', 1))} attempt(s)")
-    if rec.get("retryable"):
+def _backend_error(rec: Error) -> str:
+    parts = [f'<span class="label">backend error</span> <b>{_h(rec.kind)}</b>']
+    if rec.status is not None:
+        parts.append(f"HTTP {_h(rec.status)}")
+    parts.append(f"{_h(rec.attempts)} attempt(s)")
+    if rec.retryable:
         parts.append("retryable")
-    out = [f'<div class="event backend-error" data-kind="{_t(rec.get("kind"))}">'
-           + " · ".join(parts), f'<pre>{_h(rec.get("message", ""))}</pre>']
-    history = rec.get("history") or []
-    if history:
+    out = [f'<div class="event backend-error" data-kind="{_t(rec.kind)}">'
+           + " · ".join(parts), f'<pre>{_h(rec.message)}</pre>']
+    if rec.history:
         out.append("<table><tr><th class=\"num\">attempt</th><th>status</th><th>kind</th>"
                    "<th class=\"num\">retry-after</th><th class=\"num\">wait (s)</th>"
                    "<th>error</th></tr>")
-        for h in history:
+        for h in rec.history:  # one dict per attempt, as the retry layer wrote it
             if not isinstance(h, Mapping):
                 continue
             out.append(f"<tr><td class=\"num\">{_v(h.get('attempt'))}</td>"
@@ -344,23 +258,20 @@ def _backend_error(rec: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _tool_call(rec: Mapping[str, Any]) -> str:
-    status = rec.get("status")
-    result = rec.get("result")
-    is_ok = isinstance(result, Mapping) and "resultado" in result
-    name = rec.get("name")
-    out = [f'<div class="call" data-status="{_t(status)}">',
+def _tool_call(rec: ToolCallRecord) -> str:
+    result = rec.result
+    out = [f'<div class="call" data-status="{_t(rec.status)}">',
            f'<div class="call-head"><span class="label">tool call</span> '
-           f'<code><b>{_h(name if name is not None else "(unparsed)")}</b></code> '
-           f"{_status_badge(status)} <span class=\"muted mono\">{_h(rec.get('id'))}</span>"
+           f'<code><b>{_h(rec.name if rec.name is not None else "(unparsed)")}</b></code> '
+           f"{_status_badge(rec.status)} <span class=\"muted mono\">{_h(rec.id)}</span>"
            "</div>"]
-    out.append(f'<div class="label">arguments</div><pre>{_h(_json(rec.get("arguments")))}</pre>')
-    if "raw" in rec:
-        out.append(f'<div class="label">raw text</div><pre>{_h(rec["raw"])}</pre>')
-    if is_ok:
+    out.append(f'<div class="label">arguments</div><pre>{_h(_json(rec.arguments))}</pre>')
+    if rec.raw is not None:
+        out.append(f'<div class="label">raw text</div><pre>{_h(rec.raw)}</pre>')
+    if rec.succeeded:
         out.append(f'<div class="label">result</div>'
                    f'<pre>{_h(_json(result["resultado"]))}</pre>')
-    elif isinstance(result, Mapping) and set(result) == {"error"}:
+    elif set(result) == {"error"}:
         out.append(f'<div class="label">error</div><pre>{_h(result["error"])}</pre>')
     else:
         out.append(f'<div class="label">result</div><pre>{_h(_json(result))}</pre>')
@@ -370,148 +281,140 @@ def _tool_call(rec: Mapping[str, Any]) -> str:
 
 def _steps(tr: tracemod.Trace, answer_html: str) -> str:
     requests = tr.requests()
-    peak = max((int(r.get("tokens_sent") or 0) for r in requests), default=0) or 1
-    by_step: dict[int, list[dict[str, Any]]] = {}
+    peak = max((r.tokens_sent for r in requests), default=0) or 1
+    by_step: dict[int, list[tracemod.Record]] = {}
     for rec in tr.records:
-        by_step.setdefault(int(rec.get("step", 0)), []).append(rec)
+        by_step.setdefault(rec.step, []).append(rec)
     out: list[str] = []
     for step in sorted(by_step):
         recs = by_step[step]
-        req = next((r for r in recs if r["type"] == "request"), None)
+        req = next((r for r in recs if isinstance(r, Request)), None)
         head = f"<span>Step {step}</span>"
         if req is not None:
-            sent = int(req.get("tokens_sent") or 0)
+            sent = req.tokens_sent
             width = max(2, round(160 * sent / peak))
-            bits = [f"{_h(sent)} tokens sent", f"cumulative {_h(req.get('cumulative_tokens'))}"]
-            if req.get("tokens_out"):
-                bits.append(f"{_h(req['tokens_out'])} tokens out")
-            if req.get("attempts", 1) != 1:
-                bits.append(f"{_h(req['attempts'])} attempts")
+            bits = [f"{_h(sent)} tokens sent", f"cumulative {_h(req.cumulative_tokens)}"]
+            if req.tokens_out:
+                bits.append(f"{_h(req.tokens_out)} tokens out")
+            if req.attempts != 1:
+                bits.append(f"{_h(req.attempts)} attempts")
             head += (f' <span class="tokens">{" · ".join(bits)} '
                      f'<span class="bar" style="width:{width}px"></span></span>')
         else:
-            failed = any(r["type"] == "error" for r in recs)
+            failed = any(isinstance(r, Error) for r in recs)
             head += (' <span class="tokens">'
                      f'{"request failed" if failed else "no request sent"}</span>')
         out.append(f'<section class="step" id="step-{step}">\n<h3>{head}</h3>\n')
         for rec in recs:
-            kind = rec["type"]
-            if kind == "request":
-                if rec.get("text") and rec.get("n_calls"):
+            if isinstance(rec, Request):
+                if rec.text and rec.n_calls:
                     out.append(f'<div class="label">model text</div>'
-                               f'<div class="text">{_h(rec["text"])}</div>\n')
-            elif kind == "tool_call":
+                               f'<div class="text">{_h(rec.text)}</div>\n')
+            elif isinstance(rec, ToolCallRecord):
                 out.append(_tool_call(rec))
-            elif kind == "guardrail":
+            elif isinstance(rec, Guardrail):
                 out.append(_guardrail(rec))
-            elif kind == "error":
+            elif isinstance(rec, Error):
                 out.append(_backend_error(rec))
-            elif kind == "answer":
-                text = (answer_html if rec.get("text") == tr.end.get("answer")
-                        else _h(rec.get("text")))
+            else:  # the answer
+                text = answer_html if rec.text == tr.end.answer else _h(rec.text)
                 out.append(f'<div class="label">answer</div><div class="text">{text}</div>\n')
         out.append("</section>\n")
     return "".join(out)
 
 
-def _check_pair(tr: tracemod.Trace, verification: Mapping[str, Any]) -> None:
-    if verification.get("trace_sha256") != tr.end.get("sha256"):
-        raise TraceError(f"{tr.path}: verification file is for another version of the trace")
-
-
-def render_run(trace: tracemod.Trace, verification: Mapping[str, Any]) -> str:
+def render_run(trace: tracemod.Trace, verification: Mapping[str, Any] | Verification) -> str:
     """One run as a self-contained HTML page.
 
     ``verification`` is the verifier's record for this trace (what
-    :func:`reactlab.analysis.tables.verification_record` returns and ``results/verified/*.json``
-    holds); a record for another version of the trace raises :class:`TraceError`.
-    The page shows the question, a summary, the final answer with the findings marked
-    on it, the findings, then the conversation step by step (requests with their tokens,
-    tool calls with arguments and result or error, guardrail events, backend errors) and
-    the run's configuration.
+    :func:`reactlab.analysis.verify.verification_record` returns and
+    ``results/verified/*.json`` holds); a record for another version of the trace raises
+    :class:`TraceError`. The page shows the question, a summary, the final answer with the
+    findings marked on it, the findings, then the conversation step by step (requests with
+    their tokens, tool calls with arguments and result or error, guardrail events, backend
+    errors) and the run's configuration.
     """
     from reactlab.analysis.tables import run_row
 
     tr = trace
-    _check_pair(tr, verification)
+    if not isinstance(verification, Verification):
+        verification = Verification.from_json(verification)
+    verification.check(tr)
     row = run_row(tr, verification, str(tr.path))
-    spec = tr.header.get("spec", {})
+    spec = tr.header.spec
     end = tr.end
-    findings = list(verification.get("findings", []))
-    verified = bool(verification.get("verified"))
-    key = str(tr.header.get("key") or "/".join(tr.run.values()))
+    findings = verification.findings
+    verified = verification.verified
+    key = tr.header.key or "/".join(tr.run.values())
     body: list[str] = [
         '<nav><a href="../../index.html">← all runs</a></nav>\n',
         f'<h1>{_h(key)} {_verdict_badge(verified)}</h1>\n',
         f'<div class="question"><span class="label">question</span>'
-        f'<div class="text">{_h(spec.get("question", ""))}</div></div>\n',
+        f'<div class="text">{_h(tr.header.question)}</div></div>\n',
     ]
-    summary = [("termination", end.get("termination")), ("steps", end.get("steps")),
-               ("tool calls", end.get("calls")), ("errors", end.get("errors")),
-               ("tokens sent", end.get("tokens_sent")), ("findings", len(findings))]
+    summary = [("termination", end.termination), ("steps", end.steps),
+               ("tool calls", end.calls), ("errors", end.errors),
+               ("tokens sent", end.tokens_sent), ("findings", len(findings))]
     body.append('<div class="summary">' + "".join(
         f"<div><span class=\"label\">{_h(k)}</span><b>{_h(v)}</b></div>" for k, v in summary)
         + "</div>\n")
 
     body.append("<h2>Final answer</h2>\n")
-    marked: set[tuple[str, str]] = set()
+    spans: list[tuple[int, int, str]] = []
     answer_html = ""
-    if end.get("answer") is not None:
-        answer = str(end["answer"])
-        spans = finding_spans(answer, findings)
-        for start, stop, rule in spans:
-            marked |= {(rule, m) for m in _span_messages(answer, start, stop, rule)}
-        answer_html = _marked(answer, spans)
+    if end.answer is not None:
+        spans = finding_spans(end.answer, findings)
+        answer_html = _marked(end.answer, spans)
         cls = "answer" if verified else "answer rejected"
         body.append(f'<div class="{cls}" id="answer"><div class="text">{answer_html}</div>'
                     "</div>\n")
     else:
-        term = str(end.get("termination", "")).replace("_", " ")
+        term = end.termination.replace("_", " ")
         body.append(f'<div class="no-answer" id="answer"><b>no answer</b> — the run ended '
-                    f"with <code>{_h(end.get('termination'))}</code> ({_h(term)}) after "
-                    f"{_h(end.get('steps'))} steps</div>\n")
+                    f"with <code>{_h(end.termination)}</code> ({_h(term)}) after "
+                    f"{_h(end.steps)} steps</div>\n")
 
     if findings:
+        marked = set(spans)
         items = []
         for f in findings:
-            rule = str(f.get("rule"))
             where = ' <span class="muted">(marked on the answer)</span>' if (
-                (rule, f.get("message")) in marked) else ""
-            items.append(f'<li data-rule="{_t(rule)}"><code>{_h(rule)}</code>: '
-                         f"{_h(f.get('message'))}{where}</li>")
+                f.span is not None and (*f.span, f.rule) in marked) else ""
+            items.append(f'<li data-rule="{_t(f.rule)}"><code>{_h(f.rule)}</code>: '
+                         f"{_h(f.message)}{where}</li>")
         body.append(f"<p>Verifier: {_verdict_badge(False)} {len(findings)} finding(s)</p>\n"
                     f'<ul class="findings">{"".join(items)}</ul>\n')
     else:
         body.append(f"<p>Verifier: {_verdict_badge(True)} no findings.</p>\n")
-    if not row["delivered"] and end.get("answer") is not None:
+    if not row["delivered"] and end.answer is not None:
         body.append('<p class="muted">The verifier gate withheld this answer: '
                     "it was not delivered.</p>\n")
 
     body.append("<h2>Conversation</h2>\n")
     body.append(_steps(tr, answer_html))
 
-    backend = spec.get("backend_config", {})
-    limits = spec.get("limits", {})
+    backend = spec["backend_config"]
+    limits = spec["limits"]
     meta = [
-        ("task", f"<code>{_h(tr.run.get('task'))}</code>"),
-        ("backend", f"<code>{_h(tr.run.get('backend'))}</code> "
+        ("task", f"<code>{_h(tr.run['task'])}</code>"),
+        ("backend", f"<code>{_h(tr.run['backend'])}</code> "
                     f"({_h(backend.get('provider'))}, {_h(backend.get('mode'))})"),
-        ("scenario", f"<code>{_h(tr.run.get('scenario'))}</code>"),
+        ("scenario", f"<code>{_h(tr.run['scenario'])}</code>"),
         ("model", f"<code>{_h(row['model'])}</code>"),
-        ("tools offered", _h(", ".join(map(str, spec.get("tools", []))))),
-        ("limits", f"max_steps {_h(limits.get('max_steps'))}, "
-                   f"token_budget {_v(limits.get('token_budget'))}"),
+        ("tools offered", _h(", ".join(map(str, spec["tools"])))),
+        ("limits", f"max_steps {_h(limits['max_steps'])}, "
+                   f"token_budget {_v(limits['token_budget'])}"),
         ("defences", _h(row["defences"])),
         ("delivered", _h("yes" if row["delivered"] else "no")),
     ]
     if row["attack_present"]:
         meta.append(("prompt injection", "present in a tool result; attack " + (
             "<b>succeeded</b>" if row["attack_succeeded"] else "failed")))
-    meta.append(("config hash", f"<code>{_h(tr.header.get('config_hash'))}</code>"))
-    meta.append(("trace sha256", f"<code>{_h(end.get('sha256'))}</code>"))
-    versions = tr.header.get("versions", {})
-    if isinstance(versions, Mapping) and versions:
-        meta.append(("versions", _h(", ".join(f"{k} {v}" for k, v in versions.items()))))
+    meta.append(("config hash", f"<code>{_h(tr.header.config_hash)}</code>"))
+    meta.append(("trace sha256", f"<code>{_h(end.sha256)}</code>"))
+    if tr.header.versions:
+        meta.append(("versions", _h(", ".join(f"{k} {v}"
+                                               for k, v in tr.header.versions.items()))))
     body.append("<h2>Run</h2>\n" + _meta(meta))
     return _doc(f"{key} — reactlab trace", "".join(body))
 
@@ -530,11 +433,11 @@ def page_path(run: Mapping[str, Any]) -> str:
     return "/".join(parts) + ".html"
 
 
-def index_row(trace: tracemod.Trace, verification: Mapping[str, Any]) -> dict[str, Any]:
+def index_row(trace: tracemod.Trace,
+              verification: Mapping[str, Any] | Verification) -> dict[str, Any]:
     """The index's row for one run: the table builder's row plus the page's link."""
     from reactlab.analysis.tables import run_row
 
-    _check_pair(trace, verification)
     row = run_row(trace, verification, str(trace.path))
     row.pop("trace", None)
     row["trial"] = trace.run.get("trial")

@@ -7,7 +7,7 @@ answer; without colour the output is plain text.
 
 Text from the trace never reaches the terminal raw: control characters (an escape
 sequence such as ``"\\x1b[2J"`` in a headline), bidirectional overrides and lone surrogates
-are printed as visible escapes (:func:`reactlab.views.html.visible`), and a line break inside
+are printed as visible escapes (:func:`reactlab.views.common.visible`), and a line break inside
 a field is indented so that it cannot pass for a line of the view.
 """
 
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reactlab import trace as tracemod
+from reactlab.analysis.verify import Finding, Verification, verification_record
 from reactlab.core.errors import TraceError
-from reactlab.views.html import GUARDRAIL_TEXT, finding_spans, visible
+from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
+from reactlab.views.common import GUARDRAIL_TEXT, finding_spans, visible
 
 __all__ = ["format_run", "show", "use_color"]
 
@@ -67,7 +69,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _answer(text: str, findings: Sequence[Mapping[str, Any]], paint: _Painter,
+def _answer(text: str, findings: Sequence[Finding], paint: _Painter,
             indent: str) -> str:
     """The answer, each finding's span highlighted (only when painting)."""
     if not paint.color:
@@ -88,109 +90,110 @@ def _answer(text: str, findings: Sequence[Mapping[str, Any]], paint: _Painter,
     return "".join(out)
 
 
-def _tool_lines(rec: Mapping[str, Any], paint: _Painter) -> list[str]:
-    status = str(rec.get("status"))
-    name = rec.get("name")
-    head = (f"  → {paint(_clean(name if name is not None else '(unparsed)'), 'bold')} "
-            f"{_clean(_compact(rec.get('arguments')))}  "
-            f"{paint('[' + _clean(status) + ']', _STATUS_STYLE.get(status, 'red'))} "
-            f"{paint(_clean(rec.get('id', '')), 'dim')}")
+def _tool_lines(rec: ToolCallRecord, paint: _Painter) -> list[str]:
+    head = (f"  → {paint(_clean(rec.name if rec.name is not None else '(unparsed)'), 'bold')} "
+            f"{_clean(_compact(rec.arguments))}  "
+            f"{paint('[' + _clean(rec.status) + ']', _STATUS_STYLE.get(rec.status, 'red'))} "
+            f"{paint(_clean(rec.id), 'dim')}")
     lines = [head]
-    if "raw" in rec:
-        lines.append(f"    raw: {_clean(rec['raw'], '    ')}")
-    result = rec.get("result")
-    if isinstance(result, Mapping) and "resultado" in result:
+    if rec.raw is not None:
+        lines.append(f"    raw: {_clean(rec.raw, '    ')}")
+    result = rec.result
+    if rec.succeeded:
         value = result["resultado"]
         if isinstance(value, list) and value:
             lines.append(f"    ← {len(value)} item(s)")
             lines.extend(f"      {_clean(_compact(item))}" for item in value)
         else:
             lines.append(f"    ← {_clean(_compact(value))}")
-    elif isinstance(result, Mapping) and set(result) == {"error"}:
+    elif set(result) == {"error"}:
         lines.append(f"    {paint('✗', 'red')} {_clean(result['error'], '    ')}")
     else:
         lines.append(f"    ← {_clean(_compact(result))}")
     return lines
 
 
-def format_run(trace: tracemod.Trace, verification: Mapping[str, Any], color: bool) -> str:
+def _guardrail_line(rec: Guardrail, paint: _Painter) -> str:
+    extra = []
+    if rec.id is not None:
+        extra.append(_clean(rec.id))
+    if rec.tokens_refused is not None:
+        extra.append(f"{_clean(rec.tokens_refused)} tokens refused, "
+                     f"{_clean(rec.tokens_left)} left")
+    if rec.detail is not None:
+        extra.append(_clean(rec.detail))
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    return (f"  {paint('! guardrail ' + _clean(rec.rule), 'yellow', 'bold')}: "
+            f"{GUARDRAIL_TEXT.get(rec.rule, '')}{tail}")
+
+
+def format_run(trace: tracemod.Trace, verification: Mapping[str, Any] | Verification,
+               color: bool) -> str:
     """The whole view of one run as text (ANSI colour codes only when ``color``)."""
     tr = trace
-    if verification.get("trace_sha256") != tr.end.get("sha256"):
-        raise TraceError(f"{tr.path}: verification file is for another version of the trace")
+    if not isinstance(verification, Verification):
+        verification = Verification.from_json(verification)
+    verification.check(tr)
     paint = _Painter(color)
-    spec = tr.header.get("spec", {})
+    spec = tr.header.spec
     end = tr.end
-    backend = spec.get("backend_config", {})
-    defences = spec.get("agent", {}).get("defences", {})
-    on = "+".join(k for k, v in defences.items() if v) or "none"
-    findings = list(verification.get("findings", []))
+    backend = spec["backend_config"]
+    on = "+".join(k for k, v in tr.header.defences.items() if v) or "none"
+    findings = list(verification.findings)
     lines = [
-        f"{paint('run', 'dim')}       {paint(_clean(tr.header.get('key', '')), 'bold')}",
-        f"{paint('model', 'dim')}     {_clean(spec.get('script', {}).get('model', ''))} "
-        f"({_clean(backend.get('provider', ''))}, {_clean(backend.get('mode', ''))}); "
+        f"{paint('run', 'dim')}       {paint(_clean(tr.header.key), 'bold')}",
+        f"{paint('model', 'dim')}     {_clean(spec['script']['model'])} "
+        f"({_clean(backend['provider'])}, {_clean(backend['mode'])}); "
         f"defences: {_clean(on)}",
-        f"{paint('question', 'dim')}  {_clean(spec.get('question', ''), '          ')}",
+        f"{paint('question', 'dim')}  {_clean(tr.header.question, '          ')}",
     ]
     step = None
     for rec in tr.records:
-        kind = rec["type"]
-        if rec.get("step") != step:
-            step = rec.get("step")
+        if rec.step != step:
+            step = rec.step
             lines.append("")
             lines.append(paint(f"── step {_clean(step)} ──", "cyan", "bold"))
-        if kind == "request":
-            lines[-1] += (f" {_clean(rec.get('tokens_sent'))} tokens sent "
-                          f"(cumulative {_clean(rec.get('cumulative_tokens'))})")
-            if rec.get("tokens_out"):
-                lines[-1] += f", {_clean(rec['tokens_out'])} out"
-            if rec.get("attempts", 1) != 1:
-                lines[-1] += f", {_clean(rec['attempts'])} attempts"
-            if rec.get("text") and rec.get("n_calls"):
-                lines.append(f"  {paint('model:', 'dim')} {_clean(rec['text'], '  ')}")
-        elif kind == "tool_call":
+        if isinstance(rec, Request):
+            lines[-1] += (f" {_clean(rec.tokens_sent)} tokens sent "
+                          f"(cumulative {_clean(rec.cumulative_tokens)})")
+            if rec.tokens_out:
+                lines[-1] += f", {_clean(rec.tokens_out)} out"
+            if rec.attempts != 1:
+                lines[-1] += f", {_clean(rec.attempts)} attempts"
+            if rec.text and rec.n_calls:
+                lines.append(f"  {paint('model:', 'dim')} {_clean(rec.text, '  ')}")
+        elif isinstance(rec, ToolCallRecord):
             lines.extend(_tool_lines(rec, paint))
-        elif kind == "guardrail":
-            rule = str(rec.get("rule"))
-            extra = []
-            if "id" in rec:
-                extra.append(_clean(rec["id"]))
-            if "tokens_refused" in rec:
-                extra.append(f"{_clean(rec['tokens_refused'])} tokens refused, "
-                             f"{_clean(rec.get('tokens_left'))} left")
-            if "detail" in rec:
-                extra.append(_clean(rec["detail"]))
-            tail = f" ({'; '.join(extra)})" if extra else ""
-            lines.append(f"  {paint('! guardrail ' + _clean(rule), 'yellow', 'bold')}: "
-                         f"{GUARDRAIL_TEXT.get(rule, '')}{tail}")
-        elif kind == "error":
-            status = f" (HTTP {_clean(rec['status'])})" if rec.get("status") is not None else ""
-            lines.append(f"  {paint('✗ backend error ' + _clean(rec.get('kind')), 'red', 'bold')}"
-                         f"{status} after {_clean(rec.get('attempts', 1))} attempt(s): "
-                         f"{_clean(rec.get('message', ''), '  ')}")
-        elif kind == "answer":
+        elif isinstance(rec, Guardrail):
+            lines.append(_guardrail_line(rec, paint))
+        elif isinstance(rec, Error):
+            status = f" (HTTP {_clean(rec.status)})" if rec.status is not None else ""
+            lines.append(f"  {paint('✗ backend error ' + _clean(rec.kind), 'red', 'bold')}"
+                         f"{status} after {_clean(rec.attempts)} attempt(s): "
+                         f"{_clean(rec.message, '  ')}")
+        elif isinstance(rec, Answer):
             lines.append(f"  {paint('answer:', 'dim')} "
-                         f"{_answer(str(rec.get('text', '')), findings, paint, '  ')}")
+                         f"{_answer(rec.text, findings, paint, '  ')}")
     lines.append("")
-    if end.get("answer") is not None:
+    if end.answer is not None:
         lines.append(f"{paint('answer', 'bold')}    "
-                     f"{_answer(str(end['answer']), findings, paint, '          ')}")
+                     f"{_answer(end.answer, findings, paint, '          ')}")
     else:
-        term = str(end.get("termination", "")).replace("_", " ")
+        term = end.termination.replace("_", " ")
         lines.append(f"{paint('answer', 'bold')}    {paint('no answer', 'red')} "
                      f"({_clean(term)})")
-    lines.append(f"{paint('end', 'dim')}       {_clean(end.get('termination'))} after "
-                 f"{_clean(end.get('steps'))} steps · {_clean(end.get('calls'))} calls "
-                 f"({_clean(end.get('errors'))} errors) · {_clean(end.get('tokens_sent'))} "
+    lines.append(f"{paint('end', 'dim')}       {_clean(end.termination)} after "
+                 f"{_clean(end.steps)} steps · {_clean(end.calls)} calls "
+                 f"({_clean(end.errors)} errors) · {_clean(end.tokens_sent)} "
                  "tokens sent")
-    if verification.get("verified") and not findings:
+    if verification.verified and not findings:
         lines.append(f"{paint('verdict', 'dim')}   {paint('verified', 'green', 'bold')}")
     else:
         lines.append(f"{paint('verdict', 'dim')}   {paint('REJECTED', 'red', 'bold')} — "
                      f"{len(findings)} finding(s)")
         for f in findings:
-            lines.append(f"  - {paint(_clean(f.get('rule')), 'red')}: "
-                         f"{_clean(f.get('message'), '    ')}")
+            lines.append(f"  - {paint(_clean(f.rule), 'red')}: "
+                         f"{_clean(f.message, '    ')}")
     return "\n".join(lines) + "\n"
 
 
@@ -201,8 +204,6 @@ def show(trace_path: str | Path, verified_path: str | Path | None = None,
     Findings come from ``verified_path`` (a ``results/verified/*.json`` file) when given,
     otherwise the verifier runs on the trace now.
     """
-    from reactlab.analysis.tables import verification_record
-
     out = sys.stdout if stream is None else stream
     tr = tracemod.read(trace_path)
     if verified_path is not None:

@@ -20,6 +20,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from reactlab.agent.strategies import (
+    PLAN_EXTRACT_PREFIX,
+    PLAN_EXTRACT_PROMPT,
+    PLAN_TOOL,
+    PLAN_WRITE_PROMPT,
+)
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import tool_definitions
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
@@ -179,117 +185,72 @@ class LocalModelSession(_TextSession):
 
 # --------------------------------------------------------------------- plan and execute
 
-PLAN_EXTRACT_PROMPT = (
-    "Extrae de la pregunta los parámetros para calcular la variación del cierre de una "
-    "acción. Responde solo con un objeto JSON con las claves \"ticker\", \"desde\" y "
-    "\"hasta\" (fechas AAAA-MM-DD), sin texto adicional.\n\n"
-    "Ejemplo:\nPregunta: ¿Cuánto varió el cierre de ABCD entre el 2023-05-02 y el "
-    "2023-06-01?\nJSON: {\"ticker\": \"ABCD\", \"desde\": \"2023-05-02\", "
-    "\"hasta\": \"2023-06-01\"}")
-#: The program starts the model's answer with the JSON object it expects: the plan, not
-#: the model, decides the output format (a small model otherwise answers in prose).
-PLAN_EXTRACT_PREFIX = '{"ticker": "'
-PLAN_WRITE_PROMPT = (
-    "Eres un asistente de research de renta variable. Contesta en español en una o dos "
-    "frases usando solo los datos calculados que se te dan; no inventes cifras.")
-PLAN_TOOL = "variacion"
 
+class PlanExecuteSession:
+    """The model's side of plan-and-execute (:class:`reactlab.agent.strategies.PlanExecute`).
 
-def first_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` (models often wrap it in prose or fences)."""
-    decoder = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch == "{":
-            try:
-                value, _ = decoder.raw_decode(text, i)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
+    Turn 1 asks the model to extract the parameters (its answer is started with the JSON
+    object the plan expects); turn 2 gives it the computed data to write the answer.
+    The loop decides everything else: the call, its guarded execution, the budget.
+    """
 
+    def __init__(self, spec: RunSpec, model: LocalModel) -> None:
+        self.spec = spec
+        self.model = model
+        self.max_new_tokens = int(spec.backend_config.get("max_new_tokens",
+                                                          DEFAULT_MAX_NEW_TOKENS))
+        self.data: str | None = None  # the computed result, once the plan's call ran
+        self.decoding = str(spec.backend_config.get("decoding", "free"))
+        self._grammar: Any = None
 
-def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
-                     emit: Any) -> dict[str, Any]:
-    """The program holds the plan: extract (model) → validate and compute (code) →
-    write (model). The verifier checks the answer afterwards like any other run."""
-    max_new = int(spec.backend_config.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
-    sent = calls = errors = 0
-    budget = spec.limits["token_budget"]
-    # Constrained decoding (any mode but "free"): the extraction is masked by the JSON
-    # schema of `variacion`'s arguments instead of being started by PLAN_EXTRACT_PREFIX.
-    decoding = str(spec.backend_config.get("decoding", "free"))
-    extraction_grammar: Any = None
-    if decoding != "free":
-        from reactlab.backends.local.grammar import GrammarFactory, generate_with
-        from reactlab.tools import json_schema
+    def _extraction_grammar(self) -> Any:
+        """Under constrained decoding (any mode but "free") the extraction is masked by
+        the JSON schema of `variacion`'s arguments instead of being started by
+        PLAN_EXTRACT_PREFIX. Built once, on first use."""
+        if self._grammar is None:
+            from reactlab.backends.local.grammar import GrammarFactory
+            from reactlab.tools import json_schema
 
-        factory = GrammarFactory(model.tokenizer, int(model.model.config.vocab_size))
-        extraction_grammar = factory.json_object(json_schema(PLAN_TOOL))
+            factory = GrammarFactory(self.model.tokenizer,
+                                     int(self.model.model.config.vocab_size))
+            self._grammar = factory.json_object(json_schema(PLAN_TOOL))
+        return self._grammar
 
-    def generate(step: int, messages: list[dict[str, Any]], prefix: str = "",
-                 grammar: Any = None) -> str | None:
-        nonlocal sent
-        if prefix:
-            prompt = model.prompt_text(messages, None) + prefix
-            ids = list(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        else:
-            ids = model.prompt_ids(messages, None)
-        if budget is not None and sent + len(ids) > budget:
-            emit({"type": "guardrail", "step": step, "rule": "token_budget",
-                  "tokens_refused": len(ids), "tokens_left": budget - sent})
-            return None
+    def _prompt(self) -> tuple[list[int], str]:
+        if self.data is None:
+            messages = [{"role": "system", "content": PLAN_EXTRACT_PROMPT},
+                        {"role": "user", "content": self.spec.question}]
+            if self.decoding != "free":
+                return self.model.prompt_ids(messages, None), ""
+            text = self.model.prompt_text(messages, None) + PLAN_EXTRACT_PREFIX
+            return list(self.model.tokenizer(text, add_special_tokens=False)["input_ids"]), (
+                PLAN_EXTRACT_PREFIX)
+        messages = [{"role": "system", "content": PLAN_WRITE_PROMPT},
+                    {"role": "user",
+                     "content": f"{self.spec.question}\n\nDatos calculados: {self.data}"}]
+        return self.model.prompt_ids(messages, None), ""
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        ids, prefix = self._prompt()
+        if budget_left is not None and len(ids) > budget_left:
+            raise BudgetExceeded(len(ids), budget_left)
         record: dict[str, Any] | None = None
-        if decoding == "free":
-            gen = model.generate(ids, max_new_tokens=max_new)
+        if self.decoding == "free":
+            gen = self.model.generate(ids, max_new_tokens=self.max_new_tokens)
         else:
-            gen, record = generate_with(model, ids, max_new, decoding, grammar, prefix)
-        sent += len(ids)
-        text = (prefix + gen.text).strip()
-        request = {"type": "request", "step": step, "tokens_sent": len(ids),
-                   "cumulative_tokens": sent, "tokens_out": len(gen.new_ids), "attempts": 1,
-                   "text": text, "n_calls": 0}
-        if record is not None:
-            request["decoding"] = record
-        emit(request)
-        return text
+            from reactlab.backends.local.grammar import generate_with
 
-    def end(termination: str, steps: int, answer: str | None = None) -> dict[str, Any]:
-        return {"termination": termination, "steps": steps, "answer": answer,
-                "tokens_sent": sent, "calls": calls, "errors": errors}
+            grammar = self._extraction_grammar() if self.data is None else None
+            gen, record = generate_with(self.model, ids, self.max_new_tokens, self.decoding,
+                                        grammar, prefix)
+        return ModelTurn(text=(prefix + gen.text).strip(), calls=(), tokens_sent=len(ids),
+                         tokens_out=len(gen.new_ids), decoding=record)
 
-    text = generate(1, [{"role": "system", "content": PLAN_EXTRACT_PROMPT},
-                        {"role": "user", "content": spec.question}],
-                    PLAN_EXTRACT_PREFIX if extraction_grammar is None else "",
-                    extraction_grammar)
-    if text is None:
-        return end("token_budget", 1)
-    params = first_json_object(text)
-    call = ToolCall(id="plan_0", name=PLAN_TOOL, arguments=params,
-                    raw=None if params is not None else text)
-    if params is None:
-        result, status = {"error": "llamada con JSON no válido"}, "invalid"
-    else:
-        result = tools.execute(PLAN_TOOL, params, [PLAN_TOOL])
-        status = "error" if "error" in result else "ok"
-    calls, errors = 1, int(status != "ok")
-    rec: dict[str, Any] = {"type": "tool_call", "step": 1, "id": call.id, "name": PLAN_TOOL,
-                           "arguments": params, "status": status, "result": result}
-    if call.raw is not None:
-        rec["raw"] = call.raw
-    emit(rec)
-    if status != "ok":
-        emit({"type": "guardrail", "step": 1, "rule": "plan_failed",
-              "detail": result["error"]})
-        return end("plan_failed", 1)
-    data = json.dumps(result["resultado"], ensure_ascii=False)
-    answer = generate(2, [{"role": "system", "content": PLAN_WRITE_PROMPT},
-                          {"role": "user", "content": f"{spec.question}\n\nDatos calculados: "
-                                                      f"{data}"}])
-    if answer is None:
-        return end("token_budget", 2)
-    emit({"type": "answer", "step": 2, "text": answer})
-    return end("answer", 2, answer)
+    def add_results(self, outcomes: list[ToolOutcome]) -> None:
+        for oc in outcomes:
+            if "resultado" in oc.result:
+                self.data = tool_message(oc.result["resultado"], delimit=oc.delimit,
+                                         ensure_ascii=False)
 
 
 def load_model(spec: RunSpec) -> LocalModel:

@@ -1,0 +1,211 @@
+"""The trace's record types: one frozen dataclass per ``type`` of JSONL line.
+
+Writers (the agent loop, the runner) build these instead of dict literals; readers get
+them back from :func:`reactlab.trace.read` and use attributes instead of defensive
+``.get`` calls. :meth:`to_json` gives the JSON object written on disk, with the keys in
+file order; :meth:`from_json` reads one back and says which field is missing, unknown or
+of the wrong type. ``from_json(obj).to_json() == obj`` for every record a writer makes,
+so the bytes of a trace do not depend on this module (the checksum covers them).
+
+Optional fields (``raw`` of a tool call; ``tokens_refused``, ``tokens_left``, ``id`` and
+``detail`` of a guardrail; ``records`` and ``sha256`` of an end record not yet written)
+are left out of the JSON when they are ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar, Union
+
+from reactlab.core.errors import TraceError
+
+__all__ = ["RECORD_CLASSES", "Answer", "End", "Error", "Guardrail", "Header", "Record",
+           "Request", "ToolCallRecord", "record_from_json"]
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
+    "Any": (object,),
+}
+
+R = TypeVar("R", bound="_Record")
+
+
+class _Record:
+    """Shared JSON conversion: fields in declaration order, ``type`` first."""
+
+    type: ClassVar[str]
+    _optional: ClassVar[frozenset[str]] = frozenset()  # left out of the JSON when None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value is None and f.name in self._optional:
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls: type[R], obj: Mapping[str, Any]) -> R:
+        if obj.get("type") != cls.type:
+            raise TraceError(f"not a {cls.type} record: type {obj.get('type')!r}")
+        names = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(obj) - set(names) - {"type"})
+        if unknown:
+            raise TraceError(f"{cls.type} record has unknown field(s) {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for name, f in names.items():
+            if name not in obj:
+                if name in cls._optional:
+                    continue
+                raise TraceError(f"{cls.type} record lacks the field {name!r}")
+            value = obj[name]
+            if not _type_ok(str(f.type), value):
+                raise TraceError(f"{cls.type} record: field {name!r} is "
+                                 f"{type(value).__name__}, expected {f.type}")
+            values[name] = value
+        return cls(**values)
+
+
+def _type_ok(annotation: str, value: object) -> bool:
+    """Check ``value`` against a simple annotation such as ``int | None`` or ``dict``."""
+    for part in annotation.split("|"):
+        t = part.strip().split("[")[0]
+        if t == "None":
+            if value is None:
+                return True
+            continue
+        kinds = _JSON_TYPES.get(t, (object,))
+        if t == "int" and isinstance(value, bool):
+            continue
+        if isinstance(value, kinds):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Header(_Record):
+    """First line: which run, under which config and package versions, from which spec."""
+
+    type: ClassVar[str] = "header"
+    schema_version: int
+    run: dict[str, str]
+    key: str
+    config_hash: str
+    versions: dict[str, str]
+    spec: dict[str, Any]
+
+    @property
+    def question(self) -> str:
+        return str(self.spec["question"])
+
+    @property
+    def defences(self) -> dict[str, bool]:
+        return dict(self.spec["agent"].get("defences", {}))
+
+
+@dataclass(frozen=True)
+class Request(_Record):
+    """One request sent to the model and what came back (text, number of calls)."""
+
+    type: ClassVar[str] = "request"
+    _optional: ClassVar[frozenset[str]] = frozenset({"decoding"})
+    step: int
+    tokens_sent: int
+    cumulative_tokens: int
+    tokens_out: int
+    attempts: int
+    text: str
+    n_calls: int
+    decoding: dict[str, Any] | None = None  # constrained decoding only (backends.local.grammar)
+
+
+@dataclass(frozen=True)
+class ToolCallRecord(_Record):
+    """One tool call and the program's answer to it (see ``ToolOutcome.status``)."""
+
+    type: ClassVar[str] = "tool_call"
+    _optional: ClassVar[frozenset[str]] = frozenset({"raw"})
+    step: int
+    id: str
+    name: str | None
+    arguments: dict[str, Any] | None
+    status: str
+    result: dict[str, Any]
+    raw: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the result holds a ``resultado`` (what the verifier counts as a source)."""
+        return isinstance(self.result, dict) and "resultado" in self.result
+
+
+@dataclass(frozen=True)
+class Guardrail(_Record):
+    """A guardrail event: ``step_limit``, ``repeated_call``, ``token_budget``,
+    ``scope_rule`` or ``plan_failed``, with the fields that rule has."""
+
+    type: ClassVar[str] = "guardrail"
+    _optional: ClassVar[frozenset[str]] = frozenset({"tokens_refused", "tokens_left", "id",
+                                                     "detail"})
+    step: int
+    rule: str
+    tokens_refused: int | None = None
+    tokens_left: int | None = None
+    id: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer(_Record):
+    """The final answer (the model's text without calls)."""
+
+    type: ClassVar[str] = "answer"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Error(_Record):
+    """A backend failure that ended the run (after the SDK's and our retries)."""
+
+    type: ClassVar[str] = "error"
+    step: int
+    kind: str
+    status: int | None
+    message: str
+    attempts: int
+    retryable: bool
+    history: list[Any]
+
+
+@dataclass(frozen=True)
+class End(_Record):
+    """Last line: how the run ended. ``records`` and ``sha256`` are set by the writer."""
+
+    type: ClassVar[str] = "end"
+    _optional: ClassVar[frozenset[str]] = frozenset({"records", "sha256"})
+    termination: str
+    steps: int
+    answer: str | None
+    tokens_sent: int
+    calls: int
+    errors: int
+    records: int | None = None
+    sha256: str | None = None
+
+
+Record = Union[Request, ToolCallRecord, Guardrail, Answer, Error]  # noqa: UP007
+"""A record between the header and the end."""
+
+RECORD_CLASSES: dict[str, type[_Record]] = {
+    c.type: c for c in (Header, Request, ToolCallRecord, Guardrail, Answer, Error, End)}
+
+
+def record_from_json(obj: Mapping[str, Any]) -> _Record:
+    """The typed record of one JSON object (dispatch on ``type``)."""
+    cls = RECORD_CLASSES.get(obj.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise TraceError(f"unknown record type {obj.get('type')!r}")
+    return cls.from_json(obj)
