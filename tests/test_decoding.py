@@ -108,9 +108,9 @@ class _Session:
 
 
 def _request_record(decoding: dict[str, Any] | None) -> dict[str, Any]:
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     run_agent(_Session(decoding), None, [], 2, None, out.append)  # type: ignore[arg-type]
-    return next(r for r in out if r["type"] == "request")
+    return next(r.to_json() for r in out if r.type == "request")
 
 
 def test_free_decoding_leaves_the_request_record_as_it_was() -> None:

@@ -124,6 +124,13 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     if not backends:
         raise ValueError("the base configuration has no scripted or simulated backend")
     cfg["backends"] = backends
+    # The analysis sections may name dropped backends: keep only what still exists.
+    if cfg.get("pricing"):
+        cfg["pricing"] = {**cfg["pricing"], "backends": {
+            b: m for b, m in cfg["pricing"]["backends"].items() if b in backends}}
+    if cfg.get("comparisons"):
+        cfg["comparisons"] = [c for c in cfg["comparisons"] if c["vary"] != "backend"
+                              or (c["a"] in backends and c["b"] in backends)]
 
     plain, faulty = _compatible(cfg["scenarios"])
     if not api:
