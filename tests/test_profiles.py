@@ -78,6 +78,7 @@ def copy_workflow(dest: Path) -> Path:
     shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
     shutil.copytree(ROOT / "workflow", dest / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "profiles", dest / "profiles")  # the default profile (threads)
     return dest
 
 

@@ -24,31 +24,17 @@ def _cmd_data(a: argparse.Namespace) -> None:
 
 
 def _cmd_run(a: argparse.Namespace) -> None:
-    from reactlab.config import RunSpec
-    from reactlab.runner import run_to_trace
-    from reactlab.tools import ToolBox
+    from reactlab.runner import run_job
 
-    spec = RunSpec.from_json(Path(a.spec).read_text(encoding="utf-8") if a.spec_file
-                             else a.spec)
-    tools = ToolBox.from_files(a.prices, a.news)
-    end = run_to_trace(spec, tools, a.out, recording=a.recording, replay=a.replay)
-    print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
-          f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent",
+    spec = Path(a.spec).read_text(encoding="utf-8") if a.spec_file else a.spec
+    print(run_job(spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
           file=sys.stderr)
 
 
 def _cmd_verify(a: argparse.Namespace) -> None:
-    from reactlab import trace
-    from reactlab.analysis.tables import verification_record
+    from reactlab.analysis.verify import verify_job
 
-    tr = trace.read(a.trace)
-    rec = verification_record(tr, a.trace)
-    trace.write_json_atomic(a.out, rec)
-    verdict = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
-        f["message"] for f in rec["findings"])
-    key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
-    print(f"{key}: {tr.end['termination']}, {tr.end['steps']} steps, "
-          f"{tr.end['tokens_sent']} tokens sent; {verdict}", file=sys.stderr)
+    print(verify_job(a.trace, a.out), file=sys.stderr)
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:
@@ -119,7 +105,7 @@ def _cmd_show(a: argparse.Namespace) -> None:
 def _cmd_bench(a: argparse.Namespace) -> None:
     from reactlab.dev.bench import main as bench_main
 
-    bench_main(cores=a.cores, repeat=a.repeat)
+    bench_main(cores=a.cores, repeat=a.repeat, options=a.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,9 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.set_defaults(func=_cmd_show)
 
-    s = sub.add_parser("bench", help="benchmark Snakemake vs one process, and a no-op rerun")
+    s = sub.add_parser("bench", help="benchmark the workflow: Snakemake vs one process, the "
+                                     "full matrix, a no-op rerun, reruns after code edits")
     s.add_argument("--cores", type=int, default=4)
     s.add_argument("--repeat", type=int, default=1)
+    s.add_argument("--options", action="store_true",
+                   help="also time the simulated matrix with a fresh interpreter per job "
+                        "(--workflow-profile none)")
     s.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("serve", help="serve the scripted scenarios over HTTP (Responses and "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
+from reactlab.analysis.verify import verification_record as verification_record
 from reactlab.core.errors import TraceError
 
 if TYPE_CHECKING:
@@ -23,19 +24,6 @@ RUN_COLUMNS = ["task", "backend", "scenario", "model", "steps", "calls", "errors
                "findings", "defences", "delivered", "utility", "attack_present",
                "attack_succeeded", "trace"]
 FLOAT_DIGITS = 4
-
-
-def verification_record(tr: tracemod.Trace, trace_path: str) -> dict[str, Any]:
-    """The verifier's findings for one trace (what ``results/verified/*.json`` holds)."""
-    from reactlab.analysis.verify import verify
-
-    calls = [{"name": c["name"], "arguments": c["arguments"], "result": c["result"]}
-             for c in tr.tool_calls()]
-    findings = verify(tr.header["spec"]["question"], tr.end["answer"], calls,
-                      tr.end["termination"])
-    return {"trace": trace_path, "trace_sha256": tr.end["sha256"], "run": tr.run,
-            "verified": not findings,
-            "findings": [{"rule": f.rule, "message": f.message} for f in findings]}
 
 
 def attack_outcome(tr: tracemod.Trace, delivered: str | None) -> tuple[bool, bool]:

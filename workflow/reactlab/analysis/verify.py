@@ -50,6 +50,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reactlab.trace import Trace
 
 __all__ = [
     "CALCULATING_TOOLS",
@@ -59,7 +63,9 @@ __all__ = [
     "figures",
     "near",
     "verdict",
+    "verification_record",
     "verify",
+    "verify_job",
 ]
 
 CALCULATING_TOOLS = frozenset({"calculadora", "variacion"})
@@ -213,3 +219,30 @@ def verify(
 def verdict(findings: Iterable[Finding]) -> bool:
     """True when there are no findings: the answer is accepted."""
     return not list(findings)
+
+
+def verification_record(tr: Trace, trace_path: str) -> dict[str, Any]:
+    """The verifier's findings for one trace (what ``results/verified/*.json`` holds)."""
+    calls = [{"name": c["name"], "arguments": c["arguments"], "result": c["result"]}
+             for c in tr.tool_calls()]
+    findings = verify(tr.header["spec"]["question"], tr.end["answer"], calls,
+                      tr.end["termination"])
+    return {"trace": trace_path, "trace_sha256": tr.end["sha256"], "run": tr.run,
+            "verified": not findings,
+            "findings": [{"rule": f.rule, "message": f.message} for f in findings]}
+
+
+def verify_job(trace_path: str, out: str) -> str:
+    """One verify job of the pipeline (the ``verify`` command and the Snakemake rule):
+    read and check the trace, write its verification record atomically; returns the
+    summary line for the job's log. Holds no state between calls (jobs may be threads)."""
+    from reactlab import trace
+
+    tr = trace.read(trace_path)
+    rec = verification_record(tr, trace_path)
+    trace.write_json_atomic(out, rec)
+    verdict_ = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
+        f["message"] for f in rec["findings"])
+    key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
+    return (f"{key}: {tr.end['termination']}, {tr.end['steps']} steps, "
+            f"{tr.end['tokens_sent']} tokens sent; {verdict_}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import threading
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -72,21 +73,32 @@ def provision(directory: Path | None = None) -> Path:
             target.unlink()  # a damaged cache entry is replaced from the bundled copy
     data = bundled_bytes()
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, target)
     return target
 
 
+_LOADING = threading.Lock()
+
+
 @cache
-def encoding() -> tiktoken.Encoding:
-    """The real tiktoken ``o200k_base`` encoding, loaded without network access."""
+def _encoding() -> tiktoken.Encoding:
     directory = cache_dir()
     provision(directory)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING)
+
+
+def encoding() -> tiktoken.Encoding:
+    """The real tiktoken ``o200k_base`` encoding, loaded without network access.
+
+    Loaded once per process; the lock makes jobs that run as threads of one process
+    (README "Workflow") share that single load instead of racing to provision it."""
+    with _LOADING:
+        return _encoding()
 
 
 def count(text: str) -> int:
