@@ -31,8 +31,8 @@ rule tables:
 
         with job_log(log[0]) as say:
             written = tables.build(zip(input.traces, input.verified, strict=True),
-                                   json.loads(params.figure), "results/tables")
-            say(f"wrote {len(written)} tables to results/tables")
+                                   json.loads(params.figure), Path(output.runs).parent)
+            say(f"wrote {len(written)} tables to {Path(output.runs).parent}")
 
 
 # Which table each figure is drawn from.
