@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reactlab.core.errors import ConfigError
-from reactlab.core.fingerprint import closure, fingerprint
+from reactlab.core.fingerprint import closure, fingerprint, fingerprints
 from reactlab.core.joblog import job_log
 from tests.conftest import ROOT
 
@@ -93,3 +93,23 @@ def test_job_log_records_the_error(tmp_path: Path) -> None:
         raise ConfigError("agent.max_steps", "0 is less than the minimum of 1")
     assert (tmp_path / "x.log").read_text().startswith(
         "reactlab: error: config: agent.max_steps: 0 is less")
+
+
+def test_cached_imports_give_the_same_fingerprints_and_follow_edits(
+        package: Path, tmp_path: Path) -> None:
+    rules = {"run": "reactlab.runner", "viewer": "reactlab.views.html"}
+    cache = tmp_path / "cache" / "imports.json"
+    plain = {rule: fingerprint(package, entry) for rule, entry in rules.items()}
+    assert fingerprints(package, rules, cache=cache) == plain  # writes the cache
+    assert cache.is_file()
+    assert fingerprints(package, rules, cache=cache) == plain  # reads it
+    # a new import in a file whose imports are cached: found, since the content changed
+    (package / "views" / "extra.py").write_text("X = 1\n")
+    with open(package / "views" / "html.py", "a") as fh:
+        fh.write("\nfrom reactlab.views import extra  # noqa\n")
+    assert "views/extra.py" in names(package, "reactlab.views.html")
+    edited = fingerprints(package, rules, cache=cache)
+    assert edited["run"] == plain["run"]
+    assert edited["viewer"] == fingerprint(package, "reactlab.views.html") != plain["viewer"]
+    (package / "views" / "extra.py").write_text("X = 2\n")  # only in the viewer's closure
+    assert fingerprints(package, rules, cache=cache)["viewer"] != edited["viewer"]

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 try:
     from reactlab.config import parse as _parse_config
     from reactlab.core.errors import ConfigError
-    from reactlab.core.fingerprint import fingerprint as _fingerprint
+    from reactlab.core.fingerprint import fingerprints as _fingerprints
     from reactlab.core.joblog import job_log
 except ImportError as _exc:
     raise WorkflowError(
@@ -98,14 +98,14 @@ def data_file(kind):
 # through their outputs, everything after them. cli.py (argument parsing) is not part
 # of any: the jobs call the functions named here, the `run` command as well.
 _PACKAGE = Path(workflow.basedir) / "workflow" / "reactlab"
-CODE = {rule: _fingerprint(_PACKAGE, entry) for rule, entry in {
+CODE = _fingerprints(_PACKAGE, {
     "data": "reactlab.data",
     "run": "reactlab.runner",
     "verify": "reactlab.analysis.verify",
     "tables": "reactlab.analysis.tables",
     "figures": "reactlab.analysis.figures",
     "viewer": "reactlab.views.html",
-}.items()}
+}, cache=".snakemake/reactlab/imports.json")
 
 PRICES = data_file("prices")
 NEWS = data_file("news")
