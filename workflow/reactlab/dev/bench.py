@@ -142,11 +142,19 @@ viewer.build(pairs, Path("results/viewer"))
 def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
     from reactlab import config
 
+    def say(text: str) -> None:
+        print(text, flush=True)
+
     runs = config.load(ROOT / "config.yaml").runs
-    n_full = len(runs)
     n_sim = sum(r.backend_config["mode"] in ("simulated", "scripted") for r in runs)
-    sm, ip, spawn = [], [], []
+    med = statistics.median
     with tempfile.TemporaryDirectory(prefix="reactlab-bench-") as tmp:
+        plan = Path(tmp) / "plan"
+        plan.mkdir()
+        copy_workflow(plan, simulated_only=True)
+        say(f"cores {cores}, repeat {repeat}; simulated matrix: {n_sim} runs, "
+            f"{sum(planned_jobs(plan).values())} jobs")
+        sm, ip, spawn = [], [], []
         for i in range(repeat):
             a, b, c = (Path(tmp) / f"{name}{i}" for name in ("threads", "process", "spawn"))
             for d in (a, b, c):
@@ -156,32 +164,22 @@ def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
             ip.append(in_process(b))
             if options:
                 spawn.append(snakemake(c, cores, "--workflow-profile", "none"))
-        plan = Path(tmp) / "plan"
-        plan.mkdir()
-        copy_workflow(plan, simulated_only=True)
-        sim_jobs = sum(planned_jobs(plan).values())
+        say(f"simulated, snakemake --cores {cores} (threads):  {med(sm):7.2f} s")
+        say(f"simulated, one python process:             {med(ip):7.2f} s")
+        say(f"ratio snakemake / one process:             {med(sm) / med(ip):7.2f}x")
+        if spawn:
+            say(f"simulated, --workflow-profile none:        {med(spawn):7.2f} s "
+                f"({med(spawn) / med(ip):.2f}x; `run:` jobs each re-launch Snakemake)")
         full = Path(tmp) / "full"
         full.mkdir()
         copy_workflow(full)
-        full_jobs = sum(planned_jobs(full).values())
-        t_full = snakemake(full, cores)
-        t_noop = snakemake(full, cores)
-        reruns = {name: after_edit(full, rel, lambda: planned_jobs(full))
-                  for name, rel in EDITS.items()}
+        say(f"full default matrix: {len(runs)} runs, {sum(planned_jobs(full).values())} jobs")
+        say(f"full default matrix, snakemake --cores {cores}: {snakemake(full, cores):7.2f} s")
+        say(f"no-op rerun (full matrix):                 {snakemake(full, cores):7.2f} s")
+        for rel in EDITS.values():
+            jobs = after_edit(full, rel, lambda: planned_jobs(full))
+            assert isinstance(jobs, dict)
+            detail = ", ".join(f"{rule} {n}" for rule, n in jobs.items()) or "none"
+            say(f"jobs rerun after editing {rel}: {sum(jobs.values())} ({detail})")
         t_viewer = after_edit(full, EDITS["viewer"], lambda: snakemake(full, cores))
-    med = statistics.median
-    print(f"cores {cores}, repeat {repeat}; simulated matrix: {n_sim} runs, {sim_jobs} jobs; "
-          f"full default matrix: {n_full} runs, {full_jobs} jobs")
-    print(f"simulated, snakemake --cores {cores} (threads):  {med(sm):7.2f} s")
-    print(f"simulated, one python process:             {med(ip):7.2f} s")
-    print(f"ratio snakemake / one process:             {med(sm) / med(ip):7.2f}x")
-    if spawn:
-        print(f"simulated, --workflow-profile none:        {med(spawn):7.2f} s "
-              f"({med(spawn) / med(ip):.2f}x; a fresh interpreter per job)")
-    print(f"full default matrix, snakemake --cores {cores}: {t_full:7.2f} s")
-    print(f"no-op rerun (full matrix):                 {t_noop:7.2f} s")
-    for name, jobs in reruns.items():
-        detail = ", ".join(f"{rule} {n}" for rule, n in jobs.items()) or "none"
-        print(f"jobs rerun after editing {EDITS[name]}: {sum(jobs.values())} ({detail})")
-    print(f"rerun after the viewer edit:               {t_viewer:7.2f} s")
-
+        say(f"rerun after the viewer edit:               {t_viewer:7.2f} s")
