@@ -260,6 +260,15 @@ def test_broken_bodies_are_200s(provider: str) -> None:
                               {"attempt": 4, "body": "empty"})
     truncated, html, missing, empty = (handle(request) for _ in range(4))
     whole = handle(request).content
+    # Broken bodies are cut from the answer as it was before usage was counted (no usage
+    # in a Responses answer, zeros in a Messages one), so fault traces keep their bytes.
+    answer = json.loads(whole)
+    assert answer["usage"]["input_tokens"] > 0
+    if provider == "openai":
+        del answer["usage"]
+    else:
+        answer["usage"] = {"input_tokens": 0, "output_tokens": 0}
+    whole = _LIB[provider].Response(200, json=answer).content
     assert all(r.status_code == 200 for r in (truncated, html, missing, empty))
     assert truncated.content and whole.startswith(truncated.content)
     assert len(truncated.content) == len(whole) // 2

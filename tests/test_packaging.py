@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 def _pins(lines: list[str]) -> dict[str, str]:
     out = {}
     for line in lines:
-        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^\s;]+)", line.strip())
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,.-]+\])?==([^\s;]+)", line.strip())
         if m:
             out[m.group(1).lower()] = m.group(2)
     return out

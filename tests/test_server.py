@@ -109,7 +109,10 @@ def _metering(session: Any, sent_as: str, counted_as: str,
     (:func:`_served_name`); that one JSON string is swapped back before counting, and the
     test checks it occurs exactly once and that nothing else differs.
     """
-    hook = metering_hook(session.meter)
+    from reactlab.backends import streaming
+
+    # a streaming session counts its body without the "stream" member, as in process
+    hook = (streaming.metering_hook if session.stream else metering_hook)(session.meter)
     sent, counted = json.dumps(sent_as).encode(), json.dumps(counted_as).encode()
 
     def count(request: Any) -> None:
@@ -493,3 +496,188 @@ def test_cli_serve_unknown_task() -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1].startswith("reactlab: error: ")
     assert "no task named 'nada'" in proc.stderr
+
+
+# --- tool results by id, deep validation, usage (issue 10) --------------------------------
+
+
+def post(server: ServerThread, path: str, content: bytes,
+         content_type: str | None = "application/json") -> httpx.Response:
+    """One raw POST over loopback (for bodies curl cannot send as they are)."""
+    headers = {} if content_type is None else {"content-type": content_type}
+    with httpx.Client(timeout=TIMEOUT) as http:
+        return http.post(server.url + path, content=content, headers=headers)
+
+
+QUESTION = "¿Cuánto cambió BUSI?"
+FIRST = json.dumps({"resultado": {"cierre": 100}})
+SECOND = json.dumps({"resultado": {"cierre": 110}})
+EXPECTED = {"expresion": "(110/100 - 1)*100"}  # ok[1] / ok[0]: the second call's result first
+
+
+def _responses_turn(first: Any, second: Any, order: str = "ab",
+                    ids: tuple[str, str] = ("call_a", "call_b")) -> dict[str, Any]:
+    calls = [{"type": "function_call", "call_id": "call_a", "name": "precio",
+              "arguments": "{}"},
+             {"type": "function_call", "call_id": "call_b", "name": "precio",
+              "arguments": "{}"}]
+    outs = {"a": {"type": "function_call_output", "call_id": ids[0], "output": first},
+            "b": {"type": "function_call_output", "call_id": ids[1], "output": second}}
+    return {"model": "correcto", "input": [{"role": "user", "content": QUESTION}, *calls,
+                                           *[outs[k] for k in order]]}
+
+
+def _messages_turn(first: Any, second: Any, order: str = "ab",
+                   ids: tuple[str, str] = ("tu_a", "tu_b")) -> dict[str, Any]:
+    uses = [{"type": "tool_use", "id": i, "name": "precio", "input": {}}
+            for i in ("tu_a", "tu_b")]
+    outs = {"a": {"type": "tool_result", "tool_use_id": ids[0], "content": first},
+            "b": {"type": "tool_result", "tool_use_id": ids[1], "content": second}}
+    return {"model": "correcto", "max_tokens": 100, "messages": [
+        {"role": "user", "content": QUESTION}, {"role": "assistant", "content": uses},
+        {"role": "user", "content": [outs[k] for k in order]}]}
+
+
+def _parts(text: str, kind: str) -> list[dict[str, str]]:
+    """``text`` as a list of content parts, split in two (a reader must join them)."""
+    half = len(text) // 2
+    return [{"type": kind, "text": text[:half]}, {"type": kind, "text": text[half:]}]
+
+
+@pytest.mark.parametrize("order", ["ab", "ba"])
+@pytest.mark.parametrize("form", ["string", "parts"])
+def test_tool_results_in_every_form_matched_by_id(server: ServerThread, form: str,
+                                                  order: str) -> None:
+    """Results as strings or lists of text parts, in call order or reversed: the script
+    reads each call's own result (a positional reader would swap them when reversed)."""
+    oa = (FIRST, SECOND) if form == "string" else (
+        _parts(FIRST, "input_text"), _parts(SECOND, "input_text"))
+    status, r = curl(server, "/v1/responses", json.dumps(_responses_turn(*oa, order)))
+    assert status == 200, r
+    assert [json.loads(o["arguments"]) for o in r["output"]] == [EXPECTED]
+    an = (FIRST, SECOND) if form == "string" else (_parts(FIRST, "text"),
+                                                   _parts(SECOND, "text"))
+    status, m = curl(server, "/v1/messages", json.dumps(_messages_turn(*an, order)))
+    assert status == 200, m
+    assert [b["input"] for b in m["content"]] == [EXPECTED]
+
+
+def test_tool_result_ids_that_match_no_call(server: ServerThread) -> None:
+    status, r = curl(server, "/v1/responses", json.dumps(
+        _responses_turn(FIRST, SECOND, ids=("call_a", "call_zz"))))
+    err = _openai_error(r)
+    assert status == 400 and "call_zz" in err["message"] and err["param"] == "input"
+    status, r = curl(server, "/v1/responses", json.dumps(
+        _responses_turn(FIRST, SECOND, ids=("call_a", "call_a"))))
+    assert status == 400 and "more than one result" in _openai_error(r)["message"]
+    status, m = curl(server, "/v1/messages", json.dumps(
+        _messages_turn(FIRST, SECOND, ids=("tu_zz", "tu_b"))))
+    err = _anthropic_error(m)
+    assert status == 400 and "tu_zz" in err["message"]
+    assert err["type"] == "invalid_request_error"
+
+
+_OK_OPENAI = {"model": "correcto", "input": "x"}
+_OK_ANTHROPIC = {"model": "correcto", "max_tokens": 5,
+                 "messages": [{"role": "user", "content": "x"}]}
+_DEEP = "[" * 900 + "]" * 900  # JSON nested just under the decoder's recursion limit
+
+MALFORMED_OPENAI: list[tuple[str, Any]] = [
+    ("null body", None),
+    ("input [null]", {**_OK_OPENAI, "input": [None]}),
+    ("content 5", {**_OK_OPENAI, "input": [{"role": "user", "content": 5}]}),
+    ("content [null]", {**_OK_OPENAI, "input": [{"role": "user", "content": [None]}]}),
+    ("part text 5", {**_OK_OPENAI, "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": 5}]}]}),
+    ("unknown item type", {**_OK_OPENAI, "input": [{"type": "nada"}]}),
+    ("bad role", {**_OK_OPENAI, "input": [{"role": "robot", "content": "x"}]}),
+    ("call without call_id", {**_OK_OPENAI, "input": [
+        {"type": "function_call", "name": "precio", "arguments": "{}"}]}),
+    ("output 5", {**_OK_OPENAI, "input": [
+        {"type": "function_call", "call_id": "c", "name": "precio", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": 5}]}),
+    ("max_output_tokens 0", {**_OK_OPENAI, "max_output_tokens": 0}),
+    ("max_output_tokens -1", {**_OK_OPENAI, "max_output_tokens": -1}),
+    ("stream 'yes'", {**_OK_OPENAI, "stream": "yes"}),
+    ("tools {}", {**_OK_OPENAI, "tools": {}}),
+    ("deep tool output", {**_OK_OPENAI, "input": [
+        {"role": "user", "content": "x"},
+        {"type": "function_call", "call_id": "c", "name": "precio", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": _DEEP}]}),
+]
+MALFORMED_ANTHROPIC: list[tuple[str, Any]] = [
+    ("null body", None),
+    ("messages [null]", {**_OK_ANTHROPIC, "messages": [None]}),
+    ("content 5", {**_OK_ANTHROPIC, "messages": [{"role": "user", "content": 5}]}),
+    ("content [null]", {**_OK_ANTHROPIC, "messages": [{"role": "user", "content": [None]}]}),
+    ("text block without text", {**_OK_ANTHROPIC, "messages": [
+        {"role": "user", "content": [{"type": "text"}]}]}),
+    ("result content 5", {**_OK_ANTHROPIC, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": 5}]}]}),
+    ("max_tokens 0", {**_OK_ANTHROPIC, "max_tokens": 0}),
+    ("max_tokens -3", {**_OK_ANTHROPIC, "max_tokens": -3}),
+    ("max_tokens true", {**_OK_ANTHROPIC, "max_tokens": True}),
+    ("bad role", {**_OK_ANTHROPIC, "messages": [{"role": "system", "content": "x"}]}),
+    ("system 5", {**_OK_ANTHROPIC, "system": 5}),
+    ("deep tool result", {**_OK_ANTHROPIC, "messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "precio", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": _DEEP}]}]}),
+]
+
+
+@pytest.mark.parametrize(("what", "body"), MALFORMED_OPENAI, ids=[w for w, _ in MALFORMED_OPENAI])
+def test_malformed_responses_requests_get_a_shaped_400(server: ServerThread, loopback: None,
+                                                       what: str, body: Any) -> None:
+    resp = post(server, "/v1/responses", json.dumps(body).encode())
+    assert resp.status_code == 400, resp.text
+    _openai_error(resp.json())
+
+
+@pytest.mark.parametrize(("what", "body"), MALFORMED_ANTHROPIC,
+                         ids=[w for w, _ in MALFORMED_ANTHROPIC])
+def test_malformed_messages_requests_get_a_shaped_400(server: ServerThread, loopback: None,
+                                                      what: str, body: Any) -> None:
+    resp = post(server, "/v1/messages", json.dumps(body).encode())
+    assert resp.status_code == 400, resp.text
+    assert _anthropic_error(resp.json())["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(("content_type", "encoding"), [
+    ("text/plain", "utf-8"), (None, "utf-16"), ("application/json", "utf-16"),
+    ("application/json; charset=utf-16", "utf-16"), ("application/x-www-form-urlencoded",
+                                                      "utf-8")])
+def test_bodies_not_sent_as_utf8_json_are_refused(server: ServerThread, loopback: None,
+                                                  content_type: str | None,
+                                                  encoding: str) -> None:
+    for path, body, check in (("/v1/responses", _OK_OPENAI, _openai_error),
+                              ("/v1/messages", _OK_ANTHROPIC, _anthropic_error)):
+        resp = post(server, path, json.dumps(body).encode(encoding), content_type)
+        assert resp.status_code == 400, (path, resp.text)
+        check(resp.json())
+        # the same body as UTF-8 JSON is served (also without a content type)
+        assert post(server, path, json.dumps(body).encode()).status_code == 200
+        assert post(server, path, json.dumps(body).encode(), None).status_code == 200
+
+
+def test_usage_counts_the_request_body_and_the_answer(server: ServerThread) -> None:
+    from reactlab.core.tokens import count
+
+    body = json.dumps({"model": "correcto", "input": "¿Cuánto cambió BUSI?"})
+    status, r = curl(server, "/v1/responses", body)
+    calls = r["output"]
+    out = sum(count(c["name"]) + count(c["arguments"]) for c in calls)
+    assert status == 200 and r["usage"] == {
+        "input_tokens": count(body), "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": count(body) + out}
+    body = json.dumps(_messages_turn(FIRST, SECOND))
+    status, m = curl(server, "/v1/messages", body)
+    assert status == 200
+    text = m["content"][0]
+    assert m["usage"] == {"input_tokens": count(body), "output_tokens": count(
+        text["name"]) + count(json.dumps(text["input"], ensure_ascii=False,
+                                         separators=(",", ":")))}
+    assert m["usage"]["input_tokens"] > 50 and m["usage"]["output_tokens"] > 5

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reactlab.core.errors import ReactlabError
+from reactlab.core.joblog import error_line
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -52,6 +53,7 @@ def _cmd_figure(a: argparse.Namespace) -> None:
     from reactlab import config
     from reactlab.analysis import figures
 
+    figures.check_source(a.table)
     if a.kind == "cumulative_tokens":
         figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
         figures.cumulative_tokens(a.table, a.out, figure)
@@ -62,7 +64,9 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab import config
 
-    cfg = config.load(a.config)
+    cfg = config.load(a.config, a.configfile)
+    for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
+        config.data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
     if a.list:
         for r in cfg.runs:
@@ -156,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check", help="validate config.yaml and count the runs")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--list", action="store_true", help="print every run key")
+    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
+                   help="an overlay merged over --config, as `snakemake --configfile` "
+                        "does (repeatable)")
     s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("convert-model",
@@ -203,8 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.func(args)
-    except ReactlabError as exc:
-        print(f"reactlab: error: {exc}", file=sys.stderr)
+    except (ReactlabError, OSError) as exc:
+        line = error_line(exc, args.command)
+        if line is None:  # an OSError that is not a full disk: a bug, with its traceback
+            raise
+        print(line, file=sys.stderr)
         return 2
     return 0
 

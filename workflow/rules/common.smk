@@ -1,5 +1,6 @@
 # Helpers shared by the rule files: the validated config and the matrix of runs.
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -33,12 +34,24 @@ def _clear_stale_locks():
 
     meta = Path(".snakemake")
     meta.mkdir(exist_ok=True)
-    handle = open(meta / "reactlab.flock", "w")
+    handle = open(meta / "reactlab.flock", "a+")  # not "w": the live run's pid stays
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        handle.close()  # another run is live here: leave its locks to Snakemake
-        return None
+        handle.seek(0)
+        pid = handle.read().strip()
+        handle.close()  # another run is live here: leave its locks and files alone
+        if workflow.is_main_process:
+            # Snakemake would see the live run's jobs as "incomplete" and advise
+            # --rerun-incomplete, which would rerun files that are being written.
+            raise WorkflowError(
+                f"another run is active in this folder ({Path.cwd()}"
+                + (f", process {pid}" if pid else "") + "); wait for it to finish (or "
+                "stop it), then run again. Nothing was changed.")
+        return None  # a job's own Snakemake process, under the live run
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
     for lock in (meta / "locks").glob("*.lock"):
         lock.unlink()
     _settle_incomplete(meta / "incomplete")
@@ -74,6 +87,30 @@ def _settle_incomplete(folder):
 
 _RUN_LOCK = _clear_stale_locks()
 
+
+def _check_results():
+    """Nothing trusted that was damaged (reactlab.analysis.recovery): with the folder to
+    ourselves, remove damaged or orphaned results and what was built from them, so that
+    this run regenerates them; report stray files."""
+    from reactlab.analysis.recovery import DamagedResult, recover, summary
+
+    costly = [k for k, r in RUNS.items() if r.backend_config["mode"] == "live"
+              and not LIVE.get("replay", False)]
+    try:
+        found = recover(RUNS, tables=TABLES, figures=FIGURES, viewer=VIEWER, costly=costly)
+    except DamagedResult as exc:
+        raise WorkflowError(str(exc)) from None
+    for line in summary(found):
+        print(line, file=sys.stderr)
+
+
+def _check_disk():
+    from reactlab.analysis.recovery import disk_full
+
+    message = disk_full(".")
+    if message:
+        raise WorkflowError(message)
+
 # The interpreter that runs Snakemake also runs every job (the project's environment).
 PY = sys.executable
 RUNS = {r.key: r for r in RL.runs}
@@ -86,9 +123,14 @@ wildcard_constraints:
 
 
 def data_file(kind):
-    """The user's own parquet file when present, else the generated one."""
-    path = Path(config["data"][kind])
-    return str(path) if path.exists() else f"data/generated/{path.name}"
+    """The user's own parquet file when present, else the generated one (a missing file
+    of another name is an error naming data.<kind>)."""
+    from reactlab.config import data_source
+
+    try:
+        return data_source(config, kind)
+    except ConfigError as exc:
+        raise WorkflowError(f"invalid configuration: {exc}") from None
 
 
 # The code each rule's jobs run, as a rule parameter: a job reruns when that code changes
@@ -110,6 +152,24 @@ CODE = _fingerprints(_PACKAGE, {
 PRICES = data_file("prices")
 NEWS = data_file("news")
 GENERATED = [f"data/generated/{Path(config['data'][k]).name}" for k in ("prices", "news")]
+
+
+def _check_user_data():
+    """The user's own data files must be usable (schema, non-empty) before 60 jobs fail
+    on them; a warning when they lack the values the lesson pins."""
+    if PRICES in GENERATED and NEWS in GENERATED:
+        return  # generated from the seed: checked by construction
+    from reactlab.core.errors import DataError
+    from reactlab.data import check_user_files
+
+    try:
+        warnings = check_user_files(
+            *(p if p not in GENERATED else None for p in (PRICES, NEWS)))
+    except DataError as exc:
+        field = "data.prices" if str(exc).startswith(PRICES) else "data.news"
+        raise WorkflowError(f"{field}: {exc}") from None
+    for line in warnings:
+        print(f"reactlab: warning: {line}", file=sys.stderr)
 
 # The model folder the convert_smollm2 rule builds; a local backend naming this path
 # gets it as an input. Any other `model` (a folder or a cached id) is the user's.
@@ -169,3 +229,18 @@ if LIVE.get("replay", False):
             f"live.replay is on but {len(_missing)} live run(s) have no recording, e.g. "
             f"results/recordings/{_missing[0]}.jsonl: run them live first "
             "(--configfile workflow/configs/live.yaml) or copy the recordings here")
+
+
+if _RUN_LOCK is not None:  # the main run, with the folder to itself
+    _check_disk()
+    _check_user_data()
+    _check_results()
+
+
+onerror:
+    # Snakemake reports a failed metadata write as a permission problem ("ensure write
+    # permissions"); when the disk is full, say so.
+    from reactlab.analysis.recovery import disk_full as _disk_full
+
+    if _disk_full("."):
+        print(f"reactlab: {_disk_full('.')} (not a permission problem)", file=sys.stderr)

@@ -14,6 +14,6 @@ rule generate_data:
     run:
         from reactlab import data
 
-        with job_log(log[0]) as say:
+        with job_log(log[0], "data") as say:
             prices, news = data.write(Path(output.prices).parent, params.seed)
             say(f"wrote {prices} and {news} (seed {params.seed})")

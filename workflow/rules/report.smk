@@ -29,7 +29,7 @@ rule tables:
     run:
         from reactlab.analysis import tables
 
-        with job_log(log[0]) as say:
+        with job_log(log[0], "tables") as say:
             written = tables.build(zip(input.traces, input.verified, strict=True),
                                    json.loads(params.figure), Path(output.runs).parent)
             say(f"wrote {len(written)} tables to {Path(output.runs).parent}")
@@ -65,7 +65,8 @@ for _kind, _source in FIGURE_SOURCES.items():
         run:
             from reactlab.analysis import figures
 
-            with job_log(log[0]) as say, FIGURE_LOCK:
+            with job_log(log[0], "figure") as say, FIGURE_LOCK:
+                figures.check_source(input[0])
                 if params.kind == "cumulative_tokens":
                     figures.cumulative_tokens(input[0], output.png,
                                               json.loads(params.figure))
@@ -90,6 +91,6 @@ rule viewer:
     run:
         from reactlab.views import html as viewer
 
-        with job_log(log[0]) as say:
+        with job_log(log[0], "viewer") as say:
             written = viewer.build(zip(input.traces, input.verified, strict=True), output[0])
             say(f"wrote {written[0]} and {len(written) - 1} run pages")

@@ -30,7 +30,7 @@ rule run_agent:
         else:
             from reactlab.runner import run_job
 
-            with job_log(log[0]) as say:
+            with job_log(log[0], "run") as say:
                 say(run_job(params.spec, input.prices, input.news, output[0]))
 
 

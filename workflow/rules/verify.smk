@@ -14,5 +14,5 @@ rule verify:
     run:
         from reactlab.analysis.verify import verify_job
 
-        with job_log(log[0]) as say:
+        with job_log(log[0], "verify") as say:
             say(verify_job(input[0], output[0]))

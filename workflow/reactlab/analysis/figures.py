@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab.core.errors import TraceError
+from reactlab.trace.integrity import check_published, write_manifest
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
@@ -44,7 +47,24 @@ def save(fig: Figure, out: str | Path) -> list[Path]:
         tmp.replace(path)
         written.append(path)
     plt.close(fig)
+    # Written last: the checksums that mark both files as published and unedited.
+    write_manifest(manifest_path(out), written)
     return written
+
+
+def manifest_path(out_png: str | Path) -> Path:
+    """The checksum manifest of a figure's PNG and SVG: ``.{name}.manifest.json``."""
+    out_png = Path(out_png)
+    return out_png.with_name(f".{out_png.stem}.manifest.json")
+
+
+def check_source(table_csv: str | Path) -> None:
+    """Refuse to draw from a table that differs from what the tables job published."""
+    problem = check_published(table_csv)
+    if problem:
+        raise TraceError(f"{problem}; not drawing a figure from it. Run the pipeline again "
+                         f"(`snakemake --cores 4`): damaged tables are removed and rebuilt "
+                         f"before any job starts")
 
 
 def cumulative_tokens(table_csv: str | Path, out_png: str | Path,

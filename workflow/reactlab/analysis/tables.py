@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import verification_record as verification_record
 from reactlab.core.errors import TraceError
+from reactlab.trace.integrity import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +48,36 @@ def attack_outcome(tr: tracemod.Trace, delivered: str | None) -> tuple[bool, boo
     planted = delivered is not None and re.search(
         rf"(?<![\d.,]){INJECTION_FIGURE}\s*%", delivered) is not None
     return True, off_scope or planted
+
+
+REPAIR = ("run the pipeline again (`snakemake --cores 4`): damaged results are removed "
+          "and regenerated before any job starts")
+
+
+def load_verification(tr: tracemod.Trace, verified_path: str | Path,
+                      trace_path: str) -> dict[str, Any]:
+    """The verification of ``tr``, recomputed, after checking the file agrees with it.
+
+    Verifying takes microseconds, so the verdict is never taken on trust: a file that is
+    unreadable, for another version of the trace, or whose verdict or findings differ from
+    the recomputation raises TraceError naming the file and the repair.
+    """
+    try:
+        stored = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{verified_path}: cannot read the verification ({exc}); "
+                         f"{REPAIR}") from exc
+    if not isinstance(stored, dict):
+        raise TraceError(f"{verified_path}: not a verification record; {REPAIR}")
+    if stored.get("trace_sha256") != tr.end["sha256"]:
+        raise TraceError(f"{verified_path}: verification file is for another version of "
+                         f"the trace {trace_path}; {REPAIR}")
+    fresh = verification_record(tr, trace_path)
+    for key in ("verified", "findings", "run"):
+        if stored.get(key) != fresh[key]:
+            raise TraceError(f"{verified_path}: {key!r} differs from verifying the trace "
+                             f"again (edited after it was written?); {REPAIR}")
+    return fresh
 
 
 def run_row(tr: tracemod.Trace, verification: Mapping[str, Any], trace_path: str) -> dict:
@@ -111,7 +142,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     runs, steps = [], []
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        verification = load_verification(tr, verified_path, trace_path)
         runs.append(run_row(tr, verification, trace_path))
         steps.extend(step_rows(tr))
     if not runs:
@@ -137,6 +168,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         df.to_csv(tmp, index=False, lineterminator="\n")
         tmp.replace(path)
         written[name] = path
+    # Written last: its presence marks a complete publication, its checksums an unedited one.
+    write_manifest(out_dir / MANIFEST, written.values())
     return written
 
 

@@ -34,6 +34,7 @@ from reactlab.backends import (
     protocol_error,
     retry,
     simulated_transport,
+    streaming,
     tool_definitions,
 )
 from reactlab.config.faults import FaultPlan
@@ -109,8 +110,10 @@ class AnthropicMessagesSession(RetryingSession):
             return transport
 
         transport, key = http_transport(spec, httpx2, simulated, recorder=recorder, replay=replay)
+        self.stream = bool(spec.backend_config.get("stream", False))
+        meter_hook = (streaming.metering_hook if self.stream else metering_hook)(self.meter)
         http = httpx2.Client(transport=transport,
-                             event_hooks={"request": [metering_hook(self.meter)]})
+                             event_hooks={"request": [meter_hook]})
         base_url = spec.backend_config.get("base_url") if mode == "live" else SIMULATED_BASE_URL
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, http_client=http,
                                           max_retries=0)
@@ -125,9 +128,14 @@ class AnthropicMessagesSession(RetryingSession):
             self.extra["system"] = spec.agent["system_prompt"]
 
     def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-        r = self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
-                                        messages=self.history, **self.extra)
-        return read_message(r)
+        if not self.stream:
+            r = self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
+                                            messages=self.history, **self.extra)
+            return read_message(r)
+        raw = self.client.messages.with_raw_response.create(
+            model=self.model, max_tokens=self.max_tokens, messages=self.history, stream=True,
+            **self.extra)
+        return read_message(streaming.messages_final(self.client, raw))
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
         self.history.append({"role": "assistant", "content": items})

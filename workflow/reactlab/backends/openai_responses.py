@@ -36,6 +36,7 @@ from reactlab.backends import (
     protocol_error,
     retry,
     simulated_transport,
+    streaming,
     tool_definitions,
 )
 from reactlab.config.faults import FaultPlan
@@ -110,8 +111,10 @@ class OpenAIResponsesSession(RetryingSession):
             return transport
 
         transport, key = http_transport(spec, httpx, simulated, recorder=recorder, replay=replay)
+        self.stream = bool(spec.backend_config.get("stream", False))
+        meter_hook = (streaming.metering_hook if self.stream else metering_hook)(self.meter)
         http = httpx.Client(transport=transport,
-                            event_hooks={"request": [metering_hook(self.meter)]})
+                            event_hooks={"request": [meter_hook]})
         base_url = spec.backend_config.get("base_url") if mode == "live" else SIMULATED_BASE_URL
         self.client = openai.OpenAI(api_key=key, base_url=base_url, http_client=http,
                                     max_retries=0)
@@ -127,8 +130,12 @@ class OpenAIResponsesSession(RetryingSession):
             self.extra["instructions"] = spec.agent["system_prompt"]
 
     def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-        r = self.client.responses.create(model=self.model, input=self.history, **self.extra)
-        return read_response(r)
+        if not self.stream:
+            r = self.client.responses.create(model=self.model, input=self.history, **self.extra)
+            return read_response(r)
+        raw = self.client.responses.with_raw_response.create(
+            model=self.model, input=self.history, stream=True, **self.extra)
+        return read_response(streaming.responses_final(self.client, raw))
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
         self.history += items

@@ -18,6 +18,7 @@ import copy
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -52,6 +53,30 @@ def _duplicate_key(node: yaml.Node, path: tuple[Any, ...] = ()) -> tuple[str, in
     return None
 
 
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    """A YAML syntax error as 'invalid YAML at line L, column C: problem' (1-based)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    hint = ("; indent with spaces, YAML does not allow tabs" if "\\t" in problem
+            or "\t" in problem else "")
+    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}{hint}"
+
+
+def check_files(paths: Iterable[str | Path]) -> None:
+    """Load every config file Snakemake is about to read with :func:`load_yaml`.
+
+    Snakemake's own ``configfile:`` loader keeps the last of duplicate keys and reports
+    a syntax error without its place; the Snakefile calls this first, so the pipeline
+    runs only a file that ``reactlab check`` would accept. Missing files are left to
+    Snakemake (an override via ``--configfile`` may stand in for config.yaml).
+    """
+    for path in paths:
+        if Path(path).is_file():
+            load_yaml(path)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file; duplicate keys are an error naming their path and line."""
     path = Path(path)
@@ -63,7 +88,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError("", f"{path}: invalid YAML: {exc}") from exc
+        raise ConfigError("", f"{path}: {_yaml_error(exc)}") from exc
     if dup is not None:
         field, line = dup
         raise ConfigError(field, f"{path}: duplicate key {field.rsplit('.', 1)[-1]!r} at line "
@@ -219,9 +244,82 @@ def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
             "faults": entry.get("faults", base.get("faults", []))}
 
 
+#: The longest task, backend or scenario name. Each becomes a path component: a trace
+#: `{scenario}.jsonl` and its temporary `.{scenario}.jsonl.{pid}.tmp` (name + 19
+#: characters), a viewer page and log files, all well under the 255 bytes a file name
+#: may have on common file systems (names are ASCII, so one character is one byte).
+MAX_NAME = 100
+
+#: The files rule generate_data writes under data/generated/, by config key.
+GENERATED_DATA = {"prices": "acciones6_precios.parquet", "news": "noticias6_corpus.parquet"}
+
+
+# Snakemake discards a job whose wildcard value ends in one substring repeated 20 or
+# more times (PeriodicWildcardError: it suspects a runaway recursion), so such a name
+# would leave its runs without a producer.
+_PERIODIC = re.compile(r"(.+?)\1{19,}$")
+
+
+def _check_name_lengths(raw: Mapping[str, Any]) -> None:
+    for table in ("tasks", "backends", "scenarios"):
+        names = raw.get(table)
+        if not isinstance(names, Mapping):
+            continue
+        for name in names:
+            if not isinstance(name, str):
+                continue
+            if len(name) > MAX_NAME:
+                raise ConfigError(
+                    f"{table}.{name[:40]}...",
+                    f"name is {len(name)} characters long; at most {MAX_NAME} (it becomes a "
+                    f"file name under results/)")
+            periodic = _PERIODIC.search(name)
+            if periodic:
+                raise ConfigError(
+                    f"{table}.{name}",
+                    f"name ends with {periodic.group(1)!r} repeated "
+                    f"{len(periodic.group(0)) // len(periodic.group(1))} times; Snakemake "
+                    f"refuses such a wildcard value (PeriodicWildcardError), repeat it "
+                    f"fewer than 20 times")
+
+
+def data_source(raw: Mapping[str, Any], kind: str, root: str | Path = ".") -> str:
+    """The data file a run reads for ``kind`` (prices or news), relative to ``root``.
+
+    The user's file when ``data.<kind>`` exists; else, when it has the name of the file
+    rule generate_data writes, that generated file; else a ConfigError naming the field
+    (a typo'd path must not silently become generated data, nor a missing output).
+    """
+    configured = Path(raw["data"][kind])
+    if (Path(root) / configured).exists():
+        if not (Path(root) / configured).is_file():
+            raise ConfigError(f"data.{kind}", f"{configured} is not a file")
+        return str(configured)
+    if configured.name == GENERATED_DATA[kind]:
+        return f"data/generated/{configured.name}"
+    raise ConfigError(
+        f"data.{kind}",
+        f"{configured} does not exist. Put your parquet file there, or name the default "
+        f"{GENERATED_DATA[kind]!r} to have the pipeline generate it from data.seed")
+
+
+def _check_marks(raw: Mapping[str, Any], runs: Iterable[RunSpec]) -> None:
+    """Every figure mark must be a step the loop run can reach."""
+    fig = raw["figure"]
+    loop = next(r for r in runs if (r.task, r.backend, r.scenario)
+                == (fig["task"], fig["backend"], fig["loop"]))
+    limit = loop.limits["max_steps"]
+    for i, mark in enumerate(fig["marks"]):
+        if mark > limit:
+            raise ConfigError(f"figure.marks[{i}]",
+                              f"step {mark} is beyond the run's length: {loop.key} stops "
+                              f"after at most {limit} steps (its max_steps)")
+
+
 def parse(raw: Mapping[str, Any]) -> Config:
     """Validate a config mapping and expand its matrix. Raises ConfigError."""
     raw = copy.deepcopy(dict(raw))
+    _check_name_lengths(raw)
     validate_schema(raw)
     scen_cache: dict[str, dict[str, Any]] = {}
     for sid in raw["scenarios"]:
@@ -306,8 +404,25 @@ def parse(raw: Mapping[str, Any]) -> Config:
         if (fig["task"], fig["backend"], fig[name]) not in seen:
             raise ConfigError(f"figure.{name}",
                               f"{fig['task']}/{fig['backend']}/{fig[name]} is not in the matrix")
+    _check_marks(raw, runs)
     return Config(raw=raw, runs=tuple(runs))
 
 
-def load(path: str | Path = "config.yaml") -> Config:
-    return parse(load_yaml(path))
+def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` merged into ``base`` as Snakemake merges a --configfile (mappings
+    recursively, anything else replaced)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load(path: str | Path = "config.yaml", overlays: Iterable[str | Path] = ()) -> Config:
+    """Load, merge the overlays (as ``snakemake --configfile`` does), validate."""
+    raw = load_yaml(path)
+    for overlay in overlays:
+        raw = merge(raw, load_yaml(overlay))
+    return parse(raw)

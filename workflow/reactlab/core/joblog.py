@@ -32,9 +32,33 @@ class _ThisThread(logging.Filter):
         return record.thread == self.ident
 
 
+def error_line(exc: BaseException, command: str | None = None) -> str | None:
+    """The one line that reports a deliberate error (a ReactlabError, or a full disk) of
+    the CLI ``command`` or the pipeline job of that name; None for anything else (a bug:
+    its traceback is shown)."""
+    import errno
+
+    from reactlab.core.errors import ReactlabError, TraceError
+
+    if isinstance(exc, ReactlabError):
+        hint = ""
+        if (isinstance(exc, TraceError) and command in ("verify", "tables", "viewer")
+                and "snakemake" not in str(exc)):
+            hint = ("; to repair, run the pipeline again (`snakemake --cores 4`): damaged "
+                    "results are removed and regenerated before any job starts")
+        return f"reactlab: error: {exc}{hint}"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return (f"reactlab: error: no space left on device (ENOSPC){where}; nothing partial "
+                f"was published (files are written to a temporary name and renamed): free "
+                f"some space, then run the same command again")
+    return None
+
+
 @contextmanager
-def job_log(path: str | Path) -> Iterator[Callable[[str], None]]:
-    """Write this thread's log records and the job's messages to ``path`` (truncated)."""
+def job_log(path: str | Path, command: str | None = None) -> Iterator[Callable[[str], None]]:
+    """Write this thread's log records and the job's messages to ``path`` (truncated).
+    An error is written there as :func:`error_line` puts it for ``command``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for name in LOGGERS:
@@ -57,12 +81,8 @@ def job_log(path: str | Path) -> Iterator[Callable[[str], None]]:
         try:
             yield say
         except BaseException as exc:
-            from reactlab.core.errors import ReactlabError
-
-            if isinstance(exc, ReactlabError):  # a deliberate error: one clear line
-                say(f"reactlab: error: {exc}")
-            else:
-                say("".join(traceback.format_exception(exc)).rstrip())
+            line = error_line(exc, command)
+            say(line if line is not None else "".join(traceback.format_exception(exc)).rstrip())
             raise
         finally:
             for logger in loggers:

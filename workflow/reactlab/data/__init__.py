@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reactlab.config import GENERATED_DATA
 from reactlab.core.errors import DataError
 
 __all__ = [
@@ -40,14 +41,16 @@ __all__ = [
     "PRICES_FILE",
     "check_news",
     "check_prices",
+    "check_user_files",
     "generate",
+    "lesson_warnings",
     "load_news",
     "load_prices",
     "write",
 ]
 
-PRICES_FILE = "acciones6_precios.parquet"
-NEWS_FILE = "noticias6_corpus.parquet"
+PRICES_FILE = GENERATED_DATA["prices"]
+NEWS_FILE = GENERATED_DATA["news"]
 
 N_COMPANIES = 120
 FIRST_DAY = "2023-01-02"
@@ -478,6 +481,42 @@ def _require_columns(df: pd.DataFrame, required: tuple[str, ...], source: str) -
     raise DataError(f"{source}: {what} (expected columns: {expected})")
 
 
+def _not_empty(df: pd.DataFrame, source: str) -> None:
+    if df.empty:
+        raise DataError(f"{source}: the file has no rows (every tool call would fail)")
+
+
+def lesson_warnings(prices: pd.DataFrame | None, news: pd.DataFrame | None) -> list[str]:
+    """What the user's own (checked) data lacks of the values the lesson pins.
+
+    The lesson's figures need BUSI's four anchor closes and the takeover headline; data
+    without them is usable, but its tables cannot match the lesson's (or tests/golden).
+    ``None`` stands for a generated file, which holds them by construction.
+    """
+    missing = []
+    if prices is not None:
+        busi = prices[prices.ticker == BUSI_TICKER].set_index("fecha")["cierre"]
+        for day, close in BUSI_ANCHORS.items():
+            got = busi.get(pd.Timestamp(day))
+            if got is None or round(float(got), 2) != close:
+                missing.append(f"{BUSI_TICKER} close {close} on {day}"
+                               + ("" if got is None else f" (found {float(got):g})"))
+    if news is not None and not (
+            (news.ticker == BUSI_TICKER) & (news.titular == BUSI_EVENT)).any():
+        missing.append(f"the headline {BUSI_EVENT!r}")
+    if not missing:
+        return []
+    return [f"your data lacks the lesson's pinned values ({'; '.join(missing)}): runs work, "
+            f"but the tables will not reproduce the lesson's figures"]
+
+
+def check_user_files(prices: Path | str | None, news: Path | str | None) -> list[str]:
+    """Load the user's files with every check (DataError if one is unusable, e.g. empty)
+    and return warnings about them. ``None``: that file is generated, not the user's."""
+    return lesson_warnings(load_prices(prices) if prices is not None else None,
+                           load_news(news) if news is not None else None)
+
+
 def _no_nulls(s: pd.Series, source: str) -> None:
     n = int(s.isna().sum())
     if n:
@@ -526,6 +565,7 @@ def check_prices(df: pd.DataFrame, source: str = "prices") -> pd.DataFrame:
     ticker (str), empresa (str, if present) and cierre (float64), sorted by ticker, fecha.
     """
     _require_columns(df, _PRICES_REQUIRED, source)
+    _not_empty(df, source)
     out = pd.DataFrame(index=df.index)
     out["fecha"] = _to_datetime(df["fecha"], source, utc=False).dt.normalize()
     out["ticker"] = _as_text(df["ticker"], source)
@@ -561,6 +601,7 @@ def check_news(df: pd.DataFrame, source: str = "news") -> pd.DataFrame:
     with a stable sort (rows of one ticker keep their relative order on equal ts).
     """
     _require_columns(df, _NEWS_REQUIRED, source)
+    _not_empty(df, source)
     out = pd.DataFrame(index=df.index)
     out["ts"] = _to_datetime(df["ts"], source, utc=True)
     out["ticker"] = _as_text(df["ticker"], source)

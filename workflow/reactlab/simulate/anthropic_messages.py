@@ -1,4 +1,14 @@
-"""Simulated Anthropic Messages API (``POST /v1/messages``), shapes as in the lesson."""
+"""Simulated Anthropic Messages API (``POST /v1/messages``), shapes as in the lesson.
+
+A request is read as the API documents it: a UTF-8 JSON object sent as
+``application/json``, validated deeply (:func:`validate`) before the script sees it, so
+a malformed request gets the API's 400 shape, never a scripted answer. Tool results
+(``tool_result`` blocks, ``content`` a string or a list of ``text`` blocks) are matched to
+the ``tool_use`` blocks by ``tool_use_id``, in any order. Every answer carries ``usage``:
+``input_tokens`` are the o200k_base tokens of the request body (the count a trace
+records for it), ``output_tokens`` those of the answer's text, or of each call's name and
+input. ``"stream": true`` gets the same answer as server-sent events (:func:`events`).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +22,38 @@ from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     FaultInjector,
     Handler,
+    RequestInvalid,
     ScriptedPolicy,
     broken_body,
     count_runs,
+    pair_results,
     parse_tool_output,
+    read_request,
     retry_after_headers,
+    sse,
+    text_chunks,
+    tokens_of,
+    unstreamed,
 )
+
+_BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
+                "redacted_thinking", "search_result"}
+_RESULT_BLOCKS = {"text", "image", "document", "search_result"}
+_OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "system": ((str, list), "a valid string or list"), "stream": (bool, "a valid boolean"),
+    "metadata": (dict, "a valid dictionary"), "tool_choice": (dict, "a valid dictionary"),
+    "temperature": ((int, float), "a valid number"), "top_p": ((int, float), "a valid number"),
+    "top_k": (int, "a valid integer"), "stop_sequences": (list, "a valid list"),
+    "thinking": (dict, "a valid dictionary"),
+}
+# What the broken-body faults are cut from: the answer with usage as it was before it
+# was counted (zeros), so a fault's bytes, and the traces that quote them, are stable.
+_BROKEN_USAGE = {"input_tokens": 0, "output_tokens": 0}
+
+
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    """The Messages API's error shape."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -30,37 +66,190 @@ def step_of(body: dict[str, Any]) -> int:
     return count_runs([m.get("role") == "assistant" for m in _messages(body)]) + 1
 
 
-def respond(policy: ScriptedPolicy, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """The simulated answer to one request body: (status, JSON body)."""
+# --- validation ---------------------------------------------------------------------
+
+
+def _bad(where: str, expected: str) -> RequestInvalid:
+    return RequestInvalid(f"{where}: Input should be {expected}", where)
+
+
+def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
+          where: str) -> Any:
+    value = d.get(key)
+    if value is None:
+        raise RequestInvalid(f"{where}.{key}: Field required", f"{where}.{key}")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise _bad(f"{where}.{key}", expected)
+    return value
+
+
+def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
+    if not isinstance(blocks, list):
+        raise _bad(where, "a valid string or list")
+    for j, block in enumerate(blocks):
+        bw = f"{where}.{j}"
+        if not isinstance(block, dict):
+            raise _bad(bw, "a valid dictionary")
+        kind = _need(block, "type", str, "a valid string", bw)
+        if kind not in allowed:
+            raise RequestInvalid(f"{bw}.type: Input tag '{kind[:40]}' found using 'type' does "
+                                 f"not match any of the expected tags: "
+                                 f"{', '.join(sorted(allowed))}", f"{bw}.type")
+        if kind == "text":
+            _need(block, "text", str, "a valid string", bw)
+        elif kind == "tool_use":
+            _need(block, "id", str, "a valid string", bw)
+            _need(block, "name", str, "a valid string", bw)
+            if "input" not in block:
+                raise RequestInvalid(f"{bw}.input: Field required", f"{bw}.input")
+        elif kind == "tool_result":
+            _need(block, "tool_use_id", str, "a valid string", bw)
+            content = block.get("content")
+            if content is not None and not isinstance(content, str):
+                _blocks(content, f"{bw}.content", _RESULT_BLOCKS)
+            if block.get("is_error") is not None and not isinstance(block["is_error"], bool):
+                raise _bad(f"{bw}.is_error", "a valid boolean")
+
+
+def validate(body: dict[str, Any]) -> None:
+    """RequestInvalid (naming the field, as the API does) for a malformed request body."""
+    for name, kind, expected in (("model", str, "a valid string"),
+                                 ("messages", list, "a valid list"),
+                                 ("max_tokens", int, "a valid integer")):
+        value = body.get(name)
+        if value is None:
+            raise RequestInvalid(f"{name}: Field required", name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _bad(name, expected)
+    if body["max_tokens"] < 1:
+        raise RequestInvalid("max_tokens: Input should be greater than or equal to 1",
+                             "max_tokens")
+    for name, (kind, expected) in _OPTIONAL.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, kind) or (isinstance(value, bool)
+                                  and kind is not bool)):
+            raise _bad(name, expected)
+    if isinstance(body.get("system"), list):
+        _blocks(body["system"], "system", {"text"})
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _bad("tools", "a valid list")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise _bad(f"tools.{i}", "a valid dictionary")
+            _need(tool, "name", str, "a valid string", f"tools.{i}")
+    for i, message in enumerate(body["messages"]):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            raise _bad(where, "a valid dictionary")
+        role = _need(message, "role", str, "a valid string", where)
+        if role not in ("user", "assistant"):
+            raise RequestInvalid(f"{where}.role: Input should be 'user' or 'assistant'",
+                                 f"{where}.role")
+        if "content" not in message:
+            raise RequestInvalid(f"{where}.content: Field required", f"{where}.content")
+        content = message["content"]
+        if not isinstance(content, str):
+            _blocks(content, f"{where}.content", _BLOCK_TYPES)
+
+
+def result_text(content: Any) -> str:
+    """A ``tool_result.content`` as text: the string, or its text blocks joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(b["text"] for b in content if b.get("type") == "text")
+
+
+# --- answers --------------------------------------------------------------------------
+
+
+def respond(policy: ScriptedPolicy, body: dict[str, Any],
+            input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+    """The simulated answer to one (validated) request body: (status, JSON body)."""
     messages = _messages(body)
-    outputs = [b.get("content") for m in messages
-               if m.get("role") == "user" and isinstance(m.get("content"), list)
-               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    blocks = [b for m in messages if isinstance(m.get("content"), list)
+              for b in m["content"] if isinstance(b, dict)]
+    try:
+        outputs = pair_results(
+            [b["id"] for b in blocks if b.get("type") == "tool_use"],
+            [(b["tool_use_id"], result_text(b.get("content"))) for b in blocks
+             if b.get("type") == "tool_result"], "tool_use_id")
+    except RequestInvalid as exc:
+        return 400, error_body("invalid_request_error", f"messages: {exc.message}")
     results = [parse_tool_output(o) for o in outputs]
-    seen = "\n".join(o for o in outputs if isinstance(o, str))
+    seen = "\n".join(outputs)
     turn = count_runs([m.get("role") == "assistant" for m in messages])
     model = body.get("model")
     try:
         action = policy.act(model, turn, results, seen)
+        resolved = policy.resolve(model)
     except KeyError:
-        return 404, {"type": "error", "error": {"type": "not_found_error",
-                                                "message": f"model: {model}"}}
+        return 404, error_body("not_found_error", f"model: {model}")
     except ScriptError as exc:
-        return 400, {"type": "error", "error": {"type": "invalid_request_error",
-                                                "message": str(exc)}}
+        return 400, error_body("invalid_request_error", str(exc))
+    except RecursionError:
+        return 400, error_body("invalid_request_error",
+                               "a tool result is nested too deeply for the scripted model")
     n = len(results)
     if action.text is not None:
         content, stop = [{"type": "text", "text": action.text}], "end_turn"
+        spent = tokens_of(action.text)
     else:
         content = []
+        spent = 0
         for i, c in enumerate(action.calls):
             args: Any = c.arguments if c.raw_arguments is None else c.raw_arguments
             content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name,
                             "input": args})
+            spent += tokens_of(c.name) + tokens_of(c.arguments_text())
         stop = "tool_use"
-    return 200, {"id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+    return 200, {"id": "msg_sim", "type": "message", "role": "assistant", "model": resolved,
                  "content": content, "stop_reason": stop, "stop_sequence": None,
-                 "usage": {"input_tokens": 0, "output_tokens": 0}}
+                 "usage": {"input_tokens": input_tokens, "output_tokens": spent}}
+
+
+def input_json(value: Any) -> str:
+    """A tool_use ``input`` as the JSON text its ``input_json_delta``s carry.
+
+    A scripted call with raw (invalid) arguments streams that raw text itself.
+    """
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           separators=(",", ":"))
+
+
+def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The documented event sequence that streams ``answer`` (a 200 body of :func:`respond`).
+
+    message_start (usage with the input tokens), per content block content_block_start,
+    content_block_delta (text_delta / input_json_delta)…, content_block_stop, then
+    message_delta (stop_reason, cumulative usage) and message_stop.
+    """
+    usage = answer["usage"]
+    out: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        **answer, "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 0}}}]
+    for i, block in enumerate(answer["content"]):
+        if block["type"] == "text":
+            out.append({"type": "content_block_start", "index": i,
+                        "content_block": {"type": "text", "text": ""}})
+            out += [{"type": "content_block_delta", "index": i,
+                     "delta": {"type": "text_delta", "text": piece}}
+                    for piece in text_chunks(block["text"])]
+        else:
+            out.append({"type": "content_block_start", "index": i,
+                        "content_block": {**block, "input": {}}})
+            out += [{"type": "content_block_delta", "index": i,
+                     "delta": {"type": "input_json_delta", "partial_json": piece}}
+                    for piece in text_chunks(input_json(block["input"]))]
+        out.append({"type": "content_block_stop", "index": i})
+    out.append({"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"],
+                                                   "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]}})
+    out.append({"type": "message_stop"})
+    return out
 
 
 def handler(policy: ScriptedPolicy):
@@ -68,12 +257,20 @@ def handler(policy: ScriptedPolicy):
 
     def handle(request: httpx2.Request) -> httpx2.Response:
         try:
-            body = json.loads(request.content)
-        except ValueError:
-            return httpx2.Response(400, json={"type": "error", "error": {
-                "type": "invalid_request_error", "message": "request body is not JSON"}})
-        status, payload = respond(policy, body)
-        return httpx2.Response(status, json=payload)
+            body = read_request(request.content, request.headers.get("content-type"))
+            validate(body)
+        except RequestInvalid as exc:
+            return httpx2.Response(exc.status, json=error_body(
+                error_type(exc.status), exc.message))
+        status, payload = respond(policy, body,
+                                  tokens_of(unstreamed(request.content).decode("utf-8")))
+        if status == 200 and body.get("stream") is True:
+            resp = httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                   content=sse(events(payload)))
+        else:
+            resp = httpx2.Response(status, json=payload)
+        resp.extensions["reactlab.answer"] = payload
+        return resp
 
     return handle
 
@@ -98,7 +295,11 @@ def error_type(status: int) -> str:
 
 
 def fault_response(fault: Fault, request: httpx2.Request, handle: Handler) -> httpx2.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt."""
+    """What the simulated API answers (or the transport raises) on a faulty attempt.
+
+    A broken body is the same bytes whether the request asked for a stream or not (what
+    a proxy answers in the API's place does not depend on it).
+    """
     if fault.raises == "connect":
         raise httpx2.ConnectError("simulated fault: connection refused", request=request)
     if fault.raises == "timeout":
@@ -110,7 +311,11 @@ def fault_response(fault: Fault, request: httpx2.Request, handle: Handler) -> ht
             json={"type": "error", "error": {
                 "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}})
     real = handle(request)
-    content, ctype = broken_body(fault, real.read(), "content")
+    answer = dict(real.extensions.get("reactlab.answer") or {})
+    if "usage" in answer:
+        answer["usage"] = _BROKEN_USAGE
+    plain = httpx2.Response(real.status_code, json=answer).read() if answer else real.read()
+    content, ctype = broken_body(fault, plain, "content")
     return httpx2.Response(200, headers={"content-type": ctype}, content=content)
 
 

@@ -1,8 +1,18 @@
-"""Simulated OpenAI Responses API (``POST /v1/responses``), shapes as in the lesson."""
+"""Simulated OpenAI Responses API (``POST /v1/responses``), shapes as in the lesson.
+
+A request is read as the API documents it: the body must be a UTF-8 JSON object sent as
+``application/json``, and is validated deeply (:func:`validate`) before the script sees
+it, so a malformed request gets the API's 400 shape, never a scripted answer. Tool
+results (``function_call_output``, ``output`` a string or a list of ``input_text``
+parts) are matched to the ``function_call`` items by ``call_id``, in any order. Every
+answer carries ``usage``: ``input_tokens`` are the o200k_base tokens of the request body
+(the count a trace records for it), ``output_tokens`` those of the answer's text, or of
+each call's name and arguments. ``"stream": true`` gets the same answer as server-sent
+events (:func:`events`), in the documented order.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -12,14 +22,37 @@ from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     FaultInjector,
     Handler,
+    RequestInvalid,
     ScriptedPolicy,
     broken_body,
     count_runs,
+    pair_results,
     parse_tool_output,
+    read_request,
     retry_after_headers,
+    sse,
+    text_chunks,
+    tokens_of,
+    unstreamed,
 )
 
 _ASSISTANT_TYPES = {"function_call", "reasoning"}
+_ROLES = {"user", "assistant", "system", "developer"}
+_ITEM_TYPES = {"message", "function_call", "function_call_output", "reasoning",
+               "item_reference"}
+_TEXT_PARTS = {"input_text", "output_text"}
+_OTHER_PARTS = {"input_image", "input_file", "input_audio", "refusal", "summary_text",
+                "reasoning_text"}
+_OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "instructions": (str, "a string"), "stream": (bool, "a boolean"),
+    "store": (bool, "a boolean"), "parallel_tool_calls": (bool, "a boolean"),
+    "metadata": (dict, "an object"), "tool_choice": ((str, dict), "a string or an object"),
+    "temperature": ((int, float), "a number"), "top_p": ((int, float), "a number"),
+    "include": (list, "an array"), "text": (dict, "an object"),
+    "reasoning": (dict, "an object"), "stream_options": (dict, "an object"),
+    "truncation": (str, "a string"), "user": (str, "a string"),
+    "service_tier": (str, "a string"), "prompt_cache_key": (str, "a string"),
+}
 
 
 def _is_assistant(item: Any) -> bool:
@@ -31,9 +64,14 @@ def _is_assistant(item: Any) -> bool:
 
 
 def _error(status: int, kind: str, message: str, *, code: str | None = None,
-           headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, headers=headers, json={"error": {
-        "message": message, "type": kind, "param": None, "code": code}})
+           param: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.Response(status, headers=headers, json=error_body(kind, message, param, code))
+
+
+def error_body(kind: str, message: str, param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    """The Responses API's error shape."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
@@ -46,36 +84,211 @@ def step_of(body: dict[str, Any]) -> int:
     return count_runs([_is_assistant(x) for x in _items(body)]) + 1
 
 
-def respond(policy: ScriptedPolicy, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """The simulated answer to one request body: (status, JSON body)."""
+# --- validation ---------------------------------------------------------------------
+
+
+def _type_error(param: str, expected: str, value: Any) -> RequestInvalid:
+    got = "null" if value is None else type(value).__name__
+    return RequestInvalid(f"Invalid type for '{param}': expected {expected}, but got {got} "
+                          "instead.", param, code="invalid_type")
+
+
+def _need(item: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
+          where: str) -> Any:
+    value = item.get(key)
+    if value is None:
+        raise RequestInvalid(f"Missing required parameter: '{where}.{key}'.", f"{where}.{key}",
+                             code="missing_required_parameter")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise _type_error(f"{where}.{key}", expected, value)
+    return value
+
+
+def _parts(parts: Any, where: str, allowed: set[str]) -> None:
+    if not isinstance(parts, list):
+        raise _type_error(where, "a string or an array of content parts", parts)
+    for j, part in enumerate(parts):
+        pw = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise _type_error(pw, "an object", part)
+        kind = _need(part, "type", str, "a string", pw)
+        if kind not in allowed:
+            raise RequestInvalid(f"Invalid value: '{kind[:40]}'. Supported values are: "
+                                 f"{', '.join(sorted(allowed))}.", f"{pw}.type",
+                                 code="invalid_value")
+        if kind in _TEXT_PARTS:
+            _need(part, "text", str, "a string", pw)
+
+
+def validate(body: dict[str, Any]) -> None:
+    """RequestInvalid (with the documented param path) for a malformed request body."""
+    for name, kind, expected in (("model", str, "a string"),
+                                 ("input", (str, list), "a string or an array")):
+        value = body.get(name)
+        if value is None:
+            raise RequestInvalid(f"Missing required parameter: '{name}'.", name,
+                                 code="missing_required_parameter")
+        if not isinstance(value, kind):
+            raise _type_error(name, expected, value)
+    for name, (kind, expected) in _OPTIONAL.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, kind) or (
+                isinstance(value, bool) and kind in ((int, float),))):
+            raise _type_error(name, expected, value)
+    mot = body.get("max_output_tokens")
+    if mot is not None:
+        if not isinstance(mot, int) or isinstance(mot, bool):
+            raise _type_error("max_output_tokens", "an integer", mot)
+        if mot < 16:
+            raise RequestInvalid("Invalid 'max_output_tokens': integer below minimum value. "
+                                 f"Expected a value >= 16, but got {mot} instead.",
+                                 "max_output_tokens", code="integer_below_min_value")
+    if body.get("previous_response_id") is not None:
+        raise RequestInvalid("previous_response_id is not supported: the simulator keeps no "
+                             "state; send the whole conversation in 'input'.",
+                             "previous_response_id", code="unsupported_parameter")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _type_error("tools", "an array", tools)
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise _type_error(f"tools[{i}]", "an object", tool)
+            if _need(tool, "type", str, "a string", f"tools[{i}]") == "function":
+                _need(tool, "name", str, "a string", f"tools[{i}]")
+    if isinstance(body["input"], str):
+        return
+    for i, item in enumerate(body["input"]):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise _type_error(where, "an object", item)
+        kind = item.get("type", "message")
+        if not isinstance(kind, str) or kind not in _ITEM_TYPES:
+            raise RequestInvalid(f"Invalid value: {str(kind)[:40]!r}. Supported values are: "
+                                 f"{', '.join(sorted(_ITEM_TYPES))}.", f"{where}.type",
+                                 code="invalid_value")
+        if kind == "message":
+            role = _need(item, "role", str, "a string", where)
+            if role not in _ROLES:
+                raise RequestInvalid(f"Invalid value: '{role[:40]}'. Supported values are: "
+                                     f"{', '.join(sorted(_ROLES))}.", f"{where}.role",
+                                     code="invalid_value")
+            content = item.get("content")
+            if not isinstance(content, str):
+                _parts(content, f"{where}.content", _TEXT_PARTS | _OTHER_PARTS)
+        elif kind == "function_call":
+            for key in ("call_id", "name", "arguments"):
+                _need(item, key, str, "a string", where)
+        elif kind == "function_call_output":
+            _need(item, "call_id", str, "a string", where)
+            output = item.get("output")
+            if not isinstance(output, str):
+                _parts(output, f"{where}.output", {"input_text", "input_image", "input_file"})
+        elif kind == "item_reference":
+            _need(item, "id", str, "a string", where)
+
+
+def output_text(output: Any) -> str:
+    """A ``function_call_output.output`` as text: the string, or its text parts joined."""
+    if isinstance(output, str):
+        return output
+    return "".join(p["text"] for p in output if p.get("type") == "input_text")
+
+
+# --- answers --------------------------------------------------------------------------
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """The Responses API's ``usage`` object."""
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens}
+
+
+def respond(policy: ScriptedPolicy, body: dict[str, Any],
+            input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+    """The simulated answer to one (validated) request body: (status, JSON body)."""
     items = _items(body)
-    outputs = [x.get("output") for x in items
-               if isinstance(x, dict) and x.get("type") == "function_call_output"]
+    try:
+        outputs = pair_results(
+            [x["call_id"] for x in items if x.get("type") == "function_call"],
+            [(x["call_id"], output_text(x["output"])) for x in items
+             if x.get("type") == "function_call_output"], "call_id")
+    except RequestInvalid as exc:
+        return 400, error_body("invalid_request_error", exc.message, "input", exc.code)
     results = [parse_tool_output(o) for o in outputs]
-    seen = "\n".join(o for o in outputs if isinstance(o, str))
+    seen = "\n".join(outputs)
     turn = count_runs([_is_assistant(x) for x in items])
     model = body.get("model")
     try:
         action = policy.act(model, turn, results, seen)
+        resolved = policy.resolve(model)
     except KeyError:
-        return 404, {"error": {"message": f"The model `{model}` does not exist",
-                               "type": "invalid_request_error", "param": "model",
-                               "code": "model_not_found"}}
+        return 404, error_body("invalid_request_error", f"The model `{model}` does not exist",
+                               "model", "model_not_found")
     except ScriptError as exc:
-        return 400, {"error": {"message": str(exc), "type": "invalid_request_error",
-                               "param": None, "code": "script_error"}}
+        return 400, error_body("invalid_request_error", str(exc), None, "script_error")
+    except RecursionError:
+        return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
+                               "for the scripted model", "input", "script_error")
     n = len(results)
     if action.text is not None:
         output = [{"type": "message", "id": "msg_1", "role": "assistant",
                    "status": "completed", "content": [
                        {"type": "output_text", "text": action.text, "annotations": []}]}]
+        spent = tokens_of(action.text)
     else:
         output = [{"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}",
                    "name": c.name, "arguments": c.arguments_text(), "status": "completed"}
                   for i, c in enumerate(action.calls)]
+        spent = sum(tokens_of(o["name"]) + tokens_of(o["arguments"]) for o in output)
     return 200, {"id": "resp_sim", "object": "response", "created_at": 0,
-                 "status": "completed", "model": model, "output": output,
-                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+                 "status": "completed", "model": resolved, "output": output,
+                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                 "usage": usage(input_tokens, spent)}
+
+
+def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The documented event sequence that streams ``answer`` (a 200 body of :func:`respond`).
+
+    response.created, response.in_progress; per output item: output_item.added, then for
+    a message content_part.added, output_text.delta…, output_text.done,
+    content_part.done, for a call function_call_arguments.delta…, …done; then
+    output_item.done; finally response.completed with the whole answer.
+    """
+    out: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        out.append({"type": kind, "sequence_number": len(out), **fields})
+
+    pending = {**answer, "status": "in_progress", "output": [], "usage": None}
+    emit("response.created", response=pending)
+    emit("response.in_progress", response=pending)
+    for i, item in enumerate(answer["output"]):
+        at = {"item_id": item["id"], "output_index": i}
+        if item["type"] == "message":
+            emit("response.output_item.added", output_index=i,
+                 item={**item, "status": "in_progress", "content": []})
+            for j, part in enumerate(item["content"]):
+                emit("response.content_part.added", **at, content_index=j,
+                     part={**part, "text": ""})
+                for piece in text_chunks(part["text"]):
+                    emit("response.output_text.delta", **at, content_index=j, delta=piece,
+                         logprobs=[])
+                emit("response.output_text.done", **at, content_index=j, text=part["text"],
+                     logprobs=[])
+                emit("response.content_part.done", **at, content_index=j, part=part)
+        else:
+            emit("response.output_item.added", output_index=i,
+                 item={**item, "status": "in_progress", "arguments": ""})
+            for piece in text_chunks(item["arguments"]):
+                emit("response.function_call_arguments.delta", **at, delta=piece)
+            emit("response.function_call_arguments.done", **at, name=item["name"],
+                 arguments=item["arguments"])
+        emit("response.output_item.done", output_index=i, item=item)
+    emit("response.completed", response=answer)
+    return out
 
 
 def handler(policy: ScriptedPolicy):
@@ -83,11 +296,20 @@ def handler(policy: ScriptedPolicy):
 
     def handle(request: httpx.Request) -> httpx.Response:
         try:
-            body = json.loads(request.content)
-        except ValueError:
-            return _error(400, "invalid_request_error", "request body is not JSON")
-        status, payload = respond(policy, body)
-        return httpx.Response(status, json=payload)
+            body = read_request(request.content, request.headers.get("content-type"))
+            validate(body)
+        except RequestInvalid as exc:
+            return _error(exc.status, "invalid_request_error", exc.message, code=exc.code,
+                          param=exc.param)
+        status, payload = respond(policy, body,
+                                  tokens_of(unstreamed(request.content).decode("utf-8")))
+        if status == 200 and body.get("stream") is True:
+            resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  content=sse(events(payload)))
+        else:
+            resp = httpx.Response(status, json=payload)
+        resp.extensions["reactlab.answer"] = payload
+        return resp
 
     return handle
 
@@ -113,7 +335,11 @@ _STATUS_ERRORS: dict[int, tuple[str, str | None, str]] = {
 
 
 def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> httpx.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt."""
+    """What the simulated API answers (or the transport raises) on a faulty attempt.
+
+    A broken body is the same bytes whether the request asked for a stream or not (what
+    a proxy answers in the API's place does not depend on it).
+    """
     if fault.raises == "connect":
         raise httpx.ConnectError("simulated fault: connection refused", request=request)
     if fault.raises == "timeout":
@@ -125,7 +351,12 @@ def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> htt
         return _error(fault.status, kind, message, code=code,
                       headers=retry_after_headers(fault))
     real = handle(request)
-    content, ctype = broken_body(fault, real.read(), "output")
+    # Cut from the answer as it was before usage was counted (no `usage` key), so a
+    # fault's bytes, and the traces that quote them, stay as they were.
+    answer = dict(real.extensions.get("reactlab.answer") or {})
+    answer.pop("usage", None)
+    plain = httpx.Response(real.status_code, json=answer).read() if answer else real.read()
+    content, ctype = broken_body(fault, plain, "output")
     return httpx.Response(200, headers={"content-type": ctype}, content=content)
 
 

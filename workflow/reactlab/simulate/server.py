@@ -29,7 +29,10 @@ the client's business (the agent loop's), so e.g. ``bucle_sin_limite`` answers l
 a request whose step is lower than the previous one's, or that repeats a step already
 answered without a fault, as the start of a new run.
 
-Nothing in a response body depends on the wall clock (``created_at`` is 0).
+Requests are read and validated by the simulators' own code (a malformed one gets a 4xx
+in the API's error shape); ``"stream": true`` is answered with server-sent events, one
+event per chunk. Nothing in a response body depends on the wall clock (``created_at``
+is 0).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -49,7 +52,7 @@ import httpx2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -57,7 +60,7 @@ from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import ConfigError
-from reactlab.simulate import ScriptedPolicy, request_json
+from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
 
@@ -212,27 +215,20 @@ class _Api:
                                              else "invalid_request_error"),
                             message, param=param, code=code)
 
-    def invalid(self, body: Any) -> JSONResponse | None:
-        """The API's 400 for a JSON body that lacks a required field, else None."""
-        if not isinstance(body, dict):
-            return self.error(400, "the request body must be a JSON object"
-                              if not self.anthropic else "body: Input should be an object")
-        required: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-            (("model", str, "string"), ("messages", list, "list"), ("max_tokens", int, "integer"))
-            if self.anthropic else (("model", str, "string"), ("input", (str, list), "array")))
-        for name, kind, kind_name in required:
-            value = body.get(name)
-            if value is None:
-                if self.anthropic:
-                    return self.error(400, f"{name}: Field required")
-                return self.error(400, f"Missing required parameter: '{name}'.", param=name,
-                                  code="missing_required_parameter")
-            if not isinstance(value, kind) or isinstance(value, bool):
-                if self.anthropic:
-                    return self.error(400, f"{name}: Input should be a valid {kind_name}")
-                return self.error(400, f"Invalid type for '{name}': expected a {kind_name}.",
-                                  param=name, code="invalid_type")
-        return None
+    def refused(self, exc: RequestInvalid) -> JSONResponse:
+        """The API's 4xx for a request its validation refused."""
+        if self.anthropic:
+            return self.error(exc.status, exc.message)
+        return self.error(exc.status, exc.message, param=exc.param, code=exc.code)
+
+    def check(self, raw: bytes, content_type: str | None) -> dict[str, Any] | JSONResponse:
+        """The validated JSON body of a request, or the API's 4xx for it."""
+        try:
+            body = read_request(raw, content_type)
+            self.sim.validate(body)
+        except RequestInvalid as exc:
+            return self.refused(exc)
+        return body
 
 
 _OPENAI = _Api("openai", sim_openai, httpx.Request)
@@ -262,9 +258,22 @@ async def _read_body(request: Request) -> bytes:
 
 
 def _to_response(resp: Any) -> Response:
-    """A starlette Response from the simulator's httpx / httpx2 response, byte for byte."""
+    """A starlette Response from the simulator's httpx / httpx2 response, byte for byte.
+
+    Server-sent events are sent one event per chunk (``cache-control: no-cache``), as the
+    APIs stream them.
+    """
     headers = {k: v for k, v in resp.headers.items()
                if k.lower() not in ("content-length", "transfer-encoding")}
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        events = [e + b"\n\n" for e in resp.content.split(b"\n\n") if e]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for event in events:
+                yield event
+
+        return StreamingResponse(chunks(), status_code=resp.status_code,
+                                 headers={**headers, "cache-control": "no-cache"})
     return Response(content=resp.content, status_code=resp.status_code, headers=headers)
 
 
@@ -288,29 +297,22 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
             return api.error(413, f"Request exceeds the maximum size of {MAX_BODY} bytes",
                              kind="request_too_large" if api.anthropic else None)
         url = str(request.url)
-        try:
-            body = request_json(raw)
-        except RecursionError:
-            return api.error(400, "the request body is nested too deeply")
-        if body is None:  # the simulator's own 400 for a body that is not JSON
-            return _to_response(api.sim.handler(_NO_SCRIPTS)(
-                api.request_cls("POST", url, content=raw)))
-        bad = api.invalid(body)
-        if bad is not None:
-            return bad
+        checked = api.check(raw, request.headers.get("content-type"))
+        if isinstance(checked, JSONResponse):
+            return checked
+        body = checked
         name = body["model"]
-        _note(request, model=name)
+        _note(request, model=name, **({"stream": True} if body.get("stream") is True else {}))
         served = models.get(name)
         if served is None:
             status, payload = api.sim.respond(_NO_SCRIPTS, body)
             return _JSONResponse(payload, status_code=status)
-        # The answer names the script that plays (as a real API answers an alias with the
-        # model it resolved to), so its bytes are those of the in-process run.
-        resolved = served.script.name
-        policy = ScriptedPolicy({resolved: served.script}, served.params, served.question)
+        # The policy knows the requested name; the answer names the script that plays
+        # (as a real API answers an alias with the model it resolved to), so its bytes are
+        # those of the in-process run.
+        policy = ScriptedPolicy({name: served.script}, served.params, served.question,
+                                answer_names={name: served.script.name})
         handle = api.sim.handler(policy)
-        if resolved != name:
-            raw = json.dumps({**body, "model": resolved}).encode()
         step = api.sim.step_of(body)
         _note(request, task=served.task, scenario=served.scenario, step=step)
         state = None
@@ -319,7 +321,8 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
                                   step)
             handle = api.sim.with_faults(handle, state.plan)
         try:
-            resp = handle(api.request_cls("POST", url, content=raw))
+            resp = handle(api.request_cls("POST", url, content=raw, headers={
+                "content-type": request.headers.get("content-type", "")}))
         except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
             log.exception("%s %s: the simulator failed", request.method, request.url.path)
             return api.error(500, "Internal server error (simulator failure)")

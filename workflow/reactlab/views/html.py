@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
+from reactlab.analysis.tables import load_verification
 from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
 from reactlab.core.errors import TraceError
+from reactlab.trace.integrity import publish_dir
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
            "visible"]
@@ -598,18 +600,16 @@ def _write_atomic(path: Path, text: str) -> None:
 def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     """Write ``index.html`` and one page per run from (trace path, verification path) pairs.
 
-    Pages go to ``out_dir/{task}/{backend}/{scenario}.html``; every file is written
-    atomically (a temporary file, then a rename). Returns the paths written, the index
+    Pages go to ``out_dir/{task}/{backend}/{scenario}.html``; the folder is published
+    atomically with a checksum manifest (:func:`reactlab.trace.integrity.publish_dir`)
+    and replaces any earlier one. Returns the paths written, the index
     first, then the pages in run order.
     """
     out_dir = Path(out_dir)
     runs: dict[str, tuple[tracemod.Trace, dict[str, Any]]] = {}
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        try:
-            verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise TraceError(f"{verified_path}: cannot read the verification: {exc}") from exc
+        verification = load_verification(tr, verified_path, trace_path)
         rel = page_path(tr.run)
         if rel in runs:
             raise TraceError(f"{trace_path}: run {rel[:-5]} appears twice")
@@ -617,15 +617,20 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     if not runs:
         raise TraceError("no traces to show")
     rows = []
-    pages: list[tuple[Path, str]] = []
+    pages: list[tuple[str, str]] = []
     for rel in sorted(runs):
         tr, verification = runs[rel]
         rows.append(index_row(tr, verification))
-        pages.append((out_dir / rel, render_run(tr, verification)))
-    index = out_dir / "index.html"
-    written = [index]
-    for path, text in pages:
-        _write_atomic(path, text)
-        written.append(path)
-    _write_atomic(index, render_index(rows))
-    return written
+        pages.append((rel, render_run(tr, verification)))
+    index_text = render_index(rows)
+
+    def write(tmp: Path) -> list[Path]:
+        for rel, text in pages:
+            _write_atomic(tmp / rel, text)
+        _write_atomic(tmp / "index.html", index_text)
+        return [tmp / "index.html", *(tmp / rel for rel, _ in pages)]
+
+    # The whole folder is published at once (a temporary sibling, then a rename), with a
+    # checksum manifest: a crash or a full disk never leaves half a viewer in place.
+    publish_dir(out_dir, write)
+    return [out_dir / "index.html", *(out_dir / rel for rel, _ in pages)]

@@ -1,0 +1,198 @@
+"""Before any job starts: find damaged or missing results and make a plain rerun fix them.
+
+Snakemake reruns a job when its output is missing, not when an input of an existing
+output vanished or was edited: a deleted trace under an existing table is "Nothing to be
+done". :func:`recover` therefore checks every published result against what produced it
+and removes what cannot be trusted *together with the aggregates built from it*, so that
+Snakemake sees missing outputs and rebuilds the chain:
+
+* a trace must pass its own checksum (:func:`reactlab.trace.read`);
+* a verification must agree with verifying its trace again (microseconds);
+* tables, figures and the viewer must match the checksum manifest written when they were
+  published (:mod:`reactlab.trace.integrity`).
+
+A trace that cannot be regenerated for free (a live run against a real API) is never
+removed: the run stops naming the file and the commands that repair it.
+
+The Snakefile calls this at parse time (``workflow/rules/common.smk``) only while no
+other run is live in the folder, so nothing is removed under a running job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reactlab import trace as tracemod
+from reactlab.analysis.figures import manifest_path
+from reactlab.analysis.tables import load_verification
+from reactlab.core.errors import ReactlabError, TraceError
+from reactlab.trace.integrity import MANIFEST, check_manifest
+
+
+class DamagedResult(ReactlabError):
+    """A damaged result that a plain rerun must not regenerate (it would cost money)."""
+
+
+@dataclass
+class Recovery:
+    """What :func:`recover` found and did; ``messages`` are for the user."""
+
+    removed: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    stray: list[str] = field(default_factory=list)
+
+
+def _remove(path: Path, report: Recovery) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    else:
+        return
+    report.removed.append(str(path))
+
+
+def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
+            viewer: str, costly: Iterable[str] = (), results: str | Path = "results",
+            ) -> Recovery:
+    """Check the results of the runs ``keys`` (``task/backend/scenario``) and remove what
+    is damaged, with everything derived from it. ``tables``, ``figures`` (PNG and SVG
+    paths) and ``viewer`` are the aggregate outputs; ``costly`` are the keys whose traces
+    cost real API calls (never removed: :class:`DamagedResult` names file and repair).
+    Paths are relative to the current directory, as Snakemake's are."""
+    results = Path(results)
+    report = Recovery()
+    costly = set(costly)
+    keys = list(keys)
+    stale = False  # the tables (and so figures and viewer) must be rebuilt
+    published = any(Path(t).exists() for t in tables)
+    for key in keys:
+        trace_path = results / "traces" / f"{key}.jsonl"
+        verified = results / "verified" / f"{key}.json"
+        if not trace_path.is_file():
+            if verified.exists() or published:  # deleted, not yet made
+                report.messages.append(f"{trace_path} is missing: it will be regenerated")
+            _remove(verified, report)
+            stale = True
+            continue
+        try:
+            tr = tracemod.read(trace_path)
+        except TraceError as exc:
+            if key in costly:
+                raise DamagedResult(
+                    f"{exc}. It is a live run (real API calls), so it is not regenerated "
+                    f"automatically. To rebuild it offline from its recording: "
+                    f"`rm {trace_path} {verified}` and run `snakemake --cores 4 "
+                    f"--configfile workflow/configs/replay.yaml`; to buy it again: `rm "
+                    f"{trace_path} {verified}` and run `snakemake --cores 4 --configfile "
+                    f"workflow/configs/live.yaml`") from None
+            report.messages.append(f"{exc}: removed, it will be regenerated")
+            _remove(trace_path, report)
+            _remove(verified, report)
+            stale = True
+            continue
+        if not verified.is_file():
+            stale = True
+            continue
+        try:
+            load_verification(tr, verified, str(trace_path))
+        except TraceError as exc:
+            report.messages.append(f"{str(exc).split('; run the pipeline')[0]}: removed, "
+                                   f"it will be regenerated")
+            _remove(verified, report)
+            stale = True
+
+    existing = [Path(t) for t in tables if Path(t).exists()]
+    if existing and not stale:
+        problems = check_manifest(Path(tables[0]).parent / MANIFEST)
+        if problems or len(existing) < len(tables):
+            report.messages.append(
+                f"{problems[0] if problems else 'a table is missing'}: the tables will be "
+                f"rebuilt from the traces")
+            stale = True
+    if stale and existing:
+        for t in tables:
+            _remove(Path(t), report)
+        _remove(Path(tables[0]).parent / MANIFEST, report)
+
+    for png in (f for f in figures if f.endswith(".png")):
+        pair = [Path(png), Path(png).with_suffix(".svg")]
+        if not any(p.exists() for p in pair):
+            continue
+        problems = [] if stale else check_manifest(manifest_path(png), Path(png).parent)
+        if stale or problems:
+            if problems:
+                report.messages.append(f"{problems[0]}: the figure will be redrawn")
+            for p in (*pair, manifest_path(png)):
+                _remove(p, report)
+
+    view = Path(viewer)
+    if view.exists():
+        problems = check_manifest(view / MANIFEST)
+        if problems:
+            report.messages.append(f"{problems[0]}: the viewer will be rebuilt")
+            _remove(view, report)
+    _remove_temporaries(results, report)
+    report.stray = stray_files(results, keys)
+    return report
+
+
+def _remove_temporaries(results: Path, report: Recovery) -> None:
+    """Temporary files and folders of killed jobs (``.NAME.PID.tmp``, ``.NAME.PID.old``):
+    called only while no other run is live, so none of them belongs to a running job."""
+    if not results.is_dir():
+        return
+    for path in sorted(results.rglob(".*")):
+        if path.name.endswith((".tmp", ".old")) or ".tmp." in path.name:
+            _remove(path, report)
+
+
+def stray_files(results: str | Path, keys: Iterable[str]) -> list[str]:
+    """Files under results/traces and results/verified that belong to no run of the
+    matrix (an old scenario, a copied file): never read, but a user should know."""
+    results = Path(results)
+    keys = set(keys)
+    stray = []
+    for folder, suffix in (("traces", ".jsonl"), ("verified", ".json")):
+        root = results / folder
+        if not root.is_dir():
+            continue
+        for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
+            rel = path.relative_to(root).as_posix()
+            if not (rel.endswith(suffix) and rel[: -len(suffix)] in keys):
+                stray.append(str(path))
+    return stray
+
+
+def summary(report: Recovery, limit: int = 5) -> list[str]:
+    """Lines for the user: what was found and removed, and stray files."""
+    lines = [f"reactlab: {m}" for m in report.messages]
+    if report.stray:
+        shown = ", ".join(report.stray[:limit])
+        more = f" and {len(report.stray) - limit} more" if len(report.stray) > limit else ""
+        lines.append(f"reactlab: warning: {len(report.stray)} file(s) under results/ belong "
+                     f"to no run of the config and are ignored: {shown}{more}")
+    return lines
+
+
+#: Free bytes below which a run does not start (a 3-run matrix writes 0.5 MB of results);
+#: the variable REACTLAB_MIN_FREE_BYTES overrides it.
+MIN_FREE = 16 << 20
+
+
+def disk_full(path: str | Path = ".", reserve: int | None = None) -> str | None:
+    """A message when the file system of ``path`` has less than ``reserve`` bytes free
+    (default :data:`MIN_FREE`, or the environment's REACTLAB_MIN_FREE_BYTES)."""
+    if reserve is None:
+        reserve = int(os.environ.get("REACTLAB_MIN_FREE_BYTES", MIN_FREE))
+    free = shutil.disk_usage(path).free
+    if free >= reserve:
+        return None
+    return (f"no space left on device (ENOSPC): {free:,} bytes free on the file system of "
+            f"{os.path.abspath(path)}; free some space, then run the same command again "
+            f"(published results are intact: every file is written to a temporary name "
+            f"and renamed)")
