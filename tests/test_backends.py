@@ -286,3 +286,53 @@ def test_duplicate_keys_in_arguments_are_refused_not_last_one_wins() -> None:
     assert parse_arguments('{"x": NaN}') == (None, '{"x": NaN}')
     parsed = parse_tool_calls(f'<tool_call>{{"name": "precio", "arguments": {dup}}}</tool_call>')
     assert len(parsed.calls) == 1 and not parsed.calls[0].valid
+
+
+# --------------------------------------------------------------------------- registry
+
+def test_registry_lists_the_providers_the_config_schema_accepts() -> None:
+    import yaml
+
+    from reactlab.backends.registry import PROVIDERS
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    backend = schema["properties"]["backends"]["additionalProperties"]
+    assert backend["properties"]["provider"]["enum"] == list(PROVIDERS)
+
+
+def test_registry_entries_load_and_unknown_names_are_refused() -> None:
+    from reactlab.backends.registry import PROVIDERS, provider
+
+    for name, entry in PROVIDERS.items():
+        assert provider(name) is entry and callable(entry.load()), name
+    with pytest.raises(ValueError, match=r"unknown provider 'azure' \(known: openai, "):
+        provider("azure")
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic", "local"])
+def test_faults_only_reach_providers_with_an_http_layer(raw_config: dict, name: str) -> None:
+    """The config refuses HTTP faults exactly for the providers the registry marks as
+    having no HTTP layer."""
+    from reactlab.backends.registry import PROVIDERS
+    from reactlab.core.errors import ConfigError
+
+    backend = next(b for b, c in raw_config["backends"].items()
+                   if c["provider"] == name and c["mode"] in ("simulated", "scripted"))
+    raw_config["matrix"].append({"tasks": ["variacion_busi"], "backends": [backend],
+                                 "scenarios": ["fallo_429_recupera"]})
+    if PROVIDERS[name].http:
+        assert parse(raw_config).run("variacion_busi", backend, "fallo_429_recupera")
+    else:
+        with pytest.raises(ConfigError, match="no HTTP layer"):
+            parse(raw_config)
+
+
+def test_a_provider_without_http_refuses_recording(raw_config: dict) -> None:
+    from reactlab.backends.recording import Recorder, RecordingError
+
+    spec = parse(raw_config).run("variacion_busi", "local", "correcto")
+    with pytest.raises(RecordingError, match="recordings are for the openai and anthropic"):
+        open_session(spec, recorder=Recorder())
+    with pytest.raises(ValueError, match="records or replays"):
+        open_session(parse(raw_config).run("variacion_busi", "openai", "correcto"),
+                     recorder=Recorder(), replay=object())  # type: ignore[arg-type]

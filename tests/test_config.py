@@ -45,12 +45,14 @@ def test_number_of_runs_is_the_sum_of_the_cross_products(raw_config: Raw) -> Non
     blocks = offline_blocks(raw_config)
     assert len(blocks) < len(raw_config["matrix"])  # the live block is left out by default
     expected = sum(len(b["tasks"]) * len(b["backends"]) * len(b["scenarios"])
-                   for b in blocks)
+                   * b.get("trials", 1) for b in blocks)
     cfg = parse(raw_config)
     assert len(cfg.runs) == expected
-    expected_keys = {f"{t}/{b}/{s}" for block in blocks
+    expected_keys = {f"{t}/{b}/{s}" + (f"/t{i}" if block.get("trials", 1) > 1 else "")
+                     for block in blocks
                      for t, b, s in itertools.product(block["tasks"], block["backends"],
-                                                      block["scenarios"])}
+                                                      block["scenarios"])
+                     for i in range(1, block.get("trials", 1) + 1)}
     assert {r.key for r in cfg.runs} == expected_keys
     assert len({r.key for r in cfg.runs}) == len(cfg.runs)
 

@@ -532,14 +532,15 @@ def test_item13_enospc_in_a_job_is_named(monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path, toolbox) -> None:
     """Item 13: a job that hits a full disk says ENOSPC and exits 2 (no traceback)."""
-    from reactlab import cli, trace
+    from reactlab import cli
+    from reactlab.core import io
 
     path, _ = _one_run(tmp_path, toolbox)
 
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x.json"))
 
-    monkeypatch.setattr(trace, "write_json_atomic", full)
+    monkeypatch.setattr(io, "write_json_atomic", full)  # what `reactlab verify` writes with
     assert cli.main(["verify", "--trace", str(path), "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert "no space left on device (ENOSPC) writing" in err and "x.json" in err

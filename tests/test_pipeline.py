@@ -18,7 +18,7 @@ from tests.golden import diff_tables
 
 GOLDEN = ROOT / "tests" / "golden"
 TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
-               "steps", "cumulative_tokens"]
+               "steps", "cumulative_tokens", "trials", "summary_trials", "paired"]
 
 pytestmark = pytest.mark.e2e
 
@@ -166,7 +166,7 @@ def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
 
 
 def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
-    for kind in ("cumulative_tokens", "outcomes", "tokens", "defences"):
+    for kind in ("cumulative_tokens", "outcomes", "tokens", "defences", "success_rates"):
         png = pipeline / "results" / "figures" / f"{kind}.png"
         svg = pipeline / "results" / "figures" / f"{kind}.svg"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", kind
@@ -178,7 +178,8 @@ def test_snakemake_report_is_self_contained_html(pipeline: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (pipeline / "results" / "report.html").read_text(encoding="utf-8", errors="replace")
     for text in ("Outcome matrix", "The lesson's figure", "One row per run",
-                 "summary_by_defences.csv", "defences.png"):
+                 "summary_by_defences.csv", "defences.png", "exact McNemar p-value",
+                 "success_rates.png"):
         assert text in html, text
 
 

@@ -46,7 +46,7 @@ PRECIO_SCHEMA = {
 
 def test_precio_schema() -> None:
     assert tools.json_schema("precio") == PRECIO_SCHEMA
-    assert tools.ArgsPrecio.model_json_schema() == PRECIO_SCHEMA
+    assert TOOLS["precio"].args_model.__name__ == "ArgsPrecio"
 
 
 def test_precio_schema_serialises_like_the_lesson() -> None:
@@ -97,19 +97,21 @@ def test_tool_specs() -> None:
         "variacion": "Variación porcentual del cierre de una acción entre dos fechas "
         "(AAAA-MM-DD), calculada con los dos cierres.",
     }
-    assert [s.args_model for s in TOOLS.values()] == [
-        tools.ArgsPrecio, tools.ArgsNoticias, tools.ArgsCalculadora, tools.ArgsVariacion]
+    # One English definition per argument shape, under the lesson's class name.
+    assert [(s.args_model.__name__, s.args_model.__base__) for s in TOOLS.values()] == [
+        ("ArgsPrecio", tools.PriceArgs), ("ArgsNoticias", tools.TickerRangeArgs),
+        ("ArgsCalculadora", tools.CalculatorArgs), ("ArgsVariacion", tools.TickerRangeArgs)]
     assert all(n == s.name for n, s in TOOLS.items())
     with pytest.raises(AttributeError):
         TOOLS["precio"].name = "x"  # type: ignore[misc]
 
 
 def test_args_models_validate() -> None:
-    tools.ArgsPrecio(ticker="BUSI", fecha="2024-03-15")
+    tools.PriceArgs(ticker="BUSI", fecha="2024-03-15")
     with pytest.raises(ValidationError):
-        tools.ArgsPrecio(ticker="busi", fecha="2024-03-15")
+        tools.PriceArgs(ticker="busi", fecha="2024-03-15")
     with pytest.raises(ValidationError):
-        tools.ArgsVariacion(ticker="BUSI", desde="2024-03-15", hasta="22/03/2024")
+        tools.TickerRangeArgs(ticker="BUSI", desde="2024-03-15", hasta="22/03/2024")
 
 
 # --------------------------------------------------------------------------- the lesson's outputs
@@ -353,13 +355,13 @@ def test_big_integers_stay_exact(box: ToolBox) -> None:
 
 def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, box: ToolBox) -> None:
     """Overflow and recursion are handled even if the caps on text are raised."""
-    monkeypatch.setattr(tools, "MAX_EXPRESION", 10**6)
+    monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**6)
     assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "número demasiado largo"}
     assert box.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
         "error": "expresión demasiado compleja"}
-    monkeypatch.setattr(tools, "MAX_CIFRAS", 10**6)
-    monkeypatch.setattr(tools, "MAX_PARENTESIS", 10**6)
+    monkeypatch.setattr(tools, "MAX_DIGITS", 10**6)
+    monkeypatch.setattr(tools, "MAX_PARENS", 10**6)
     assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "resultado no finito"}
     assert box.execute("calculadora", {"expresion": "9" * 400 + "*1.5"}) == {
@@ -373,10 +375,10 @@ def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, box: ToolBox
 
 
 def test_calculator_function() -> None:
-    assert tools.calculadora("(27.88/26.19 - 1)*100") == 6.4528
+    assert tools.calculate("(27.88/26.19 - 1)*100") == 6.4528
     assert ToolBox.calculadora("1+1") == 2
     with pytest.raises(ValueError, match="división por cero"):
-        tools.calculadora("1/0")
+        tools.calculate("1/0")
 
 
 # --------------------------------------------------------------------------- construction
@@ -402,13 +404,13 @@ def test_tickers(box: ToolBox) -> None:
 
 class LessonArgsPrecio(BaseModel):
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
-    fecha: str = Field(pattern=tools.FECHA)
+    fecha: str = Field(pattern=tools.DATE_PATTERN)
 
 
 class LessonArgsNoticias(BaseModel):
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
-    desde: str = Field(pattern=tools.FECHA)
-    hasta: str = Field(pattern=tools.FECHA)
+    desde: str = Field(pattern=tools.DATE_PATTERN)
+    hasta: str = Field(pattern=tools.DATE_PATTERN)
 
 
 class LessonArgsCalculadora(BaseModel):

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from reactlab import tools
-from reactlab.tools import TOOLS, ErrorCalculadora, ToolBox, parse_arguments_strict
+from reactlab.tools import TOOLS, CalculatorError, ToolBox, parse_arguments_strict
 
 SOLO = "solo números, + - * / y paréntesis"
 NO_VALIDA = "expresión no válida"
@@ -141,11 +141,11 @@ def test_hostile_expressions(box: ToolBox, expresion: str, expected: dict[str, A
     assert type(r.get("resultado")) is type(expected.get("resultado"))
     _json_ok(r)
     if "error" in r:
-        with pytest.raises(ErrorCalculadora) as info:
-            tools.calculadora(expresion)
+        with pytest.raises(CalculatorError) as info:
+            tools.calculate(expresion)
         assert str(info.value) == r["error"]
     else:
-        assert tools.calculadora(expresion) == r["resultado"]
+        assert tools.calculate(expresion) == r["resultado"]
 
 
 def test_hostile_expressions_are_fast(box: ToolBox) -> None:
@@ -166,36 +166,36 @@ def test_hostile_expressions_are_fast(box: ToolBox) -> None:
 def test_calculator_refuses_non_strings(box: ToolBox, value: object) -> None:
     assert box.execute("calculadora", {"expresion": value}) == {
         "error": f"argumentos no válidos: expresion: {NOT_A_STRING}"}
-    with pytest.raises(ErrorCalculadora, match=NO_VALIDA):
-        tools.calculadora(value)  # type: ignore[arg-type]
+    with pytest.raises(CalculatorError, match=NO_VALIDA):
+        tools.calculate(value)  # type: ignore[arg-type]
 
 
 def test_calculator_error_is_a_value_error() -> None:
-    assert issubclass(ErrorCalculadora, ValueError)
+    assert issubclass(CalculatorError, ValueError)
 
     class Weird(str):
         def __len__(self) -> int:
             raise RuntimeError("boom")
 
-    assert tools.calculadora(Weird("2+3")) == 5
+    assert tools.calculate(Weird("2+3")) == 5
 
 
 def test_tree_caps(monkeypatch: pytest.MonkeyPatch, box: ToolBox) -> None:
     """Depth and node count are checked on the tree, before evaluating."""
-    monkeypatch.setattr(tools, "MAX_PROFUNDIDAD", 10)
+    monkeypatch.setattr(tools, "MAX_DEPTH", 10)
     assert box.execute("calculadora", {"expresion": "-" * 9 + "1"}) == {"resultado": -1}
     assert box.execute("calculadora", {"expresion": "-" * 10 + "1"}) == {"error": COMPLEJA}
-    monkeypatch.setattr(tools, "MAX_NODOS", 7)
+    monkeypatch.setattr(tools, "MAX_NODES", 7)
     assert box.execute("calculadora", {"expresion": "1+1+1+1"}) == {"resultado": 4}
     assert box.execute("calculadora", {"expresion": "1+1+1+1+1"}) == {"error": COMPLEJA}
-    monkeypatch.setattr(tools, "MAX_PARENTESIS", 3)
+    monkeypatch.setattr(tools, "MAX_PARENS", 3)
     assert box.execute("calculadora", {"expresion": "(((1)))"}) == {"resultado": 1}
     assert box.execute("calculadora", {"expresion": "((((1))))"}) == {"error": COMPLEJA}
 
 
 def test_caps_hold_when_the_length_cap_is_lifted(monkeypatch: pytest.MonkeyPatch,
                                                  box: ToolBox) -> None:
-    monkeypatch.setattr(tools, "MAX_EXPRESION", 10**7)
+    monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**7)
     cases = ["(" * 1000 + "1" + ")" * 1000, "-" * 1000 + "1", "-" * 100000 + "1",
              "1+" * 10**5 + "1", "9" * 5000, "(" * 10**6]
     for expresion in cases:
@@ -297,7 +297,7 @@ def _check_expression(box: ToolBox, expresion: str) -> dict[str, Any]:
     if "resultado" in r:
         v = r["resultado"]
         assert type(v) in (int, float)
-        assert math.isfinite(v) and abs(v) <= tools.MAX_RESULTADO
+        assert math.isfinite(v) and abs(v) <= tools.MAX_RESULT
     else:
         assert r["error"] in CALC_ERRORS, r
     json.dumps(r, allow_nan=False)

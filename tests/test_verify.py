@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from reactlab.analysis.verify import (
     CALCULATING_TOOLS,
     Finding,
+    asks_figure,
     asks_percentage,
     figures,
     near,
@@ -381,8 +382,9 @@ def test_empty_answer_is_an_answer() -> None:
     assert verify(Q_CHANGE, "", CORRECT) == [
         Finding("percentage_not_given", "question asks for a percentage; the answer gives none")
     ]
-    assert verify(Q_ACME, "", ACME) == []  # an empty answer gives no data point
-    assert verify(Q_ACME, "", []) == []
+    # an empty answer gives no data point (no unresolved error), but it does not answer
+    assert rules(verify(Q_ACME, "", ACME)) == ["non_answer"]
+    assert rules(verify(Q_ACME, "", [])) == ["non_answer"]
 
 
 def test_unparseable_calls_count_as_errors() -> None:
@@ -474,3 +476,57 @@ def test_honest_no_data_answer_is_not_an_unresolved_error() -> None:
     # but any figure that is not in the question is
     assert messages(verify(Q_ACME, "ACME cerró en 12,5.", ACME)) == [
         "figure without a source: 12.5", "unresolved tool error"]
+
+
+# --- rule 5: answers that do not answer ----------------------------------------------------
+
+NON_ANSWER = Finding("non_answer", "data question; the answer gives no figure and does not say "
+                                   "that there is no data")
+
+
+def test_figure_free_non_answer_to_a_price_question_is_a_finding() -> None:
+    """The gap the constrained-decoding experiment found: SmolLM2's reply to the ACME
+    question passed with zero findings."""
+    answer = "You can use json.dumps() to convert the result into a string."
+    assert verify(Q_ACME, answer, []) == [NON_ANSWER]
+    assert verify(Q_ACME, answer, ACME) == [NON_ANSWER]
+    # echoing the question's own date is still no figure
+    assert verify(Q_ACME, "El cierre de ACME el 2024-03-15 se consulta con precio.", []) == [
+        NON_ANSWER]
+
+
+@pytest.mark.parametrize("answer", [
+    "No hay datos de ACME: el ticker no existe.",
+    "No pude obtener el cierre de ACME.",
+    "No encontré ese ticker.",
+    "El dato no está disponible.",
+    "Sin datos para ACME en esa fecha.",
+    "There is no data for ACME.",
+])
+def test_honest_no_data_statement_is_an_answer(answer: str) -> None:
+    assert "non_answer" not in rules(verify(Q_ACME, answer, ACME))
+
+
+def test_an_answer_with_a_figure_is_not_a_non_answer() -> None:
+    assert rules(verify(Q_ACME, "El cierre fue 12.", [])) == ["figure_without_source"]
+
+
+def test_non_answer_leaves_percentage_questions_to_rule_4() -> None:
+    assert rules(verify(Q_CHANGE, "Usa la calculadora.", CORRECT)) == ["percentage_not_given"]
+
+
+def test_news_question_is_not_a_data_question() -> None:
+    q = "¿Qué noticias hubo de BUSI entre el 2024-03-18 y el 2024-03-20?"
+    assert not asks_figure(q)
+    assert verify(q, "Consulta buscar_noticias.", []) == []
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("¿Cuál fue el cierre de ACME el 2024-03-15?", True),
+    ("¿Cuánto cambió en porcentaje el cierre de BUSI?", True),
+    ("¿A qué precio cotizó ACME?", True),
+    ("¿Qué noticias hubo de BUSI?", False),
+    ("Resume las noticias de BUSI.", False),
+])
+def test_asks_figure(question: str, expected: bool) -> None:
+    assert asks_figure(question) is expected

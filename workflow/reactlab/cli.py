@@ -27,8 +27,7 @@ def _cmd_data(a: argparse.Namespace) -> None:
 def _cmd_run(a: argparse.Namespace) -> None:
     from reactlab.runner import run_job
 
-    spec = Path(a.spec).read_text(encoding="utf-8") if a.spec_file else a.spec
-    print(run_job(spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
+    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
           file=sys.stderr)
 
 
@@ -44,8 +43,14 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
     if len(a.traces) != len(a.verified):
         raise ReactlabError("tables: --traces and --verified must pair up")
-    figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
-    written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir)
+    from reactlab.config.trials import analysis_section
+
+    cfg = config.load(a.config) if a.figure is None or a.analysis is None else None
+    figure = cfg.figure if a.figure is None else json.loads(a.figure)
+    analysis = (analysis_section(cfg.raw) if a.analysis is None  # type: ignore[union-attr]
+                else json.loads(a.analysis))
+    written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
+                           analysis)
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
 
 
@@ -57,6 +62,10 @@ def _cmd_figure(a: argparse.Namespace) -> None:
     if a.kind == "cumulative_tokens":
         figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
         figures.cumulative_tokens(a.table, a.out, figure)
+    elif a.kind == "success_rates":
+        from reactlab.analysis import trial_figures
+
+        trial_figures.success_rates(a.table, a.out)
     else:
         getattr(figures, a.kind)(a.table, a.out)
 
@@ -122,9 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_data)
 
     s = sub.add_parser("run", help="run one task x backend x scenario, write its trace")
-    s.add_argument("--spec", required=True,
-                   help="the run spec as JSON (or a file path with --spec-file)")
-    s.add_argument("--spec-file", action="store_true")
+    s.add_argument("--spec", required=True, help="the run spec as JSON")
     s.add_argument("--prices", required=True)
     s.add_argument("--news", required=True)
     s.add_argument("--out", required=True)
@@ -146,11 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-dir", required=True)
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--figure", help="the config's `figure` section as JSON")
+    s.add_argument("--analysis", help="expected calls, pricing and comparisons as JSON "
+                                      "(reactlab.config.trials.analysis_section)")
     s.set_defaults(func=_cmd_tables)
 
     s = sub.add_parser("figure", help="draw a figure (PNG and SVG) from a result table")
     s.add_argument("--kind", default="cumulative_tokens",
-                   choices=["cumulative_tokens", "outcomes", "tokens", "defences"])
+                   choices=["cumulative_tokens", "outcomes", "tokens", "defences",
+                            "success_rates"])
     s.add_argument("--table", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--config", default="config.yaml")

@@ -119,7 +119,7 @@ ID = "[a-z][a-z0-9_]*"
 wildcard_constraints:
     task=ID,
     backend=ID,
-    scenario=ID,
+    scenario=ID + "(/t[0-9]+)?",  # trial i of a run with trials: {scenario}/t{i}
 
 
 def data_file(kind):
@@ -178,11 +178,17 @@ BUILTIN_MODEL = "data/models/SmolLM2-135M-Instruct"
 TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
 TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
-               "steps", "cumulative_tokens"]
+               "steps", "cumulative_tokens", "trials", "summary_trials", "paired"]
 TABLES = [f"results/tables/{name}.csv" for name in TABLE_NAMES]
 VIEWER = "results/viewer"
 FIGURES = [f"results/figures/{kind}.{ext}" for kind in
-           ("cumulative_tokens", "outcomes", "tokens", "defences") for ext in ("png", "svg")]
+           ("cumulative_tokens", "outcomes", "tokens", "defences", "success_rates")
+           for ext in ("png", "svg")]
+
+# What the trial tables need beyond the traces (expected calls, pricing, comparisons).
+from reactlab.config.trials import analysis_section as _analysis_section
+
+ANALYSIS = json.dumps(_analysis_section(config), sort_keys=True)
 
 
 def run_spec(wildcards):

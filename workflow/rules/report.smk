@@ -21,8 +21,12 @@ rule tables:
         summary_by_defences=_table("summary_by_defences"),
         steps=_table("steps"),
         cumulative_tokens=_table("cumulative_tokens", "cumulative_tokens_table"),
+        trials=_table("trials"),
+        summary_trials=_table("summary_trials"),
+        paired=_table("paired"),
     params:
         figure=json.dumps(config["figure"]),
+        analysis=ANALYSIS,
         code=CODE["tables"],
     log:
         "results/logs/tables.log",
@@ -31,7 +35,8 @@ rule tables:
 
         with job_log(log[0], "tables") as say:
             written = tables.build(zip(input.traces, input.verified, strict=True),
-                                   json.loads(params.figure), Path(output.runs).parent)
+                                   json.loads(params.figure), Path(output.runs).parent,
+                                   json.loads(params.analysis))
             say(f"wrote {len(written)} tables to {Path(output.runs).parent}")
 
 
@@ -41,6 +46,7 @@ FIGURE_SOURCES = {
     "outcomes": "runs",
     "tokens": "runs",
     "defences": "summary_by_defences",
+    "success_rates": "summary_trials",
 }
 
 

@@ -79,15 +79,18 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             break
         except BackendError as exc:
             emit({"type": "error", "step": step, "kind": exc.kind, "status": exc.status,
-                  "message": str(exc), "attempts": getattr(exc, "attempts", 1),
-                  "retryable": getattr(exc, "retryable", False),
-                  "history": getattr(exc, "history", [])})
+                  "message": str(exc), "attempts": exc.attempts,
+                  "retryable": exc.retryable, "history": exc.history})
             termination = "backend_error"
             break
         sent += turn.tokens_sent
-        emit({"type": "request", "step": step, "tokens_sent": turn.tokens_sent,
-              "cumulative_tokens": sent, "tokens_out": turn.tokens_out,
-              "attempts": turn.attempts, "text": turn.text, "n_calls": len(turn.calls)})
+        request: dict[str, Any] = {
+            "type": "request", "step": step, "tokens_sent": turn.tokens_sent,
+            "cumulative_tokens": sent, "tokens_out": turn.tokens_out,
+            "attempts": turn.attempts, "text": turn.text, "n_calls": len(turn.calls)}
+        if turn.decoding is not None:
+            request["decoding"] = turn.decoding
+        emit(request)
         if not turn.calls:
             answer = turn.text
             emit({"type": "answer", "step": step, "text": answer})

@@ -29,6 +29,9 @@ class ModelTurn:
     tokens_sent: int
     tokens_out: int = 0
     attempts: int = 1
+    # How a local model decoded the turn (mode, grammar hash...) when it was not plain
+    # free decoding; None otherwise, and then the request record has no such field.
+    decoding: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

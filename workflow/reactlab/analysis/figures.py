@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.core.errors import TraceError
+from reactlab.core.io import atomic_path
 from reactlab.trace.integrity import check_published, write_manifest
 
 if TYPE_CHECKING:
@@ -42,9 +43,8 @@ def save(fig: Figure, out: str | Path) -> list[Path]:
     written = []
     for path, meta in ((out, {"Software": None}),
                        (out.with_suffix(".svg"), {"Date": None, "Creator": None})):
-        tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-        fig.savefig(tmp, metadata=meta)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, metadata=meta)
         written.append(path)
     plt.close(fig)
     # Written last: the checksums that mark both files as published and unedited.

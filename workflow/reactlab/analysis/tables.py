@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import verification_record as verification_record
 from reactlab.core.errors import TraceError
+from reactlab.core.io import atomic_path
 from reactlab.trace.integrity import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
@@ -135,16 +136,27 @@ def _summary(runs: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
-          out_dir: str | Path) -> dict[str, Path]:
-    """Build every table from (trace path, verification path) pairs into ``out_dir``."""
+          out_dir: str | Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Build every table from (trace path, verification path) pairs into ``out_dir``.
+
+    ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables. The
+    single-draw tables (runs, steps, the summaries by scenario, backend and defences, and
+    the figures drawn from them) hold the runs without repeated trials; every run,
+    trials included, is in trials.csv and summary_trials.csv.
+    """
     import pandas as pd
 
-    runs, steps = [], []
+    from reactlab.analysis import trials
+
+    runs, steps, trial_rows = [], [], []
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
         verification = load_verification(tr, verified_path, trace_path)
-        runs.append(run_row(tr, verification, trace_path))
-        steps.extend(step_rows(tr))
+        row = run_row(tr, verification, trace_path)
+        trial_rows.append(trials.trial_row(tr, row, analysis))
+        if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
+            runs.append(row)
+            steps.extend(step_rows(tr))
     if not runs:
         raise TraceError("no traces to aggregate")
     keys = ["task", "backend", "scenario"]
@@ -158,15 +170,15 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         "summary_by_defences": _summary(runs_df, "defences"),
         "steps": steps_df,
         "cumulative_tokens": fig_df,
+        **trials.build(trial_rows, analysis),
     }
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, df in tables.items():
         path = out_dir / f"{name}.csv"
-        tmp = path.with_name(f".{path.name}.tmp")
-        df.to_csv(tmp, index=False, lineterminator="\n")
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     # Written last: its presence marks a complete publication, its checksums an unedited one.
     write_manifest(out_dir / MANIFEST, written.values())

@@ -31,6 +31,12 @@ Exercise 1). Findings come out in a fixed order:
    and the answer gives none. A percentage that is given but not computed is already caught
    by ``percentage_without_calculation``.
 
+5. ``non_answer`` -- the question asks for a data point (:func:`asks_figure`), the answer
+   carries no figure of its own (every figure in it is one of the question's, such as its
+   dates) and makes no honest "there is no data" statement (:data:`NO_DATA`). A small model's
+   "You can use json.dumps()..." to a price question is not an answer. Questions that ask
+   for a percentage are left to rule 4, which already reports the missing figure.
+
 The rules are independent: a figure inside an invented quoted headline is still a figure of
 the answer, so it is reported by rule 2 as well as the headline by rule 3.
 
@@ -58,7 +64,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CALCULATING_TOOLS",
     "NEWS_TOOL",
+    "NO_DATA",
     "Finding",
+    "asks_figure",
     "asks_percentage",
     "figures",
     "near",
@@ -80,6 +88,17 @@ _DIGITS = re.compile(r"\d+")
 _PERCENT = re.compile(r"(\d[\d.,]*)\s*%")
 _QUOTED = re.compile(r"[«\"“]([^»\"”]+)[»\"”]")
 _ASKS_PERCENT = re.compile(r"porcentaje|porcentual|%", re.IGNORECASE)
+_ASKS_FIGURE = re.compile(
+    r"cu[aá]nt[oa]s?\b|cu[aá]l (fue|es|era|ha sido)\b|porcentaje|porcentual|%|precio|cierre|"
+    r"cotizaci[oó]n", re.IGNORECASE)
+
+NO_DATA = re.compile(
+    r"\bno (hay|existen?|tengo|dispongo|consta|encontr\w*|he encontrado|se encontr\w*|"
+    r"pude|puedo|se pudo|se puede|est[aá]n? disponibles?)\b|\bsin datos\b|\bno disponibles?\b|"
+    r"\bno data\b|\bnot available\b|\bdoes not exist\b|\bno information\b|"
+    r"\bcould not (find|get|obtain)\b", re.IGNORECASE)
+"""An honest statement that the data is not there (Spanish, and English for models that
+switch language): with it, an answer without a figure is an answer."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +107,8 @@ class Finding:
 
     ``rule`` is a stable identifier (``no_answer``, ``figure_without_source``,
     ``percentage_without_calculation``, ``unresolved_tool_error``, ``headline_not_verbatim``,
-    ``percentage_not_given``); ``message`` is the human-readable English text of the lesson,
-    e.g. ``"figure without a source: 10"``.
+    ``percentage_not_given``, ``non_answer``); ``message`` is the human-readable English
+    text of the lesson, e.g. ``"figure without a source: 10"``.
     """
 
     rule: str
@@ -134,6 +153,12 @@ def near(x: float, ys: Iterable[float]) -> bool:
 def asks_percentage(question: str) -> bool:
     """Whether the question asks for a percentage ("porcentaje", "porcentual" or "%")."""
     return _ASKS_PERCENT.search(question or "") is not None
+
+
+def asks_figure(question: str) -> bool:
+    """Whether the question asks for a data point: how much ("cuánto"), which value
+    ("cuál fue"), a percentage, a price, a close or a quote."""
+    return _ASKS_FIGURE.search(question or "") is not None
 
 
 def _is_success(result: object) -> bool:
@@ -212,6 +237,13 @@ def verify(
     if asks_percentage(question) and not percentages:
         findings.append(
             Finding("percentage_not_given", "question asks for a percentage; the answer gives none")
+        )
+    elif (asks_figure(question) and not any(not near(x, question_figures)
+                                            for x in figures(answer))
+          and NO_DATA.search(answer) is None):
+        findings.append(
+            Finding("non_answer", "data question; the answer gives no figure and does not say "
+                                  "that there is no data")
         )
     return findings
 

@@ -15,69 +15,47 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
-from reactlab.core.errors import BackendError
+from reactlab.core.errors import BackendError, ClientError, ProtocolError
 
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
-PROVIDERS = ("openai", "anthropic", "local")
-
-
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> Session:
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
 
-    ``sleep`` is what the API adapters call to wait between attempts (default
+    The provider is looked up in :mod:`reactlab.backends.registry`. ``sleep`` is what the
+    API adapters call to wait between attempts (default
     :func:`reactlab.backends.retry.default_sleep`); tests pass a recorder instead.
     ``recorder`` records every HTTP attempt (:mod:`reactlab.backends.recording`); ``replay``
     answers every request from a recording instead of sending it (no key is needed).
-    Both are for the API backends only. In live mode the key is read here, from the
-    environment variable ``backend_config["api_key_env"]`` names: BackendError
-    ("client") before anything is sent when it is unset or empty.
+    Both are for the providers that speak HTTP only (RecordingError otherwise). In live
+    mode the key is read here, from the environment variable
+    ``backend_config["api_key_env"]`` names: BackendError ("client") before anything is
+    sent when it is unset or empty.
     """
-    provider = spec.backend_config["provider"]
-    if provider in ("openai", "anthropic") and recorder is not None and replay is not None:
-        raise ValueError("a session either records or replays, not both")
-    if provider == "openai":
-        from reactlab.backends.openai_responses import OpenAIResponsesSession
+    from reactlab.backends import registry
 
-        return OpenAIResponsesSession(spec, sleep=sleep, recorder=recorder, replay=replay)
-    if provider == "anthropic":
-        from reactlab.backends.anthropic_messages import AnthropicMessagesSession
-
-        return AnthropicMessagesSession(spec, sleep=sleep, recorder=recorder, replay=replay)
-    if recorder is not None or replay is not None:
-        from reactlab.backends.recording import RecordingError
-
-        raise RecordingError(f"backend {spec.backend!r} ({provider}) has no HTTP layer to "
-                             "record or replay; recordings are for the openai and anthropic "
-                             "backends")
-    if provider == "local":
-        from reactlab.backends import local
-
-        if spec.backend_config["mode"] == "model":
-            return local.LocalModelSession(spec, local.load_model(spec))
-        return local.LocalScriptedSession(spec)
-    raise ValueError(f"unknown provider {provider!r}")  # config validation prevents this
+    return registry.open_session(spec, sleep=sleep, recorder=recorder, replay=replay)
 
 
 def api_key(spec: RunSpec) -> str:
     """The live backend's key, from the environment variable its config names.
 
-    BackendError("client") naming the variable when it is unset or empty; the key itself
+    ClientError naming the variable when it is unset or empty; the key itself
     is never put in a message.
     """
     name = spec.backend_config.get("api_key_env")
     if not name:
-        raise BackendError("client", f"backend {spec.backend!r} runs live but names no "
-                                     "`api_key_env` (the variable that holds its key)")
+        raise ClientError(f"backend {spec.backend!r} runs live but names no "
+                          "`api_key_env` (the variable that holds its key)")
     value = os.environ.get(name, "").strip()
     if not value:
-        raise BackendError("client", f"backend {spec.backend!r} needs an API key: set the "
-                                     f"environment variable {name} (it is read from there "
-                                     "and never written anywhere)")
+        raise ClientError(f"backend {spec.backend!r} needs an API key: set the "
+                          f"environment variable {name} (it is read from there "
+                          "and never written anywhere)")
     return value
 
 
@@ -124,14 +102,14 @@ def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     return hook
 
 
-def protocol_error(exc: BaseException | None, detail: str | None = None) -> BackendError:
-    """BackendError("protocol"): a 2xx whose body is not a valid answer of the API."""
+def protocol_error(exc: BaseException | None, detail: str | None = None) -> ProtocolError:
+    """ProtocolError: a 2xx whose body is not a valid answer of the API."""
     if detail is None:
         if isinstance(exc, json.JSONDecodeError):
             detail = f"the response body is not valid JSON ({exc})"
         else:
             detail = f"unexpected response: {exc!r}"
-    return BackendError("protocol", detail)
+    return ProtocolError(detail)
 
 
 def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
@@ -196,7 +174,7 @@ class RetryingSession:
                 self._attempt, self.translate, self.retry_policy, catch=self.catch,
                 sleep=self.sleep)
         except BackendError as exc:
-            self.last_attempts = exc.history  # type: ignore[attr-defined]
+            self.last_attempts = exc.history
             raise
         finally:
             counts = self.meter.take()

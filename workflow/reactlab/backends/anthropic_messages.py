@@ -38,7 +38,7 @@ from reactlab.backends import (
     tool_definitions,
 )
 from reactlab.config.faults import FaultPlan
-from reactlab.core.errors import BackendError
+from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
 
 if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
@@ -60,17 +60,17 @@ def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
     if isinstance(exc, anthropic.APIStatusError):
         return retry.status_error(exc.status_code, str(exc), api_key_hint=api_key_hint)
     if isinstance(exc, anthropic.APITimeoutError):
-        return BackendError("timeout", f"{exc} ({exc.__cause__!r})")
+        return RequestTimeoutError(f"{exc} ({exc.__cause__!r})")
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__
         if isinstance(cause, BudgetExceeded | BackendError):  # budget; replay divergence
             return cause
-        return BackendError("connection", f"{exc} ({cause!r})")
+        return NetworkError(f"{exc} ({cause!r})")
     return protocol_error(exc)
 
 
 def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-    """(calls, text, content blocks to keep) of a Message; BackendError("protocol") if the
+    """(calls, text, content blocks to keep) of a Message; ProtocolError if the
     object is not a Messages API answer (an HTML page, JSON without ``content`` ...)."""
     if not isinstance(r, Message):
         raise protocol_error(None, f"expected a Messages API object, got {type(r).__name__}"
@@ -96,7 +96,7 @@ class AnthropicMessagesSession(RetryingSession):
         self.meter = RequestMeter()
         mode = spec.backend_config["mode"]
         if mode not in ("simulated", "live"):
-            raise BackendError("client", f"unsupported mode {mode!r}")
+            raise ClientError(f"unsupported mode {mode!r}")
         self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
         self.sleep = sleep
         self.last_attempts: list[dict[str, Any]] = []
@@ -126,6 +126,11 @@ class AnthropicMessagesSession(RetryingSession):
                                    for n, d, s in tool_definitions(spec)]
         if spec.agent["send_system_prompt"]:
             self.extra["system"] = spec.agent["system_prompt"]
+        # Sampling settings of a live backend (the schema allows them nowhere else). The
+        # API takes no seed, so a live trial's seed is recorded in its trace only.
+        for name in ("temperature", "top_p"):
+            if name in spec.backend_config:
+                self.extra[name] = spec.backend_config[name]
 
     def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
         if not self.stream:

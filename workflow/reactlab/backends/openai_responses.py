@@ -40,7 +40,7 @@ from reactlab.backends import (
     tool_definitions,
 )
 from reactlab.config.faults import FaultPlan
-from reactlab.core.errors import BackendError
+from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
 
 if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
@@ -61,17 +61,17 @@ def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
     if isinstance(exc, openai.APIStatusError):
         return retry.status_error(exc.status_code, str(exc), api_key_hint=api_key_hint)
     if isinstance(exc, openai.APITimeoutError):
-        return BackendError("timeout", f"{exc} ({exc.__cause__!r})")
+        return RequestTimeoutError(f"{exc} ({exc.__cause__!r})")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         if isinstance(cause, BudgetExceeded | BackendError):  # budget; replay divergence
             return cause
-        return BackendError("connection", f"{exc} ({cause!r})")
+        return NetworkError(f"{exc} ({cause!r})")
     return protocol_error(exc)
 
 
 def read_response(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-    """(calls, text, output items to keep) of a Response; BackendError("protocol") if the
+    """(calls, text, output items to keep) of a Response; ProtocolError if the
     object is not a Responses API answer (an HTML page, JSON without ``output`` ...)."""
     if not isinstance(r, Response):
         raise protocol_error(None, f"expected a Responses API object, got {type(r).__name__}"
@@ -97,7 +97,7 @@ class OpenAIResponsesSession(RetryingSession):
         self.meter = RequestMeter()
         mode = spec.backend_config["mode"]
         if mode not in ("simulated", "live"):
-            raise BackendError("client", f"unsupported mode {mode!r}")
+            raise ClientError(f"unsupported mode {mode!r}")
         self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
         self.sleep = sleep
         self.last_attempts: list[dict[str, Any]] = []
@@ -128,6 +128,11 @@ class OpenAIResponsesSession(RetryingSession):
             ]
         if spec.agent["send_system_prompt"]:
             self.extra["instructions"] = spec.agent["system_prompt"]
+        # Sampling settings of a live backend (the schema allows them nowhere else). The
+        # API takes no seed, so a live trial's seed is recorded in its trace only.
+        for name in ("temperature", "top_p"):
+            if name in spec.backend_config:
+                self.extra[name] = spec.backend_config[name]
 
     def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
         if not self.stream:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -51,7 +50,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from reactlab.core.errors import BackendError, ReactlabError
+from reactlab.core.errors import ProtocolError, RecordingError
+from reactlab.core.io import write_bytes_atomic
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, none: local servers) are not scrubbed from text
@@ -59,10 +59,6 @@ SECRET_WORDS = ("key", "token", "secret", "auth", "password", "cookie", "session
 DROPPED_HEADERS = frozenset({"openai-organization", "openai-project"})
 KEPT_RESPONSE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms"})
 REPLAY_API_KEY = "replay-without-key"  # what the SDK is given in replay (nothing is sent)
-
-
-class RecordingError(ReactlabError):
-    """A recording cannot be read, or a replay did not use all of it."""
 
 
 def sensitive(name: str) -> bool:
@@ -177,13 +173,7 @@ def _atomic_write_lines(path: Path, records: list[dict[str, Any]]) -> None:
         (json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n").encode(
             "utf-8", errors="backslashreplace")
         for r in records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_bytes_atomic(path, data)
 
 
 class Recorder:
@@ -295,9 +285,9 @@ class Replay:
         """A ``lib.BaseTransport`` that answers from the recording (nothing is sent)."""
         return _transport_classes(lib)[1](self, lib)
 
-    def _fail(self, message: str) -> BackendError:
+    def _fail(self, message: str) -> ProtocolError:
         self.failed = True
-        return BackendError("protocol", message)
+        return ProtocolError(message)
 
     def answer(self, lib: ModuleType, request: Any) -> Any:
         n = self.used + 1

@@ -27,11 +27,11 @@ What is recorded
         {"attempt": 2, "status": 200}
 
     (``retry_after`` is what the server asked for, None if nothing; ``wait`` what was
-    slept.) When it gives up, the final :class:`BackendError` carries three attributes
-    set on the instance: ``attempts`` (int), ``history`` (that log, the last entry with
-    ``wait: None``) and ``retryable`` (whether its kind/status is one that is retried,
-    i.e. False for a client or protocol error stopped at once, True when the bound was
-    hit); its message ends with "(gave up after N attempts)" when N > 1.
+    slept.) When it gives up, the final :class:`BackendError` carries its fields
+    ``attempts`` (int), ``history`` (that log, the last entry with ``wait: None``) and
+    ``retryable`` (whether its kind/status is one that is retried, i.e. False for a
+    client or protocol error stopped at once, True when the bound was hit), set by
+    :meth:`BackendError.gave_up`; its message ends with "(gave up after N attempts)" when N > 1.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def default_sleep(seconds: float) -> None:
 
 
 def kind_for_status(status: int) -> str:
-    """BackendError kind of an HTTP error status."""
+    """The BackendError kind of an HTTP error status."""
     if status == 429:
         return "rate_limit"
     if status == 408:
@@ -76,7 +76,7 @@ def status_error(status: int, message: str, *, api_key_hint: str = API_KEY_HINT)
     """The BackendError of an HTTP error response (401 says what to check)."""
     if status == 401:
         message += f" ({api_key_hint})"
-    return BackendError(kind_for_status(status), message, status=status)
+    return BackendError.of_kind(kind_for_status(status), message, status=status)
 
 
 def is_retryable(err: BackendError) -> bool:
@@ -185,11 +185,7 @@ def call(attempt: Callable[[], T], translate: Callable[[Exception], Exception],
         retryable = is_retryable(err)
         if not retryable or n >= policy.max_attempts:
             entry["wait"] = None
-            err.attempts = n  # type: ignore[attr-defined]
-            err.history = history  # type: ignore[attr-defined]
-            err.retryable = retryable  # type: ignore[attr-defined]
-            if n > 1:
-                err.args = (f"{err.args[0]} (gave up after {n} attempts)", *err.args[1:])
+            err.gave_up(n, history, retryable)
             if err is cause:
                 raise err
             raise err from cause

@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,13 @@ from typing import Any
 import yaml
 
 from reactlab.config.scripts import ROOT_NAMES, Script
+from reactlab.config.trials import (
+    check_analysis,
+    derive_seed,
+    samples,
+    trial_indices,
+    trial_key,
+)
 from reactlab.core.errors import ConfigError, ScriptError
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
@@ -167,18 +174,32 @@ class RunSpec:
     script: Mapping[str, Any]  # {"model": ..., "steps": [...], "repeat_last": bool}
     limits: Mapping[str, Any]  # {"max_steps": int, "token_budget": int | None}
     agent: Mapping[str, Any]  # {"send_tools", "send_system_prompt", "system_prompt"}
+    # Repeated trials (reactlab.config.trials): the trial number (None for a single run)
+    # and the seed (None unless the run has trials or its backend samples).
+    trial: int | None = None
+    seed: int | None = None
+
+    @property
+    def base_key(self) -> str:
+        return f"{self.task}/{self.backend}/{self.scenario}"
 
     @property
     def key(self) -> str:
-        return f"{self.task}/{self.backend}/{self.scenario}"
+        return trial_key(self.base_key, self.trial)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "task": self.task, "backend": self.backend, "scenario": self.scenario,
             "question": self.question, "tools": list(self.tools), "params": dict(self.params),
             "backend_config": dict(self.backend_config), "script": dict(self.script),
             "limits": dict(self.limits), "agent": dict(self.agent),
         }
+        # only when set, so that the hashes of runs without trials or sampling stay put
+        if self.trial is not None:
+            out["trial"] = self.trial
+        if self.seed is not None:
+            out["seed"] = self.seed
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False,
@@ -204,11 +225,11 @@ class Config:
     raw: Mapping[str, Any]
     runs: tuple[RunSpec, ...] = field(repr=False)
 
-    def run(self, task: str, backend: str, scenario: str) -> RunSpec:
+    def run(self, task: str, backend: str, scenario: str, trial: int | None = None) -> RunSpec:
         for r in self.runs:
-            if (r.task, r.backend, r.scenario) == (task, backend, scenario):
+            if (r.task, r.backend, r.scenario, r.trial) == (task, backend, scenario, trial):
                 return r
-        raise KeyError(f"{task}/{backend}/{scenario} is not in the matrix")
+        raise KeyError(f"{trial_key(f'{task}/{backend}/{scenario}', trial)} is not in the matrix")
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -245,9 +266,10 @@ def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
 
 
 #: The longest task, backend or scenario name. Each becomes a path component: a trace
-#: `{scenario}.jsonl` and its temporary `.{scenario}.jsonl.{pid}.tmp` (name + 19
-#: characters), a viewer page and log files, all well under the 255 bytes a file name
-#: may have on common file systems (names are ASCII, so one character is one byte).
+#: `{scenario}.jsonl` and its temporary `.{scenario}.{pid}.{12 hex}.tmp.jsonl` (name + up
+#: to 26 characters, see core/io.py), a viewer page and log files, all well under the 255
+#: bytes a file name may have on common file systems (names are ASCII, so one character
+#: is one byte).
 MAX_NAME = 100
 
 #: The files rule generate_data writes under data/generated/, by config key.
@@ -381,7 +403,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
                     if (t, b, s) in seen:
                         continue
                     seen.add((t, b, s))
-                    runs.append(RunSpec(
+                    spec = RunSpec(
                         task=t, backend=b, scenario=s,
                         question=task["question"], tools=tuple(task["tools"]),
                         params=task["params"], backend_config=raw["backends"][b],
@@ -398,13 +420,19 @@ def parse(raw: Mapping[str, Any]) -> Config:
                                "send_system_prompt": agent["send_system_prompt"],
                                "system_prompt": agent["system_prompt"],
                                "defences": {**agent["defences"], **scen["defences"]}},
-                    ))
+                    )
+                    for trial in trial_indices(block.get("trials", 1)):
+                        sampled = samples(raw["backends"][b])
+                        seed = (derive_seed(spec.base_key, trial or 1, raw["data"]["seed"])
+                                if trial is not None or sampled else None)
+                        runs.append(replace(spec, trial=trial, seed=seed))
     fig = raw["figure"]
     for name in ("loop", "reference"):
         if (fig["task"], fig["backend"], fig[name]) not in seen:
             raise ConfigError(f"figure.{name}",
                               f"{fig['task']}/{fig['backend']}/{fig[name]} is not in the matrix")
     _check_marks(raw, runs)
+    check_analysis(raw)
     return Config(raw=raw, runs=tuple(runs))
 
 

@@ -1,21 +1,37 @@
-"""The exception tree of reactlab.
+"""The exception tree of reactlab: every error the project raises on purpose.
 
-Every error the project raises on purpose derives from :class:`ReactlabError`::
+All of them derive from :class:`ReactlabError` and are defined here, in one place::
 
     ReactlabError
-    ├── ConfigError       config.yaml (or an override) is invalid; the message names the field
-    ├── DataError         a parquet file is missing or does not fit the expected schema
-    ├── TokenizerError    the offline o200k_base file is missing or its hash differs
-    ├── TraceError        a trace file is damaged, truncated or of another schema version
-    ├── ScriptError       a scripted scenario cannot produce its next action
-    └── BackendError      a model backend failed; ``kind`` says how
-                          (rate_limit, server, client, protocol, timeout, connection)
+    ├── ConfigError           config.yaml (or an override) is invalid; ``field`` names the culprit
+    ├── DataError             a parquet file is missing or does not fit the expected schema
+    ├── TokenizerError        the offline o200k_base file is missing or its hash differs
+    ├── TraceError            a trace file is damaged, truncated or of another schema version
+    ├── ScriptError           a scripted scenario cannot produce its next action
+    ├── RecordingError        an HTTP recording cannot be read, or a replay left part unused
+    ├── ModelNotFound         a local model (GGUF package, folder, cached id) is not available
+    └── BackendError          a model backend failed; the subclass says how, ``kind`` as data:
+        ├── RateLimitError        kind "rate_limit"  HTTP 429
+        ├── ServerError           kind "server"      HTTP 409, 5xx
+        ├── ClientError           kind "client"      other 4xx, a missing key, a bad model
+        ├── ProtocolError         kind "protocol"    a 2xx whose body is not a valid answer
+        ├── RequestTimeoutError   kind "timeout"     HTTP 408, a transport timeout
+        └── NetworkError          kind "connection"  the connection failed
 
-Tool failures are *not* exceptions: tools return ``{"error": ...}`` as data so that the
-model can read them.
+A :class:`BackendError` carries ``status`` (the HTTP status, None without one) and, from
+the retry loop (:mod:`reactlab.backends.retry`), ``attempts``, ``retryable`` and
+``history`` (the per-attempt log). ``kind`` is a class attribute; the trace's ``error``
+record stores it as a string. :meth:`BackendError.of_kind` builds the subclass of a kind.
+
+Not here: ``BudgetExceeded`` (:mod:`reactlab.agent.types`) is control flow of the loop,
+not a failure; ``DuplicateKeyError`` / ``NonFiniteConstantError`` (:mod:`reactlab.core.io`)
+are the ValueErrors of the strict JSON loader. Tool failures are *not* exceptions: tools
+return ``{"error": ...}`` as data so that the model can read them.
 """
 
 from __future__ import annotations
+
+from typing import Any, ClassVar
 
 
 class ReactlabError(Exception):
@@ -47,14 +63,91 @@ class ScriptError(ReactlabError):
     """A scripted scenario could not render its next action."""
 
 
+class RecordingError(ReactlabError):
+    """A recording cannot be read, or a replay did not use all of it."""
+
+
+class ModelNotFound(ReactlabError):
+    """The model (GGUF package, folder or cached id) is not available locally."""
+
+
 class BackendError(ReactlabError):
-    """A backend call failed. ``kind`` classifies the failure."""
+    """A backend call failed. Raise a subclass; its ``kind`` classifies the failure.
 
-    KINDS = ("rate_limit", "server", "client", "protocol", "timeout", "connection")
+    ``attempts``, ``retryable`` and ``history`` describe the retries that led here (one
+    attempt, not retryable, no history unless the retry loop says otherwise: see
+    :meth:`gave_up`).
+    """
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown backend error kind: {kind}")
-        self.kind = kind
+    kind: ClassVar[str] = ""
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "rate_limit", "server", "client", "protocol", "timeout", "connection")
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1,
+                 retryable: bool = False, history: list[dict[str, Any]] | None = None
+                 ) -> None:
+        if not self.kind:
+            raise TypeError("BackendError is abstract: raise one of its subclasses "
+                            "(or BackendError.of_kind)")
         self.status = status
-        super().__init__(f"{kind}: {message}")
+        self.attempts = attempts
+        self.retryable = retryable
+        self.history: list[dict[str, Any]] = [] if history is None else history
+        super().__init__(f"{self.kind}: {message}")
+
+    @staticmethod
+    def of_kind(kind: str, message: str, *, status: int | None = None) -> BackendError:
+        """The error of subclass ``kind`` (ValueError for an unknown kind)."""
+        try:
+            cls = _BY_KIND[kind]
+        except KeyError:
+            raise ValueError(f"unknown backend error kind: {kind}") from None
+        return cls(message, status=status)
+
+    def gave_up(self, attempts: int, history: list[dict[str, Any]], retryable: bool) -> None:
+        """Record the retry loop's outcome; the message then says how many attempts."""
+        self.attempts, self.history, self.retryable = attempts, history, retryable
+        if attempts > 1:
+            self.args = (f"{self.args[0]} (gave up after {attempts} attempts)", *self.args[1:])
+
+
+class RateLimitError(BackendError):
+    """HTTP 429: the provider asks to slow down."""
+
+    kind = "rate_limit"
+
+
+class ServerError(BackendError):
+    """HTTP 409 or 5xx: the provider failed."""
+
+    kind = "server"
+
+
+class ClientError(BackendError):
+    """Any other 4xx, or a request that cannot be made (no key, unsupported mode, no model)."""
+
+    kind = "client"
+
+
+class ProtocolError(BackendError):
+    """A 2xx whose body is not a valid answer of the API (or a replay that diverges)."""
+
+    kind = "protocol"
+
+
+class RequestTimeoutError(BackendError):
+    """HTTP 408 or a transport timeout."""
+
+    kind = "timeout"
+
+
+class NetworkError(BackendError):
+    """The connection to the provider failed."""
+
+    kind = "connection"
+
+
+_BY_KIND: dict[str, type[BackendError]] = {
+    c.kind: c for c in (RateLimitError, ServerError, ClientError, ProtocolError,
+                        RequestTimeoutError, NetworkError)}
+assert tuple(_BY_KIND) == BackendError.KINDS

@@ -21,10 +21,12 @@ import ast
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PACKAGE = "reactlab"
+_DOTTED = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -67,6 +69,9 @@ def imports_of(root: Path, path: Path) -> set[str]:
             # `from reactlab.x import y`: y may be a submodule
             found.update(f"{mod}.{a.name}" for a in node.names
                          if module_file(root, f"{mod}.{a.name}") is not None)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and _DOTTED.fullmatch(node.value) and module_file(root, node.value)):
+            found.add(node.value)  # a module named for importlib.import_module (a registry)
     return found
 
 

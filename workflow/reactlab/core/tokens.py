@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reactlab.core.errors import TokenizerError
+from reactlab.core.io import write_bytes_atomic
 
 if TYPE_CHECKING:
     import tiktoken
@@ -72,11 +73,7 @@ def provision(directory: Path | None = None) -> Path:
         except TokenizerError:
             target.unlink()  # a damaged cache entry is replaced from the bundled copy
     data = bundled_bytes()
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
-    return target
+    return write_bytes_atomic(target, data)
 
 
 _LOADING = threading.Lock()

@@ -18,9 +18,7 @@ Dtypes (both of :func:`generate` and of the loaders):
 
 from __future__ import annotations
 
-import os
 import unicodedata
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ import pandas as pd
 
 from reactlab.config import GENERATED_DATA
 from reactlab.core.errors import DataError
+from reactlab.core.io import atomic_path
 
 __all__ = [
     "BUSI_ANCHORS",
@@ -428,18 +427,9 @@ def generate(seed: int = 6) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _write_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write to a unique temporary file next to ``path``, then rename it into place.
-
-    (Not tempfile.mkstemp: its 0600 mode would survive the rename; this way the file
-    gets the usual permissions under the process umask.)
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
+    """Publish ``df`` as the parquet file ``path`` (see :func:`reactlab.core.io.atomic_path`)."""
+    with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write(out_dir: Path, seed: int) -> tuple[Path, Path]:

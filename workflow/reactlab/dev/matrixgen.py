@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reactlab.backends.registry import PROVIDERS
 from reactlab.config.scripts import ROOT_NAMES, Script
 
 TICKER = "BUSI"
@@ -99,12 +100,12 @@ def _compatible(scenarios: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return plain, faulty
 
 
-def _task(ticker: str, desde: str, hasta: str) -> dict[str, Any]:
+def _task(ticker: str, start: str, end: str) -> dict[str, Any]:
     return {
-        "question": (f"¿Cuánto cambió en porcentaje el cierre de {ticker} entre el {desde} "
-                     f"y el {hasta}?"),
+        "question": (f"¿Cuánto cambió en porcentaje el cierre de {ticker} entre el {start} "
+                     f"y el {end}?"),
         "tools": list(TOOLS),
-        "params": {"ticker": ticker, "desde": desde, "hasta": hasta},
+        "params": {"ticker": ticker, "desde": start, "hasta": end},
     }
 
 
@@ -119,7 +120,7 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(dict(base))
     backends = {name: b for name, b in cfg["backends"].items()
                 if b.get("mode") in SCRIPTED_MODES}
-    api = [name for name, b in backends.items() if b["provider"] != "local"]
+    api = [name for name, b in backends.items() if PROVIDERS[b["provider"]].http]
     if not backends:
         raise ValueError("the base configuration has no scripted or simulated backend")
     cfg["backends"] = backends

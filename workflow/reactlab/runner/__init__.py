@@ -32,8 +32,10 @@ def package_versions(provider: str) -> dict[str, str]:
 
 
 def header(spec: RunSpec) -> dict[str, Any]:
-    return {"type": "header", "schema_version": SCHEMA_VERSION,
-            "run": {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario},
+    run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
+    if spec.trial is not None:
+        run["trial"] = spec.trial
+    return {"type": "header", "schema_version": SCHEMA_VERSION, "run": run,
             "key": spec.key, "config_hash": spec.config_hash,
             "versions": package_versions(spec.backend_config["provider"]),
             "spec": spec.to_dict()}
@@ -74,7 +76,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     ``backend_error`` (kind ``protocol``); a run that ends with recorded attempts left
     over raises :class:`~reactlab.backends.recording.RecordingError` and writes no trace. Both
     are for the API backends (openai, anthropic) only. In live mode a missing key
-    raises BackendError("client") before anything is sent, and nothing is written.
+    raises ClientError before anything is sent, and nothing is written.
     """
     from reactlab.agent.loop import run_agent
     from reactlab.backends import open_session

@@ -36,57 +36,64 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from reactlab import data
+from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
 
 __all__ = [
-    "FECHA",
-    "MAX_CIFRAS",
-    "MAX_EXPRESION",
-    "MAX_NODOS",
-    "MAX_PARENTESIS",
-    "MAX_PROFUNDIDAD",
-    "MAX_RESULTADO",
+    "DATE_PATTERN",
+    "MAX_DEPTH",
+    "MAX_DIGITS",
+    "MAX_EXPRESSION",
+    "MAX_NODES",
+    "MAX_PARENS",
+    "MAX_RESULT",
     "TOOLS",
-    "ArgsCalculadora",
-    "ArgsNoticias",
-    "ArgsPrecio",
-    "ArgsVariacion",
-    "ErrorCalculadora",
+    "CalculatorArgs",
+    "CalculatorError",
+    "PriceArgs",
+    "TickerRangeArgs",
     "ToolBox",
     "ToolSpec",
-    "calculadora",
+    "calculate",
     "json_schema",
     "parse_arguments_strict",
 ]
 
-FECHA = r"^\d{4}-\d{2}-\d{2}$"
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 
 # The calculator's caps, all checked before anything is evaluated. Longest expression it
 # parses (longer ones are refused before parsing):
-MAX_EXPRESION = 256
+MAX_EXPRESSION = 256
 # Deepest nesting of parentheses (a scan of the raw text, before parsing).
-MAX_PARENTESIS = 128
+MAX_PARENS = 128
 # Deepest expression tree and most expression nodes (numbers and operations). With the
 # length cap neither can be reached; they bound the walk should that cap ever be raised.
-MAX_PROFUNDIDAD = 256
-MAX_NODOS = 256
+MAX_DEPTH = 256
+MAX_NODES = 256
 # Most digits in a row (a number's integer part, its decimals or its exponent).
-MAX_CIFRAS = 30
+MAX_DIGITS = 30
 # Largest magnitude of a result: integers stay exact in a double and in any JSON reader.
-MAX_RESULTADO = 10**15
+MAX_RESULT = 10**15
 
 
-def _fecha_ascii_y_real(v: str) -> str:
+def _ascii_real_date(v: str) -> str:
     """After the pattern: ASCII digits only (the schema's ``\\d`` means 0-9 to the model,
     but the regex engine would take any Unicode digit), and a date that exists."""
     if not v.isascii():
         # The same error (and message) as a pattern mismatch, which is what it is.
         raise PydanticCustomError(
             "string_pattern_mismatch", "String should match pattern '{pattern}'",
-            {"pattern": FECHA})
+            {"pattern": DATE_PATTERN})
     try:
         dt.date.fromisoformat(v)
     except ValueError:
@@ -105,31 +112,29 @@ class _Args(BaseModel):
     model_config = ConfigDict(strict=True)
 
 
-class ArgsPrecio(_Args):
+# No docstrings on the argument models: pydantic would put them in the schema the model
+# reads, as "description".
+
+
+class PriceArgs(_Args):  # precio: a ticker and a date
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
-    fecha: str = Field(pattern=FECHA)
+    fecha: str = Field(pattern=DATE_PATTERN)
 
-    _fecha = field_validator("fecha")(_fecha_ascii_y_real)
+    _date = field_validator("fecha")(_ascii_real_date)
 
 
-class ArgsNoticias(_Args):
+class TickerRangeArgs(_Args):
+    # buscar_noticias and variacion: a ticker and two dates (the lesson's ArgsNoticias
+    # and ArgsVariacion, which were identical; TOOLS gives each tool its lesson name).
     ticker: str = Field(pattern=r"^[A-Z]{4}$")
-    desde: str = Field(pattern=FECHA)
-    hasta: str = Field(pattern=FECHA)
+    desde: str = Field(pattern=DATE_PATTERN)
+    hasta: str = Field(pattern=DATE_PATTERN)
 
-    _fechas = field_validator("desde", "hasta")(_fecha_ascii_y_real)
+    _dates = field_validator("desde", "hasta")(_ascii_real_date)
 
 
-class ArgsCalculadora(_Args):
+class CalculatorArgs(_Args):  # calculadora: an arithmetic expression
     expresion: str
-
-
-class ArgsVariacion(_Args):
-    ticker: str = Field(pattern=r"^[A-Z]{4}$")
-    desde: str = Field(pattern=FECHA)
-    hasta: str = Field(pattern=FECHA)
-
-    _fechas = field_validator("desde", "hasta")(_fecha_ascii_y_real)
 
 
 @dataclass(frozen=True)
@@ -141,29 +146,39 @@ class ToolSpec:
     args_model: type[BaseModel]
 
 
+def _as_seen(model: type[_Args], name: str) -> type[_Args]:
+    """``model`` under the class name the model reads: the lesson's (``ArgsPrecio`` ...).
+
+    Pydantic puts the class name in the schema's ``title`` and in the "instance of ..."
+    error, so that name is part of what the model reads and stays the lesson's, word for
+    word; the Python definitions keep English names.
+    """
+    return create_model(name, __base__=model)
+
+
 TOOLS: dict[str, ToolSpec] = {
     spec.name: spec
     for spec in (
         ToolSpec(
             "precio",
             "Cierre de una acción en una sesión (la última sesión en o antes de la fecha).",
-            ArgsPrecio,
+            _as_seen(PriceArgs, "ArgsPrecio"),
         ),
         ToolSpec(
             "buscar_noticias",
             "Titulares de noticias de una acción entre dos fechas (AAAA-MM-DD).",
-            ArgsNoticias,
+            _as_seen(TickerRangeArgs, "ArgsNoticias"),
         ),
         ToolSpec(
             "calculadora",
             "Evalúa una expresión aritmética con + - * / y paréntesis.",
-            ArgsCalculadora,
+            _as_seen(CalculatorArgs, "ArgsCalculadora"),
         ),
         ToolSpec(
             "variacion",
             "Variación porcentual del cierre de una acción entre dos fechas (AAAA-MM-DD), "
             "calculada con los dos cierres.",
-            ArgsVariacion,
+            _as_seen(TickerRangeArgs, "ArgsVariacion"),
         ),
     )
 }
@@ -184,14 +199,14 @@ _OPS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.USub: operator.neg,
 }
 
-_SOLO = "solo números, + - * / y paréntesis"
-_NO_VALIDA = "expresión no válida"
-_LARGA = "expresión demasiado larga"
-_COMPLEJA = "expresión demasiado compleja"
-_DIV_CERO = "división por cero"
-_NO_FINITO = "resultado no finito"
-_NUMERO_LARGO = "número demasiado largo"
-_GRANDE = "resultado demasiado grande"
+_MSG_ONLY_ARITHMETIC = "solo números, + - * / y paréntesis"
+_MSG_INVALID_EXPRESSION = "expresión no válida"
+_MSG_TOO_LONG = "expresión demasiado larga"
+_MSG_TOO_COMPLEX = "expresión demasiado compleja"
+_MSG_DIVISION_BY_ZERO = "división por cero"
+_MSG_NOT_FINITE = "resultado no finito"
+_MSG_NUMBER_TOO_LONG = "número demasiado largo"
+_MSG_TOO_LARGE = "resultado demasiado grande"
 
 # The only characters an expression may have: ASCII digits, the decimal point, the
 # exponent letter, the four operators, parentheses and blanks. Anything else (letters,
@@ -199,50 +214,51 @@ _GRANDE = "resultado demasiado grande"
 # lone surrogates) is refused before parsing with the lesson's message "solo números...";
 # control characters (NUL...) with "expresión no válida". "**" gets through this check
 # and is refused as a power by the tree check, before anything is evaluated.
-_PERMITIDOS = frozenset("0123456789.eE+-*/() \t\n\r")
-_DIGITOS = re.compile(r"[0-9]+")
+_ALLOWED_CHARS = frozenset("0123456789.eE+-*/() \t\n\r")
+_DIGIT_RUN = re.compile(r"[0-9]+")
 
 
-class ErrorCalculadora(ValueError):
+class CalculatorError(ValueError):
     """A refused expression; the message (Spanish) is for the model."""
 
 
 def _finite(x: int | float) -> int | float:
     if isinstance(x, float) and not math.isfinite(x):
-        raise ErrorCalculadora(_NO_FINITO)
+        raise CalculatorError(_MSG_NOT_FINITE)
     return x
 
 
-def _revisa_texto(expresion: str) -> None:
+def _check_text(expression: str) -> None:
     """The checks on the raw text, before ``ast.parse`` sees it."""
-    if len(expresion) > MAX_EXPRESION:
-        raise ErrorCalculadora(_LARGA)
-    for c in expresion:
-        if c not in _PERMITIDOS:
+    if len(expression) > MAX_EXPRESSION:
+        raise CalculatorError(_MSG_TOO_LONG)
+    for c in expression:
+        if c not in _ALLOWED_CHARS:
             # Control characters (NUL...) are malformed text; anything else is not arithmetic.
-            raise ErrorCalculadora(_NO_VALIDA if c < " " or c == "\x7f" else _SOLO)
-    if any(len(m) > MAX_CIFRAS for m in _DIGITOS.findall(expresion)):
-        raise ErrorCalculadora(_NUMERO_LARGO)
+            raise CalculatorError(_MSG_INVALID_EXPRESSION if c < " " or c == "\x7f"
+                                  else _MSG_ONLY_ARITHMETIC)
+    if any(len(m) > MAX_DIGITS for m in _DIGIT_RUN.findall(expression)):
+        raise CalculatorError(_MSG_NUMBER_TOO_LONG)
     depth = deepest = 0
-    for c in expresion:
+    for c in expression:
         if c == "(":
             depth += 1
             deepest = max(deepest, depth)
         elif c == ")":
             depth -= 1
-    if deepest > MAX_PARENTESIS:
-        raise ErrorCalculadora(_COMPLEJA)
+    if deepest > MAX_PARENS:
+        raise CalculatorError(_MSG_TOO_COMPLEX)
 
 
-def _revisa_arbol(root: ast.expr) -> None:
+def _check_tree(root: ast.expr) -> None:
     """Only numbers, + - * / and unary minus; depth and node count capped (iterative)."""
     stack: list[tuple[ast.expr, int]] = [(root, 1)]
     nodes = 0
     while stack:
         n, depth = stack.pop()
         nodes += 1
-        if depth > MAX_PROFUNDIDAD or nodes > MAX_NODOS:
-            raise ErrorCalculadora(_COMPLEJA)
+        if depth > MAX_DEPTH or nodes > MAX_NODES:
+            raise CalculatorError(_MSG_TOO_COMPLEX)
         if isinstance(n, ast.Constant) and type(n.value) in (int, float):
             continue
         if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
@@ -251,13 +267,13 @@ def _revisa_arbol(root: ast.expr) -> None:
         elif isinstance(n, ast.UnaryOp) and type(n.op) in _OPS:
             stack.append((n.operand, depth + 1))
         else:
-            raise ErrorCalculadora(_SOLO)
+            raise CalculatorError(_MSG_ONLY_ARITHMETIC)
 
 
-def _evalua(root: ast.expr) -> int | float:
+def _evaluate(root: ast.expr) -> int | float:
     """The lesson's tree walk, without recursion, every intermediate float finite.
 
-    The tree has been checked by :func:`_revisa_arbol`: it holds only numbers, + - * /
+    The tree has been checked by :func:`_check_tree`: it holds only numbers, + - * /
     and unary minus.
     """
     values: list[int | float] = []
@@ -278,80 +294,67 @@ def _evalua(root: ast.expr) -> int | float:
                 values.append(_finite(_OPS[type(n.op)](values.pop())))
             else:
                 stack += [(n, True), (n.operand, False)]
-        else:  # pragma: no cover - excluded by _revisa_arbol
-            raise ErrorCalculadora(_SOLO)
+        else:  # pragma: no cover - excluded by _check_tree
+            raise CalculatorError(_MSG_ONLY_ARITHMETIC)
     return values.pop()
 
 
-def calculadora(expresion: str) -> int | float:
+def calculate(expression: str) -> int | float:
     """Arithmetic without eval(): the expression tree is walked (lesson 6.4.1).
 
     Only ASCII numbers, + - * / and unary minus; the result is rounded to 4 decimals,
-    finite, and at most :data:`MAX_RESULTADO` in magnitude. The caps (length, parenthesis
+    finite, and at most :data:`MAX_RESULT` in magnitude. The caps (length, parenthesis
     depth, digits in a row, tree depth, node count) are checked before anything is
-    evaluated, so that every call is fast. Every failure is an :class:`ErrorCalculadora`
+    evaluated, so that every call is fast. Every failure is an :class:`CalculatorError`
     (a ValueError) with a Spanish message for the model; nothing else is raised.
     """
-    if not isinstance(expresion, str):
-        raise ErrorCalculadora(_NO_VALIDA)
-    expresion = str.__str__(expresion)  # a plain str, whatever subclass came in
-    _revisa_texto(expresion)
+    if not isinstance(expression, str):
+        raise CalculatorError(_MSG_INVALID_EXPRESSION)
+    expression = str.__str__(expression)  # a plain str, whatever subclass came in
+    _check_text(expression)
     try:
-        tree = ast.parse(expresion, mode="eval")
+        tree = ast.parse(expression, mode="eval")
     except (SyntaxError, ValueError):  # ValueError: NUL bytes, surrogates
-        raise ErrorCalculadora(_NO_VALIDA) from None
+        raise CalculatorError(_MSG_INVALID_EXPRESSION) from None
     except (RecursionError, MemoryError):
-        raise ErrorCalculadora(_COMPLEJA) from None
-    _revisa_arbol(tree.body)
+        raise CalculatorError(_MSG_TOO_COMPLEX) from None
+    _check_tree(tree.body)
     try:
-        x = _finite(round(_evalua(tree.body), 4))
+        x = _finite(round(_evaluate(tree.body), 4))
     except ZeroDivisionError:
-        raise ErrorCalculadora(_DIV_CERO) from None
+        raise CalculatorError(_MSG_DIVISION_BY_ZERO) from None
     except OverflowError:
-        raise ErrorCalculadora(_NO_FINITO) from None
+        raise CalculatorError(_MSG_NOT_FINITE) from None
     except (RecursionError, MemoryError):  # pragma: no cover - the walk is iterative
-        raise ErrorCalculadora(_COMPLEJA) from None
-    if abs(x) > MAX_RESULTADO:
-        raise ErrorCalculadora(_GRANDE)
+        raise CalculatorError(_MSG_TOO_COMPLEX) from None
+    if abs(x) > MAX_RESULT:
+        raise CalculatorError(_MSG_TOO_LARGE)
     return x
 
 
 # --------------------------------------------------------------------------- arguments
 
-_JSON_NO_VALIDO = "JSON no válido"
-_NO_OBJETO = "los argumentos deben ser un objeto JSON"
-_ANIDADO = "JSON demasiado anidado"
+_MSG_INVALID_JSON = "JSON no válido"
+_MSG_NOT_AN_OBJECT = "los argumentos deben ser un objeto JSON"
+_MSG_TOO_NESTED = "JSON demasiado anidado"
 # Longest integer literal accepted in argument text (Python refuses more than 4300).
-_MAX_CIFRAS_JSON = 1000
+_MAX_JSON_DIGITS = 1000
 
 
-class _ErrorArgumentos(ValueError):
+class _ArgumentsError(ValueError):
     pass
 
 
-def _sin_duplicados(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _ErrorArgumentos(f"clave duplicada: {k}")
-        out[k] = v
-    return out
-
-
-def _sin_constantes(name: str) -> Any:
-    raise _ErrorArgumentos(f"valor no permitido: {name}")
-
-
-def _float_finito(text: str) -> float:
+def _finite_float(text: str) -> float:
     x = float(text)
     if not math.isfinite(x):
-        raise _ErrorArgumentos(f"número no finito: {text}")
+        raise _ArgumentsError(f"número no finito: {text}")
     return x
 
 
-def _int_acotado(text: str) -> int:
-    if len(text) > _MAX_CIFRAS_JSON:
-        raise _ErrorArgumentos(_NUMERO_LARGO)
+def _bounded_int(text: str) -> int:
+    if len(text) > _MAX_JSON_DIGITS:
+        raise _ArgumentsError(_MSG_NUMBER_TOO_LONG)
     return int(text)
 
 
@@ -364,19 +367,21 @@ def parse_arguments_strict(text: str) -> dict[str, Any] | str:
     Never raises.
     """
     if not isinstance(text, str):
-        return _JSON_NO_VALIDO
+        return _MSG_INVALID_JSON
     try:
-        value = json.loads(text, object_pairs_hook=_sin_duplicados,
-                           parse_constant=_sin_constantes, parse_float=_float_finito,
-                           parse_int=_int_acotado)
-    except _ErrorArgumentos as e:
+        value = loads_strict(text, parse_float=_finite_float, parse_int=_bounded_int)
+    except _ArgumentsError as e:
         return str(e)
+    except DuplicateKeyError as e:
+        return f"clave duplicada: {e.key}"
+    except NonFiniteConstantError as e:
+        return f"valor no permitido: {e.name}"
     except RecursionError:
-        return _ANIDADO
+        return _MSG_TOO_NESTED
     except (ValueError, TypeError, MemoryError):
-        return _JSON_NO_VALIDO
+        return _MSG_INVALID_JSON
     if not isinstance(value, dict):
-        return _NO_OBJETO
+        return _MSG_NOT_AN_OBJECT
     return value
 
 
@@ -430,13 +435,13 @@ class ToolBox:
     def __init__(self, prices: pd.DataFrame, news: pd.DataFrame) -> None:
         prices = data.check_prices(prices, "prices")
         news = data.check_news(news, "news")
-        self._fecha_dtype = str(prices["fecha"].dtype)
+        self._date_dtype = str(prices["fecha"].dtype)
         self._prices: dict[str, _Series] = {}
         for ticker, g in prices.groupby("ticker", sort=False):
-            fechas = g["fecha"].to_numpy()
+            days = g["fecha"].to_numpy()
             self._prices[str(ticker)] = _Series(
-                ns=fechas.astype(np.int64).tolist(),
-                dates=_dates(fechas),
+                ns=days.astype(np.int64).tolist(),
+                dates=_dates(days),
                 closes=g["cierre"].to_numpy(dtype="float64").tolist(),
             )
         self._tickers = frozenset(self._prices)
@@ -474,7 +479,7 @@ class ToolBox:
                 raise ValueError(fecha)
         except (ValueError, TypeError):
             raise TypeError(
-                f"Invalid comparison between dtype={self._fecha_dtype} "
+                f"Invalid comparison between dtype={self._date_dtype} "
                 f"and {type(fecha).__name__}"
             ) from None
         s = self._prices[ticker]
@@ -489,13 +494,13 @@ class ToolBox:
         (both included, UTC dates), syndicated copies removed, first copy kept."""
         if ticker not in self._tickers:
             raise ValueError(f"ticker desconocido: {ticker}")
-        ini = pd.Timestamp(desde, tz="UTC")
-        fin = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
+        start = pd.Timestamp(desde, tz="UTC")
+        stop = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
         h = self._news.get(ticker)
-        if h is None or ini is pd.NaT or fin is pd.NaT:
+        if h is None or start is pd.NaT or stop is pd.NaT:
             return []
-        lo = bisect.bisect_left(h.ns, _ns(ini))
-        hi = bisect.bisect_left(h.ns, _ns(fin))
+        lo = bisect.bisect_left(h.ns, _ns(start))
+        hi = bisect.bisect_left(h.ns, _ns(stop))
         out: list[dict[str, str]] = []
         seen: set[str] = set()
         for i in range(lo, hi):
@@ -509,8 +514,8 @@ class ToolBox:
 
     @staticmethod
     def calculadora(expresion: str) -> int | float:
-        """See :func:`calculadora`."""
-        return calculadora(expresion)
+        """The ``calculadora`` tool (its argument keeps the schema's name): :func:`calculate`."""
+        return calculate(expresion)
 
     def variacion(self, ticker: str, desde: str, hasta: str) -> dict[str, Any]:
         """Percentage change of the close between two dates, computed from two closes."""
@@ -534,11 +539,11 @@ class ToolBox:
         try:
             out = self._execute(name, args, allowed)
         except Exception as e:  # never raise: a failure is an observation for the model
-            return {"error": _texto(e)}
+            return {"error": _message_of(e)}
         try:
             json.dumps(out, allow_nan=False)
         except (ValueError, TypeError, RecursionError):
-            return {"error": _NO_JSON}
+            return {"error": _MSG_NOT_JSON}
         return out
 
     def _execute(
@@ -560,32 +565,32 @@ class ToolBox:
         if isinstance(args, dict):
             # After pydantic's errors, in the order of the arguments; at most a few.
             extra = [k for k in args if k not in spec.args_model.model_fields]
-            errors += [f"{_corto(k)}: {_EXTRA}" for k in extra[:_MAX_EXTRA]]
-            if len(extra) > _MAX_EXTRA:
-                errors.append(f"y {len(extra) - _MAX_EXTRA} campos más no permitidos")
+            errors += [f"{_shorten(k)}: {_MSG_EXTRA_FIELD}" for k in extra[:_MAX_EXTRA_FIELDS]]
+            if len(extra) > _MAX_EXTRA_FIELDS:
+                errors.append(f"y {len(extra) - _MAX_EXTRA_FIELDS} campos más no permitidos")
         if errors:
             return {"error": "argumentos no válidos: " + "; ".join(errors)}
         try:
             return {"resultado": getattr(self, name)(**a.model_dump())}
         except Exception as e:
-            return {"error": _texto(e)}
+            return {"error": _message_of(e)}
 
 
-_EXTRA = "campo no permitido"
-_MAX_EXTRA = 5
-_INTERNO = "error interno de la herramienta"
-_NO_JSON = "resultado no representable en JSON"
+_MSG_EXTRA_FIELD = "campo no permitido"
+_MAX_EXTRA_FIELDS = 5
+_MSG_INTERNAL = "error interno de la herramienta"
+_MSG_NOT_JSON = "resultado no representable en JSON"
 
 
-def _corto(key: object, n: int = 40) -> str:
+def _shorten(key: object, n: int = 40) -> str:
     """A field name for an error message, cut to ``n`` characters."""
     k = key if isinstance(key, str) else repr(key)
     return k if len(k) <= n else k[:n] + "…"
 
 
-def _texto(e: BaseException) -> str:
+def _message_of(e: BaseException) -> str:
     """An exception's message; a fixed one if even that fails."""
     try:
         return str(e)
     except Exception:
-        return _INTERNO
+        return _MSG_INTERNAL

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reactlab.core.errors import TraceError
+from reactlab.core.io import loads_strict, write_bytes_atomic
+from reactlab.core.io import write_json_atomic as write_json_atomic  # re-exported
 
 SCHEMA_VERSION = 1
 RECORD_TYPES = frozenset({"header", "request", "tool_call", "guardrail", "answer", "error", "end"})
@@ -57,14 +58,7 @@ class TraceWriter:
         dumps(final)  # refuse NaN / Infinity with a TraceError before hashing
         final["sha256"] = _digest(self._chunks, final)
         data = b"".join(self._chunks) + _encode(dumps(final))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        return self.path
+        return write_bytes_atomic(self.path, data)
 
 
 def _digest(chunks: list[bytes], end: Mapping[str, Any]) -> str:
@@ -76,20 +70,6 @@ def _digest(chunks: list[bytes], end: Mapping[str, Any]) -> str:
     h.update(json.dumps(own, sort_keys=True, ensure_ascii=False, allow_nan=False).encode(
         "utf-8", errors="backslashreplace"))
     return h.hexdigest()
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write a JSON document atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, allow_nan=False, indent=1) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 @dataclass(frozen=True)
@@ -130,7 +110,7 @@ def read(path: str | Path) -> Trace:
     records = []
     for i, line in enumerate(lines, 1):
         try:
-            rec = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+            rec = loads_strict(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise TraceError(f"{path}: line {i} is not valid JSON ({exc})") from exc
         if not isinstance(rec, dict) or rec.get("type") not in RECORD_TYPES:

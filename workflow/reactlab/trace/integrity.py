@@ -18,6 +18,8 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from reactlab.core.io import write_text_atomic
+
 MANIFEST = ".manifest.json"
 
 
@@ -36,11 +38,8 @@ def write_manifest(manifest: str | Path, files: Iterable[str | Path],
     manifest = Path(manifest)
     base = Path(base) if base is not None else manifest.parent
     entries = {Path(os.path.relpath(f, base)).as_posix(): sha256_file(f) for f in files}
-    tmp = manifest.with_name(f".{manifest.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"files": dict(sorted(entries.items()))}, indent=1) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, manifest)
-    return manifest
+    return write_text_atomic(
+        manifest, json.dumps({"files": dict(sorted(entries.items()))}, indent=1) + "\n")
 
 
 def check_manifest(manifest: str | Path, base: str | Path | None = None) -> list[str]:

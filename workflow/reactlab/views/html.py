@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from reactlab import trace as tracemod
 from reactlab.analysis.tables import load_verification
 from reactlab.analysis.verify import _NUM, _PERCENT, _QUOTED, figures
 from reactlab.core.errors import TraceError
+from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
 
 __all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
@@ -525,6 +525,8 @@ def page_path(run: Mapping[str, Any]) -> str:
     for p in parts:
         if not _SAFE_NAME.fullmatch(p):
             raise TraceError(f"run name {p!r} cannot be used in a file name")
+    if run.get("trial") is not None:  # trial i of a run with trials: {scenario}/t{i}.html
+        parts.append(f"t{int(str(run['trial']))}")
     return "/".join(parts) + ".html"
 
 
@@ -535,7 +537,8 @@ def index_row(trace: tracemod.Trace, verification: Mapping[str, Any]) -> dict[st
     _check_pair(trace, verification)
     row = run_row(trace, verification, str(trace.path))
     row.pop("trace", None)
-    row["href"] = page_path(row)
+    row["trial"] = trace.run.get("trial")
+    row["href"] = page_path(trace.run)
     return row
 
 
@@ -553,7 +556,7 @@ def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
     when present (rows of ``runs.csv`` work as they are). Rows are shown sorted by run.
     """
     ordered = sorted(rows, key=lambda r: (str(r["task"]), str(r["backend"]),
-                                          str(r["scenario"])))
+                                          str(r["scenario"]), _trial(r)))
     n_ok = sum(_truthy(r["verified"]) for r in ordered)
     body = ["<h1>reactlab — traces</h1>\n",
             '<div class="summary">'
@@ -574,9 +577,10 @@ def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
                                  for f in findings)
         if not isinstance(findings, str):  # NaN from an empty CSV cell
             findings = ""
+        trial = f" · t{_trial(r)}" if _trial(r) else ""
         body.append(
             f"<tr><td>{_h(r['task'])}</td><td>{_h(r['backend'])}</td>"
-            f'<td><a href="{html.escape(url)}">{_h(r["scenario"])}</a></td>'
+            f'<td><a href="{html.escape(url)}">{_h(r["scenario"])}</a>{_h(trial)}</td>'
             f"<td>{_h(r['termination'])}</td><td>{_verdict_badge(_truthy(r['verified']))}</td>"
             f"<td class=\"num\">{_h(r['steps'])}</td>"
             f"<td class=\"num\">{_h(r.get('calls', ''))}</td>"
@@ -584,17 +588,46 @@ def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
             f"<td class=\"num\">{_h(r['tokens_sent'])}</td>"
             f'<td class="text findings">{_h(findings)}</td></tr>\n')
     body.append("</tbody>\n</table>\n")
+    body.append(_trials_section(ordered))
     return _doc("reactlab — traces", "".join(body))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _trial(row: Mapping[str, Any]) -> int:
+    """The row's trial number, 0 for a run without trials (also for empty CSV cells)."""
+    value = row.get("trial")
     try:
-        tmp.write_bytes(text.encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        return int(value) if value is not None and value == value and value != "" else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _trials_section(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Runs with repeated trials: success rate with its 95 % Wilson interval, pass@k and
+    pass^k for k = n (the same estimators as results/tables/summary_trials.csv)."""
+    from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
+
+    groups: dict[tuple[str, str, str], list[bool]] = {}
+    for r in rows:
+        if _trial(r):
+            key = (str(r["task"]), str(r["backend"]), str(r["scenario"]))
+            groups.setdefault(key, []).append(_truthy(r.get("utility", r["verified"])))
+    if not groups:
+        return ""
+    out = ["<h2>Repeated trials</h2>\n<table>\n<thead><tr><th>task</th><th>backend</th>"
+           "<th>scenario</th><th class=\"num\">n</th><th class=\"num\">successes</th>"
+           "<th class=\"num\">success rate [95 % Wilson]</th>"
+           "<th class=\"num\">pass@n</th><th class=\"num\">pass^n</th></tr></thead>\n"
+           "<tbody>\n"]
+    for (task, backend, scenario), ok in sorted(groups.items()):
+        n, c = len(ok), sum(ok)
+        iv = wilson(c, n)
+        out.append(f"<tr><td>{_h(task)}</td><td>{_h(backend)}</td><td>{_h(scenario)}</td>"
+                   f'<td class="num">{n}</td><td class="num">{c}</td>'
+                   f'<td class="num">{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]</td>'
+                   f'<td class="num">{pass_at_k(n, c, n):.2f}</td>'
+                   f'<td class="num">{pass_hat_k(n, c, n):.2f}</td></tr>\n')
+    out.append("</tbody>\n</table>\n")
+    return "".join(out)
 
 
 def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
@@ -626,8 +659,8 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
 
     def write(tmp: Path) -> list[Path]:
         for rel, text in pages:
-            _write_atomic(tmp / rel, text)
-        _write_atomic(tmp / "index.html", index_text)
+            write_text_atomic(tmp / rel, text)
+        write_text_atomic(tmp / "index.html", index_text)
         return [tmp / "index.html", *(tmp / rel for rel, _ in pages)]
 
     # The whole folder is published at once (a temporary sibling, then a rename), with a

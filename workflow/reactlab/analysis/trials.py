@@ -1,0 +1,158 @@
+"""Tables over repeated trials: per-run trial rows, a summary with intervals, and paired
+comparisons.
+
+* ``trials.csv`` — one row per run, runs with repeated trials included (the single-draw
+  tables leave those out): trial and seed, termination, verdict, success (the answer was
+  delivered and verified: the ``utility`` of runs.csv), steps, calls, tokens in and out, cost
+  (:mod:`reactlab.analysis.cost`) and the trajectory metrics
+  (:mod:`reactlab.analysis.trajectory`).
+* ``summary_trials.csv`` — one row per (task, backend, scenario) over its n trials:
+  success rate with its 95 % Wilson interval, pass@k and pass^k for k = n (unbiased, from
+  the n trials; with n = 1 both are the success rate), mean steps, calls and tokens with
+  seeded bootstrap intervals, cost per run and per success, mean trajectory F1 (any
+  order, in order), mean argument accuracy and the rate of correct abstention.
+* ``paired.csv`` — one row per comparison declared in config.yaml (``comparisons``): the
+  runs of side ``a`` and side ``b`` paired on everything but the varied factor (task,
+  the other factor, trial number), the exact McNemar p-value on success, and the paired
+  difference of success rates a − b with a bootstrap interval.
+
+Pure functions of the traces, verification files and config: no clock, no unseeded
+randomness (:mod:`reactlab.analysis.stats`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from reactlab import trace as tracemod
+from reactlab.analysis import stats
+from reactlab.analysis.cost import priced_model, run_cost
+from reactlab.analysis.trajectory import TRAJECTORY_COLUMNS, trajectory_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KEYS = ["task", "backend", "scenario"]
+TRIAL_COLUMNS = [*KEYS, "trial", "seed", "termination", "verified", "success", "steps",
+                 "calls", "tokens_sent", "tokens_out", "priced_as", "cost_usd",
+                 *TRAJECTORY_COLUMNS, "trace"]
+COST_DIGITS = 8
+DIGITS = 4
+
+
+def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
+              analysis: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The trials.csv row of one run, from its trace and its runs.csv row."""
+    analysis = analysis or {}
+    spec = tr.header["spec"]
+    task_cfg = (analysis.get("tasks") or {}).get(run["task"], {})
+    tokens_out = sum(int(r.get("tokens_out") or 0) for r in tr.requests())
+    pricing = analysis.get("pricing")
+    metrics = trajectory_metrics(tr.tool_calls(), spec["question"], tr.end["answer"],
+                                 task_cfg.get("expected_calls"),
+                                 task_cfg.get("answerable", True))
+    return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],
+            "trial": int(spec.get("trial") or 1), "seed": spec.get("seed"),
+            "termination": run["termination"], "verified": bool(run["verified"]),
+            "success": bool(run["utility"]), "steps": run["steps"], "calls": run["calls"],
+            "tokens_sent": run["tokens_sent"], "tokens_out": tokens_out,
+            "priced_as": priced_model(run["backend"], pricing),
+            "cost_usd": run_cost(run["backend"], run["tokens_sent"], tokens_out, pricing),
+            **metrics, "trace": run["trace"]}
+
+
+def trials_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows), columns=TRIAL_COLUMNS)
+    # from the Python ints (a column with empty cells would go through float64 and
+    # round 63-bit seeds)
+    df["seed"] = pd.array([row["seed"] for row in rows], dtype="Int64")
+    df = df.sort_values([*KEYS, "trial"], kind="stable").reset_index(drop=True)
+    out = df.copy()
+    out["cost_usd"] = out["cost_usd"].astype(float).round(COST_DIGITS)
+    for c in TRAJECTORY_COLUMNS[:-1]:
+        out[c] = out[c].astype(float).round(DIGITS)
+    return out
+
+
+def _mean_or_none(values: Sequence[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None and v == v]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summary_table(trials: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = []
+    for key, g in trials.groupby(KEYS, sort=True):
+        n, c = len(g), int(g.success.sum())
+        rate = stats.wilson(c, n)
+        row: dict[str, Any] = dict(zip(KEYS, key, strict=True))
+        row.update(n=n, successes=c, success_rate=rate.estimate, success_low=rate.low,
+                   success_high=rate.high, k=n, pass_at_k=stats.pass_at_k(n, c, n),
+                   pass_hat_k=stats.pass_hat_k(n, c, n))
+        for col, name in (("steps", "steps"), ("calls", "calls"), ("tokens_sent", "tokens")):
+            iv = stats.bootstrap_mean(g[col].tolist())
+            row.update({f"{name}_mean": iv.estimate, f"{name}_low": iv.low,
+                        f"{name}_high": iv.high})
+        costs = g.cost_usd.dropna()
+        priced = len(costs) == n
+        row["cost_per_run"] = float(costs.mean()) if priced else None
+        row["cost_per_success"] = float(costs.sum()) / c if priced and c else None
+        row["tc_f1"] = _mean_or_none(g.tc_f1.tolist())
+        row["tc_f1_order"] = _mean_or_none(g.tc_f1_order.tolist())
+        row["arg_accuracy"] = _mean_or_none(g.arg_accuracy.tolist())
+        abst = [bool(v) for v in g.abstained_correctly.tolist() if v is not None and v == v]
+        row["abstention_rate"] = sum(abst) / len(abst) if abst else None
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for col in ("cost_per_run", "cost_per_success"):
+        out[col] = out[col].astype(float).round(COST_DIGITS)
+    floats = [c for c in out.columns if out[c].dtype == float and not c.startswith("cost_")]
+    out[floats] = out[floats].round(DIGITS)
+    return out
+
+
+PAIRED_COLUMNS = ["comparison", "vary", "a", "b", "pairs", "a_successes", "b_successes",
+                  "only_a", "only_b", "mcnemar_p", "difference", "diff_low", "diff_high"]
+
+
+def paired_table(trials: pd.DataFrame,
+                 comparisons: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per comparison: runs paired on (task, the other factor, trial)."""
+    import pandas as pd
+
+    rows = []
+    for comp in comparisons:
+        vary = comp["vary"]
+        other = "scenario" if vary == "backend" else "backend"
+        on = ["task", other, "trial"]
+        a = trials[trials[vary] == comp["a"]].set_index(on).success
+        b = trials[trials[vary] == comp["b"]].set_index(on).success
+        common = sorted(set(a.index) & set(b.index))
+        sa = [bool(a.loc[i]) for i in common]
+        sb = [bool(b.loc[i]) for i in common]
+        row: dict[str, Any] = {"comparison": comp["name"], "vary": vary, "a": comp["a"],
+                               "b": comp["b"], "pairs": len(common),
+                               "a_successes": sum(sa), "b_successes": sum(sb)}
+        if common:
+            test = stats.mcnemar_exact(sa, sb)
+            diff = stats.paired_difference([float(x) for x in sa], [float(x) for x in sb])
+            row.update(only_a=test.only_a, only_b=test.only_b, mcnemar_p=test.p_value,
+                       difference=diff.estimate, diff_low=diff.low, diff_high=diff.high)
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+    for c in ("only_a", "only_b"):
+        out[c] = out[c].astype("Int64")
+    for c in ("mcnemar_p", "difference", "diff_low", "diff_high"):
+        out[c] = out[c].astype(float).round(DIGITS)
+    return out
+
+
+def build(rows: Sequence[Mapping[str, Any]],
+          analysis: Mapping[str, Any] | None) -> dict[str, pd.DataFrame]:
+    trials = trials_table(rows)
+    return {"trials": trials, "summary_trials": summary_table(trials),
+            "paired": paired_table(trials, (analysis or {}).get("comparisons", []))}
