@@ -76,6 +76,10 @@ for _kind, _source in FIGURE_SOURCES.items():
                 if params.kind == "cumulative_tokens":
                     figures.cumulative_tokens(input[0], output.png,
                                               json.loads(params.figure))
+                elif params.kind == "success_rates":
+                    from reactlab.analysis import trial_figures
+
+                    trial_figures.success_rates(input[0], output.png)
                 else:
                     getattr(figures, params.kind)(input[0], output.png)
                 say(f"drew {output.png} and {output.svg}")
