@@ -269,10 +269,11 @@ def verify_job(trace_path: str, out: str) -> str:
     read and check the trace, write its verification record atomically; returns the
     summary line for the job's log. Holds no state between calls (jobs may be threads)."""
     from reactlab import trace
+    from reactlab.core.io import write_json_atomic
 
     tr = trace.read(trace_path)
     rec = verification_record(tr, trace_path)
-    trace.write_json_atomic(out, rec)
+    write_json_atomic(out, rec)
     verdict_ = "verified" if rec["verified"] else "REJECTED: " + "; ".join(
         f["message"] for f in rec["findings"])
     key = "/".join(str(tr.run.get(k)) for k in ("task", "backend", "scenario"))
