@@ -28,6 +28,7 @@ def copy_workflow(dest: Path) -> None:
     shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
     shutil.copytree(ROOT / "workflow", dest / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "profiles", dest / "profiles")  # the default profile (threads)
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

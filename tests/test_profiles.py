@@ -78,6 +78,7 @@ def copy_workflow(dest: Path) -> Path:
     shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
     shutil.copytree(ROOT / "workflow", dest / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "profiles", dest / "profiles")  # the default profile (threads)
     return dest
 
 
@@ -212,10 +213,17 @@ def run_key(job: PlannedJob) -> str:
 
 # --- both profiles -------------------------------------------------------------------
 
-def test_profiles_exist_and_none_is_named_default() -> None:
+def test_profiles_exist() -> None:
     assert {p.name for p in PROFILES.iterdir() if p.is_dir()} >= {"slurm", "kubernetes"}
+    # not under workflow/profiles/: Snakemake looks for profiles/default beside the Snakefile
     assert not (PROFILES / "default").exists()
-    assert not (ROOT / "profiles" / "default").exists()
+
+
+def test_default_profile_only_runs_jobs_as_threads() -> None:
+    """The profile Snakemake reads by itself changes how `run:` jobs execute (threads of
+    the Snakemake process), nothing about what is planned or where."""
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert profile == {"force-use-threads": True}
 
 
 @pytest.mark.parametrize("name", ["slurm", "kubernetes"])
@@ -227,8 +235,15 @@ def test_every_setting_is_commented(name: str) -> None:
             assert "#" in line or lines[i - 1].startswith("#"), f"{name}: {line!r}"
 
 
-def test_default_dry_run_reads_no_profile(dry_runs: DryRuns) -> None:
-    assert "Using workflow specific profile" not in output(dry_runs.default)
+def test_default_dry_run_reads_only_the_default_profile(dry_runs: DryRuns) -> None:
+    out = output(dry_runs.default)
+    assert "Using workflow specific profile profiles/default" in out
+    assert "workflow/profiles/" not in out
+
+
+def test_cluster_dry_runs_do_not_read_the_default_profile(dry_runs: DryRuns) -> None:
+    for proc in (dry_runs.slurm, dry_runs.kubernetes):
+        assert "profiles/default" not in output(proc)
 
 
 def test_no_dry_run_tried_to_reach_a_cluster(dry_runs: DryRuns) -> None:
@@ -300,8 +315,10 @@ def test_kubernetes_dry_run_plans_the_default_jobs(dry_runs: DryRuns) -> None:
             model = run_key(job) in models
             assert job.threads == (2 if model else 1), job
             assert job.resources["mem_mb"] == ("4000" if model else "1000"), job
-    # inputs and outputs are mapped into the default storage
-    assert f".snakemake/storage/fs/{prefix}/results/traces/" in out
+    # inputs and outputs are mapped into the default storage (the run jobs are `run:`
+    # jobs: the plan shows their storage paths, not a shell command)
+    assert re.search(rf"^    output: /{prefix}/results/traces/\S+\.jsonl \(send to storage\)$",
+                     out, flags=re.M)
 
 
 @pytest.mark.skipif(has_fs_storage_plugin(),

@@ -7,14 +7,14 @@ on stderr with exit status 2; a bare traceback means a bug.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reactlab.core.errors import ReactlabError, TraceError
+from reactlab.core.errors import ReactlabError
+from reactlab.core.joblog import error_line
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -25,30 +25,16 @@ def _cmd_data(a: argparse.Namespace) -> None:
 
 
 def _cmd_run(a: argparse.Namespace) -> None:
-    from reactlab.config import RunSpec
-    from reactlab.runner import run_to_trace
-    from reactlab.tools import ToolBox
+    from reactlab.runner import run_job
 
-    spec = RunSpec.from_json(a.spec)
-    tools = ToolBox.from_files(a.prices, a.news)
-    end = run_to_trace(spec, tools, a.out, recording=a.recording, replay=a.replay)
-    print(f"{spec.key}: {end['termination']} after {end['steps']} steps, "
-          f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent",
+    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
           file=sys.stderr)
 
 
 def _cmd_verify(a: argparse.Namespace) -> None:
-    from reactlab import trace
-    from reactlab.analysis.verify import Verification, verification_record
+    from reactlab.analysis.verify import verify_job
 
-    tr = trace.read(a.trace)
-    rec = verification_record(tr, a.trace)
-    trace.write_json_atomic(a.out, rec)
-    v = Verification.from_json(rec)
-    verdict = "verified" if v.verified else "REJECTED: " + "; ".join(
-        f.message for f in v.findings)
-    print(f"{tr.header.key}: {tr.end.termination}, {tr.end.steps} steps, "
-          f"{tr.end.tokens_sent} tokens sent; {verdict}", file=sys.stderr)
+    print(verify_job(a.trace, a.out), file=sys.stderr)
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:
@@ -132,7 +118,7 @@ def _cmd_show(a: argparse.Namespace) -> None:
 def _cmd_bench(a: argparse.Namespace) -> None:
     from reactlab.dev.bench import main as bench_main
 
-    bench_main(cores=a.cores, repeat=a.repeat)
+    bench_main(cores=a.cores, repeat=a.repeat, options=a.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,9 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.set_defaults(func=_cmd_show)
 
-    s = sub.add_parser("bench", help="benchmark Snakemake vs one process, and a no-op rerun")
+    s = sub.add_parser("bench", help="benchmark the workflow: Snakemake vs one process, the "
+                                     "full matrix, a no-op rerun, reruns after code edits")
     s.add_argument("--cores", type=int, default=4)
     s.add_argument("--repeat", type=int, default=1)
+    s.add_argument("--options", action="store_true",
+                   help="also time the simulated matrix with a fresh interpreter per job "
+                        "(--workflow-profile none)")
     s.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("serve", help="serve the scripted scenarios over HTTP (Responses and "
@@ -230,21 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.func(args)
-    except ReactlabError as exc:
-        hint = ""
-        if (isinstance(exc, TraceError) and args.command in ("verify", "tables", "viewer")
-                and "snakemake" not in str(exc)):
-            hint = ("; to repair, run the pipeline again (`snakemake --cores 4`): damaged "
-                    "results are removed and regenerated before any job starts")
-        print(f"reactlab: error: {exc}{hint}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
+    except (ReactlabError, OSError) as exc:
+        line = error_line(exc, args.command)
+        if line is None:  # an OSError that is not a full disk: a bug, with its traceback
             raise
-        where = f" writing {exc.filename}" if exc.filename else ""
-        print(f"reactlab: error: no space left on device (ENOSPC){where}; nothing partial "
-              f"was published (files are written to a temporary name and renamed): free "
-              f"some space, then run the same command again", file=sys.stderr)
+        print(line, file=sys.stderr)
         return 2
     return 0
 

@@ -2,6 +2,7 @@
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -9,6 +10,8 @@ from snakemake.exceptions import WorkflowError
 try:
     from reactlab.config import parse as _parse_config
     from reactlab.core.errors import ConfigError
+    from reactlab.core.fingerprint import fingerprints as _fingerprints
+    from reactlab.core.joblog import job_log
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}); run `make run`, which creates the environment"
@@ -130,19 +133,21 @@ def data_file(kind):
         raise WorkflowError(f"invalid configuration: {exc}") from None
 
 
-def _code_hash():
-    """sha256 of the package's source: a rule parameter, so that changing the code that
-    computes an output reruns it (Snakemake's own code trigger sees only the rule text)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    root = Path(workflow.basedir) / "workflow"
-    for path in sorted([*root.glob("reactlab/**/*.py"), *root.glob("schemas/*.yaml")]):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-CODE = _code_hash()
+# The code each rule's jobs run, as a rule parameter: a job reruns when that code changes
+# (Snakemake's own code trigger sees only the rule text). Each fingerprint hashes the
+# entry module and everything it imports in the package (reactlab.core.fingerprint), so
+# editing the viewer reruns the viewer only, and editing a tool reruns the runs and,
+# through their outputs, everything after them. cli.py (argument parsing) is not part
+# of any: the jobs call the functions named here, the `run` command as well.
+_PACKAGE = Path(workflow.basedir) / "workflow" / "reactlab"
+CODE = _fingerprints(_PACKAGE, {
+    "data": "reactlab.data",
+    "run": "reactlab.runner",
+    "verify": "reactlab.analysis.verify",
+    "tables": "reactlab.analysis.tables",
+    "figures": ["reactlab.analysis.figures", "reactlab.analysis.trial_figures"],
+    "viewer": "reactlab.views.html",
+}, cache=".snakemake/reactlab/imports.json")
 
 PRICES = data_file("prices")
 NEWS = data_file("news")

@@ -8,8 +8,12 @@ rule generate_data:
         news=GENERATED[1],
     params:
         seed=config["data"]["seed"],
-        code=CODE,
+        code=CODE["data"],
     log:
         "results/logs/generate_data.log",
-    shell:
-        "{PY} -m reactlab data --out data/generated --seed {params.seed} 2> {log}"
+    run:
+        from reactlab import data
+
+        with job_log(log[0], "data") as say:
+            prices, news = data.write(Path(output.prices).parent, params.seed)
+            say(f"wrote {prices} and {news} (seed {params.seed})")

@@ -1,4 +1,8 @@
-# Aggregate tables and figures, each annotated for `snakemake --report`.
+# Aggregate tables and figures, each annotated for `snakemake --report`. `run:` jobs:
+# threads of the Snakemake process with the default profile (README "Workflow").
+
+# pyplot keeps global state: figure jobs that run as threads draw one at a time.
+FIGURE_LOCK = threading.Lock()
 
 
 def _table(name, caption=None):
@@ -23,13 +27,17 @@ rule tables:
     params:
         figure=json.dumps(config["figure"]),
         analysis=ANALYSIS,
-        code=CODE,
+        code=CODE["tables"],
     log:
         "results/logs/tables.log",
-    shell:
-        "{PY} -m reactlab tables --traces {input.traces:q} --verified {input.verified:q} "
-        "--out-dir results/tables --figure {params.figure:q} "
-        "--analysis {params.analysis:q} 2> {log:q}"
+    run:
+        from reactlab.analysis import tables
+
+        with job_log(log[0], "tables") as say:
+            written = tables.build(zip(input.traces, input.verified, strict=True),
+                                   json.loads(params.figure), Path(output.runs).parent,
+                                   json.loads(params.analysis))
+            say(f"wrote {len(written)} tables to {Path(output.runs).parent}")
 
 
 # Which table each figure is drawn from.
@@ -57,12 +65,24 @@ for _kind, _source in FIGURE_SOURCES.items():
         params:
             kind=_kind,
             figure=json.dumps(config["figure"]),
-            code=CODE,
+            code=CODE["figures"],
         log:
             f"results/logs/figure_{_kind}.log",
-        shell:
-            "{PY} -m reactlab figure --kind {params.kind} --table {input:q} "
-            "--out {output.png:q} --figure {params.figure:q} 2> {log:q}"
+        run:
+            from reactlab.analysis import figures
+
+            with job_log(log[0], "figure") as say, FIGURE_LOCK:
+                figures.check_source(input[0])
+                if params.kind == "cumulative_tokens":
+                    figures.cumulative_tokens(input[0], output.png,
+                                              json.loads(params.figure))
+                elif params.kind == "success_rates":
+                    from reactlab.analysis import trial_figures
+
+                    trial_figures.success_rates(input[0], output.png)
+                else:
+                    getattr(figures, params.kind)(input[0], output.png)
+                say(f"drew {output.png} and {output.svg}")
 
 
 # A static HTML page per run and an index linking them (no server, no external assets).
@@ -75,9 +95,12 @@ rule viewer:
         # folder; the viewer is its own static site (results/viewer/index.html).
         directory("results/viewer"),
     params:
-        code=CODE,
+        code=CODE["viewer"],
     log:
         "results/logs/viewer.log",
-    shell:
-        "{PY} -m reactlab viewer --traces {input.traces:q} --verified {input.verified:q} "
-        "--out-dir {output:q} 2> {log:q}"
+    run:
+        from reactlab.views import html as viewer
+
+        with job_log(log[0], "viewer") as say:
+            written = viewer.build(zip(input.traces, input.verified, strict=True), output[0])
+            say(f"wrote {written[0]} and {len(written) - 1} run pages")

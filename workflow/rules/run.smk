@@ -1,6 +1,11 @@
 # One job per (task x backend x scenario): run the agent loop, write the JSONL trace.
 # The job receives its whole config slice as JSON (params), so editing one scenario
 # re-runs only the jobs that use it.
+#
+# A simulated or scripted run is a `run:` job: with the default profile
+# (workflow/profiles/default, force-use-threads) it is a thread of the Snakemake process,
+# which imports the SDKs, pandas and tiktoken once, not once per job (README "Workflow").
+# A real-model run (mode: model) keeps its own process, with the threads it reserves.
 
 
 rule run_agent:
@@ -12,15 +17,21 @@ rule run_agent:
         "results/traces/{task}/{backend}/{scenario}.jsonl",
     params:
         spec=run_spec,
-        code=CODE,
+        code=CODE["run"],
     log:
         "results/logs/run/{task}/{backend}/{scenario}.log",
     wildcard_constraints:
         backend="|".join(OFFLINE_BACKENDS),
     threads: run_threads
-    shell:
-        "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
-        "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}"
+    run:
+        if _backend(wildcards)["mode"] == "model":
+            shell("{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
+                  "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}")
+        else:
+            from reactlab.runner import run_job
+
+            with job_log(log[0], "run") as say:
+                say(run_job(params.spec, input.prices, input.news, output[0]))
 
 
 # A live run records every HTTP exchange (keys and auth headers stripped) beside the
@@ -63,7 +74,7 @@ elif LIVE_BACKENDS:
             backend="|".join(LIVE_BACKENDS),
         params:
             spec=run_spec,
-            code=CODE,
+            code=CODE["run"],
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         shell:

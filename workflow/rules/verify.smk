@@ -1,4 +1,5 @@
 # Check each run's final answer against its own trace (pure, deterministic rules).
+# A `run:` job: a thread of the Snakemake process (README "Workflow").
 
 
 rule verify:
@@ -7,8 +8,11 @@ rule verify:
     output:
         "results/verified/{task}/{backend}/{scenario}.json",
     params:
-        code=CODE,
+        code=CODE["verify"],
     log:
         "results/logs/verify/{task}/{backend}/{scenario}.log",
-    shell:
-        "{PY} -m reactlab verify --trace {input:q} --out {output:q} 2>&1 | tee {log:q}"
+    run:
+        from reactlab.analysis.verify import verify_job
+
+        with job_log(log[0], "verify") as say:
+            say(verify_job(input[0], output[0]))

@@ -84,6 +84,7 @@ __all__ = [
     "verdict",
     "verification_record",
     "verify",
+    "verify_job",
 ]
 
 CALCULATING_TOOLS = frozenset({"calculadora", "variacion"})
@@ -355,3 +356,20 @@ def load_verification(tr: Trace, verified_path: str | Path,
             raise TraceError(f"{verified_path}: {key!r} differs from verifying the trace "
                              f"again (edited after it was written?); {REPAIR}")
     return fresh
+
+
+def verify_job(trace_path: str, out: str) -> str:
+    """One verify job of the pipeline (the ``verify`` command and the Snakemake rule):
+    read and check the trace, write its verification record atomically; returns the
+    summary line for the job's log. Holds no state between calls (jobs may be threads)."""
+    from reactlab import trace
+    from reactlab.core.io import write_json_atomic
+
+    tr = trace.read(trace_path)
+    rec = verification_record(tr, trace_path)
+    write_json_atomic(out, rec)
+    v = Verification.from_json(rec)
+    verdict_ = "verified" if v.verified else "REJECTED: " + "; ".join(
+        f.message for f in v.findings)
+    return (f"{tr.header.key}: {tr.end.termination}, {tr.end.steps} steps, "
+            f"{tr.end.tokens_sent} tokens sent; {verdict_}")

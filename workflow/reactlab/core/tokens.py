@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import threading
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -75,15 +76,26 @@ def provision(directory: Path | None = None) -> Path:
     return write_bytes_atomic(target, data)
 
 
+_LOADING = threading.Lock()
+
+
 @cache
-def encoding() -> tiktoken.Encoding:
-    """The real tiktoken ``o200k_base`` encoding, loaded without network access."""
+def _encoding() -> tiktoken.Encoding:
     directory = cache_dir()
     provision(directory)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING)
+
+
+def encoding() -> tiktoken.Encoding:
+    """The real tiktoken ``o200k_base`` encoding, loaded without network access.
+
+    Loaded once per process; the lock makes jobs that run as threads of one process
+    (README "Workflow") share that single load instead of racing to provision it."""
+    with _LOADING:
+        return _encoding()
 
 
 def count(text: str) -> int:

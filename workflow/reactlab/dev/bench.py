@@ -1,29 +1,65 @@
-"""Benchmark: the simulated matrix under Snakemake vs one Python process, and a no-op rerun.
+"""Benchmark of the workflow, side by side in one invocation on the same (noisy) machine.
 
-Both sides run in fresh temporary copies of the workflow and do the same work (generate
-the data, run every run, verify, aggregate, draw), in the same invocation, alternating
-when ``repeat`` > 1, so the ratio is measured side by side on the same (noisy) machine.
-The ratio is the per-job overhead of one fresh interpreter per job.
+Measured, each in a fresh temporary copy of the workflow:
+
+1. the simulated matrix (the default matrix without its real-model runs) under
+   ``snakemake --cores N`` (the default profile: `run:` jobs as threads of Snakemake's
+   process) and the same work in one Python process; optionally (``--options``) also
+   under ``--workflow-profile none``, where every `run:` job re-launches Snakemake in a
+   fresh interpreter (the cost this workflow used to pay per job);
+2. the full default matrix under Snakemake (model conversion and real-model runs too);
+3. a no-op rerun of it;
+4. how many jobs a code edit reruns (a dry run after appending a comment to a file of
+   the viewer, of the figures and of the tools), and the wall time of the viewer rerun.
+
+With ``repeat`` > 1 the simulated sides alternate and the medians are reported.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 
+#: Files whose edit the benchmark (and tests/test_reruns.py) counts the reruns of.
+EDITS = {
+    "viewer": "workflow/reactlab/views/html.py",
+    "figures": "workflow/reactlab/analysis/figures.py",
+    "tool": "workflow/reactlab/tools/__init__.py",
+}
 
-def copy_workflow(dest: Path) -> None:
+
+def copy_workflow(dest: Path, simulated_only: bool = False) -> None:
+    """A runnable copy of the workflow in ``dest`` (optionally without model runs)."""
     shutil.copy(ROOT / "Snakefile", dest / "Snakefile")
     shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
     shutil.copytree(ROOT / "workflow", dest / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "profiles", dest / "profiles")  # the default profile (threads)
+    if simulated_only:
+        write_simulated_config(dest / "config.yaml")
+
+
+def write_simulated_config(path: Path) -> int:
+    """Keep only the matrix blocks whose backends are all simulated or scripted (no
+    model, no live API); returns how many blocks were kept."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    offline = {"simulated", "scripted"}
+    raw["matrix"] = [b for b in raw["matrix"]
+                     if all(raw["backends"][x]["mode"] in offline for x in b["backends"])]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                    encoding="utf-8")
+    return len(raw["matrix"])
 
 
 def snakemake(workdir: Path, cores: int, *extra: str) -> float:
@@ -34,6 +70,38 @@ def snakemake(workdir: Path, cores: int, *extra: str) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-3000:]}")
     return elapsed
+
+
+def planned_jobs(workdir: Path, *extra: str) -> dict[str, int]:
+    """{rule: jobs} that ``snakemake -n`` would run now (without the target rule `all`);
+    empty when there is nothing to be done."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "4", *extra],
+                          cwd=workdir, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"snakemake -n failed in {workdir}:\n{out[-3000:]}")
+    if "Nothing to be done" in out:
+        return {}
+    tables = re.findall(r"^Job stats:\njob\s+count\n[- ]+\n((?:\S+\s+\d+\n)+)", out,
+                        flags=re.M)
+    if not tables:
+        raise RuntimeError(f"no job stats in the dry run of {workdir}:\n{out[-3000:]}")
+    jobs = {rule: int(n) for rule, n in
+            (line.split() for line in tables[-1].strip().splitlines())}
+    jobs.pop("total", None)
+    jobs.pop("all", None)
+    return jobs
+
+
+def after_edit(workdir: Path, relpath: str, action: Callable[[], object]) -> object:
+    """Append a comment to ``relpath`` in ``workdir``, call ``action``, restore the file."""
+    path = workdir / relpath
+    original = path.read_bytes()
+    path.write_bytes(original + b"\n# an edit that changes no behaviour\n")
+    try:
+        return action()
+    finally:
+        path.write_bytes(original)
 
 
 def in_process(workdir: Path) -> float:
@@ -71,26 +139,47 @@ viewer.build(pairs, Path("results/viewer"))
     return time.perf_counter() - t0
 
 
-def main(cores: int = 4, repeat: int = 1) -> None:
+def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
     from reactlab import config
 
-    n_runs = len(config.load(ROOT / "config.yaml").runs)
-    sm, ip, noop = [], [], []
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    runs = config.load(ROOT / "config.yaml").runs
+    n_sim = sum(r.backend_config["mode"] in ("simulated", "scripted") for r in runs)
+    med = statistics.median
     with tempfile.TemporaryDirectory(prefix="reactlab-bench-") as tmp:
+        plan = Path(tmp) / "plan"
+        plan.mkdir()
+        copy_workflow(plan, simulated_only=True)
+        say(f"cores {cores}, repeat {repeat}; simulated matrix: {n_sim} runs, "
+            f"{sum(planned_jobs(plan).values())} jobs")
+        sm, ip, spawn = [], [], []
         for i in range(repeat):
-            a, b = Path(tmp) / f"snakemake{i}", Path(tmp) / f"process{i}"
-            for d in (a, b):
+            a, b, c = (Path(tmp) / f"{name}{i}" for name in ("threads", "process", "spawn"))
+            for d in (a, b, c):
                 d.mkdir()
-                copy_workflow(d)
+                copy_workflow(d, simulated_only=True)
             sm.append(snakemake(a, cores))
             ip.append(in_process(b))
-            noop.append(snakemake(a, cores))
-    med = statistics.median
-    print(f"matrix: {n_runs} runs ({n_runs * 2 + 8} jobs under Snakemake), "
-          f"--cores {cores}, repeat {repeat}")
-    print(f"snakemake --cores {cores}:        {med(sm):7.2f} s")
-    print(f"one python process:          {med(ip):7.2f} s")
-    print(f"ratio snakemake / process:   {med(sm) / med(ip):7.2f}x")
-    print(f"per-job overhead (approx):   {(med(sm) - med(ip)) / (n_runs * 2 + 8):7.3f} s/job "
-          f"(wall, {cores} cores)")
-    print(f"no-op rerun:                 {med(noop):7.2f} s")
+            if options:
+                spawn.append(snakemake(c, cores, "--workflow-profile", "none"))
+        say(f"simulated, snakemake --cores {cores} (threads):  {med(sm):7.2f} s")
+        say(f"simulated, one python process:             {med(ip):7.2f} s")
+        say(f"ratio snakemake / one process:             {med(sm) / med(ip):7.2f}x")
+        if spawn:
+            say(f"simulated, --workflow-profile none:        {med(spawn):7.2f} s "
+                f"({med(spawn) / med(ip):.2f}x; `run:` jobs each re-launch Snakemake)")
+        full = Path(tmp) / "full"
+        full.mkdir()
+        copy_workflow(full)
+        say(f"full default matrix: {len(runs)} runs, {sum(planned_jobs(full).values())} jobs")
+        say(f"full default matrix, snakemake --cores {cores}: {snakemake(full, cores):7.2f} s")
+        say(f"no-op rerun (full matrix):                 {snakemake(full, cores):7.2f} s")
+        for rel in EDITS.values():
+            jobs = after_edit(full, rel, lambda: planned_jobs(full))
+            assert isinstance(jobs, dict)
+            detail = ", ".join(f"{rule} {n}" for rule, n in jobs.items()) or "none"
+            say(f"jobs rerun after editing {rel}: {sum(jobs.values())} ({detail})")
+        t_viewer = after_edit(full, EDITS["viewer"], lambda: snakemake(full, cores))
+        say(f"rerun after the viewer edit:               {t_viewer:7.2f} s")

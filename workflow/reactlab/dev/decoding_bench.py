@@ -146,7 +146,7 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def table(args: argparse.Namespace) -> int:
-    from reactlab.analysis.tables import verification_record
+    from reactlab.analysis.verify import verification_record
     from reactlab.trace import read
 
     rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))

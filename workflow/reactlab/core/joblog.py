@@ -1,0 +1,89 @@
+"""One log file per job, also when jobs run as threads of one process.
+
+The pipeline runs its simulated jobs as threads of the Snakemake process (README
+"Workflow"), so the process-wide ``logging`` configuration and ``sys.stderr`` cannot
+separate them. :func:`job_log` opens the job's own log file, routes the log records that
+this thread emits (``reactlab``, the SDKs' retry messages) into it, and gives back a
+``say`` function for the job's summary line; an exception is written there too before it
+propagates. Nothing of one job reaches another job's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Loggers whose INFO records belong in a job's log (the SDKs log their retries).
+LOGGERS = ("reactlab", "openai", "anthropic")
+#: Per-request chatter that stays out of the logs (one line per HTTP request).
+QUIET = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
+class _ThisThread(logging.Filter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ident = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.ident
+
+
+def error_line(exc: BaseException, command: str | None = None) -> str | None:
+    """The one line that reports a deliberate error (a ReactlabError, or a full disk) of
+    the CLI ``command`` or the pipeline job of that name; None for anything else (a bug:
+    its traceback is shown)."""
+    import errno
+
+    from reactlab.core.errors import ReactlabError, TraceError
+
+    if isinstance(exc, ReactlabError):
+        hint = ""
+        if (isinstance(exc, TraceError) and command in ("verify", "tables", "viewer")
+                and "snakemake" not in str(exc)):
+            hint = ("; to repair, run the pipeline again (`snakemake --cores 4`): damaged "
+                    "results are removed and regenerated before any job starts")
+        return f"reactlab: error: {exc}{hint}"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return (f"reactlab: error: no space left on device (ENOSPC){where}; nothing partial "
+                f"was published (files are written to a temporary name and renamed): free "
+                f"some space, then run the same command again")
+    return None
+
+
+@contextmanager
+def job_log(path: str | Path, command: str | None = None) -> Iterator[Callable[[str], None]]:
+    """Write this thread's log records and the job's messages to ``path`` (truncated).
+    An error is written there as :func:`error_line` puts it for ``command``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for name in LOGGERS:
+        if logging.getLogger(name).level == logging.NOTSET:
+            logging.getLogger(name).setLevel(logging.INFO)
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    with open(path, "w", encoding="utf-8") as fh:
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler.addFilter(_ThisThread())
+        loggers = [logging.getLogger(name) for name in LOGGERS]
+        for logger in loggers:
+            logger.addHandler(handler)
+
+        def say(message: str) -> None:
+            fh.write(message + "\n")
+            fh.flush()
+
+        try:
+            yield say
+        except BaseException as exc:
+            line = error_line(exc, command)
+            say(line if line is not None else "".join(traceback.format_exception(exc)).rstrip())
+            raise
+        finally:
+            for logger in loggers:
+                logger.removeHandler(handler)
