@@ -338,12 +338,9 @@ def _check_marks(raw: Mapping[str, Any], runs: Iterable[RunSpec]) -> None:
                               f"after at most {limit} steps (its max_steps)")
 
 
-def parse(raw: Mapping[str, Any]) -> Config:
-    """Validate a config mapping and expand its matrix. Raises ConfigError."""
-    raw = copy.deepcopy(dict(raw))
-    _check_name_lengths(raw)
-    validate_schema(raw)
-    scen_cache: dict[str, dict[str, Any]] = {}
+def _resolve_scenarios(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every scenario with ``extends`` resolved, its template names and checked faults."""
+    scenarios: dict[str, dict[str, Any]] = {}
     for sid in raw["scenarios"]:
         scen = resolved_scenario(raw, sid)
         try:
@@ -355,72 +352,92 @@ def parse(raw: Mapping[str, Any]) -> Config:
             from reactlab.config.faults import parse_plan
 
             parse_plan(scen["faults"], f"scenarios.{sid}.faults")  # overlaps, kinds
-        scen_cache[sid] = scen
+        scenarios[sid] = scen
+    return scenarios
 
+
+def _check_block_names(raw: Mapping[str, Any], i: int, block: Mapping[str, Any]) -> None:
+    """Every task, backend and scenario a matrix block names exists (with a suggestion)."""
+    for kind in ("tasks", "backends", "scenarios"):
+        for j, name in enumerate(block[kind]):
+            if name not in raw[kind]:
+                hint = difflib.get_close_matches(name, list(raw[kind]), n=1)
+                raise ConfigError(
+                    f"matrix[{i}].{kind}[{j}]",
+                    f"no {kind[:-1]} named {name!r}"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else ""),
+                )
+
+
+def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
+                       scen: Mapping[str, Any]) -> None:
+    """One task × backend × scenario of matrix block ``i`` can run."""
+    missing = scen["names"] - set(raw["tasks"][t]["params"]) - ROOT_NAMES
+    if missing:
+        raise ConfigError(
+            f"matrix[{i}]",
+            f"scenario {s!r} uses {', '.join(sorted('{' + m + '}' for m in missing))}"
+            f", which task {t!r} does not define in its params",
+        )
+    model_backend = raw["backends"][b]["mode"] in ("model", "live")
+    if model_backend != ("strategy" in scen):
+        raise ConfigError(
+            f"matrix[{i}]",
+            f"backend {b!r} " + (
+                f"runs a real model and needs a `strategy` scenario, not the script {s!r}"
+                if model_backend else
+                f"plays scripts and cannot run the `strategy` scenario {s!r}"))
+    if scen.get("faults") and raw["backends"][b]["provider"] == "local":
+        raise ConfigError(
+            f"matrix[{i}]", f"scenario {s!r} injects HTTP faults, which the "
+            f"local backend {b!r} has no HTTP layer to receive")
+
+
+def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,
+              scen: Mapping[str, Any]) -> RunSpec:
+    """The spec of one run (before trials): the config slice its job receives."""
+    task, agent = raw["tasks"][t], raw["agent"]
+    return RunSpec(
+        task=t, backend=b, scenario=s,
+        question=task["question"], tools=tuple(task["tools"]),
+        params=task["params"], backend_config=raw["backends"][b],
+        script=({"model": scen["model"], "strategy": scen["strategy"]}
+                if "strategy" in scen else
+                {"model": scen["model"], "steps": scen["steps"],
+                 "repeat_last": scen["repeat_last"],
+                 # only when present, so that other runs' hashes stay put
+                 **({"faults": scen["faults"]} if scen["faults"] else {})}),
+        limits={"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
+                "token_budget": scen["limits"].get("token_budget", agent["token_budget"])},
+        agent={"send_tools": agent["send_tools"],
+               "send_system_prompt": agent["send_system_prompt"],
+               "system_prompt": agent["system_prompt"],
+               "defences": {**agent["defences"], **scen["defences"]}},
+    )
+
+
+def parse(raw: Mapping[str, Any]) -> Config:
+    """Validate a config mapping and expand its matrix. Raises ConfigError."""
+    raw = copy.deepcopy(dict(raw))
+    _check_name_lengths(raw)
+    validate_schema(raw)
+    scenarios = _resolve_scenarios(raw)
     runs: list[RunSpec] = []
     seen: set[tuple[str, str, str]] = set()
-    agent = raw["agent"]
     live = raw.get("live", {})
     for i, block in enumerate(raw["matrix"]):
         if not live.get("enabled", False) and any(
                 raw["backends"].get(b, {}).get("mode") == "live" for b in block["backends"]):
             continue  # live blocks run only with `live: {enabled: true}`: no key is asked for
-        for kind, table in (("tasks", "tasks"), ("backends", "backends"),
-                            ("scenarios", "scenarios")):
-            for j, name in enumerate(block[kind]):
-                if name not in raw[table]:
-                    hint = difflib.get_close_matches(name, list(raw[table]), n=1)
-                    raise ConfigError(
-                        f"matrix[{i}].{kind}[{j}]",
-                        f"no {kind[:-1]} named {name!r}"
-                        + (f" (did you mean {hint[0]!r}?)" if hint else ""),
-                    )
+        _check_block_names(raw, i, block)
         for t in block["tasks"]:
-            task = raw["tasks"][t]
             for s in block["scenarios"]:
-                scen = scen_cache[s]
-                missing = scen["names"] - set(task["params"]) - ROOT_NAMES
-                if missing:
-                    raise ConfigError(
-                        f"matrix[{i}]",
-                        f"scenario {s!r} uses {', '.join(sorted('{' + m + '}' for m in missing))}"
-                        f", which task {t!r} does not define in its params",
-                    )
                 for b in block["backends"]:
-                    model_backend = raw["backends"][b]["mode"] in ("model", "live")
-                    if model_backend != ("strategy" in scen):
-                        raise ConfigError(
-                            f"matrix[{i}]",
-                            f"backend {b!r} " + (
-                                f"runs a real model and needs a `strategy` scenario, not "
-                                f"the "
-                                f"script {s!r}" if model_backend else
-                                f"plays scripts and cannot run the `strategy` scenario {s!r}"))
-                    if scen.get("faults") and raw["backends"][b]["provider"] == "local":
-                        raise ConfigError(
-                            f"matrix[{i}]", f"scenario {s!r} injects HTTP faults, which the "
-                            f"local backend {b!r} has no HTTP layer to receive")
+                    _check_combination(raw, i, t, b, s, scenarios[s])
                     if (t, b, s) in seen:
                         continue
                     seen.add((t, b, s))
-                    spec = RunSpec(
-                        task=t, backend=b, scenario=s,
-                        question=task["question"], tools=tuple(task["tools"]),
-                        params=task["params"], backend_config=raw["backends"][b],
-                        script=({"model": scen["model"], "strategy": scen["strategy"]}
-                                if "strategy" in scen else
-                                {"model": scen["model"], "steps": scen["steps"],
-                                 "repeat_last": scen["repeat_last"],
-                                 # only when present, so that other runs' hashes stay put
-                                 **({"faults": scen["faults"]} if scen["faults"] else {})}),
-                        limits={"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
-                                "token_budget": scen["limits"].get("token_budget",
-                                                                   agent["token_budget"])},
-                        agent={"send_tools": agent["send_tools"],
-                               "send_system_prompt": agent["send_system_prompt"],
-                               "system_prompt": agent["system_prompt"],
-                               "defences": {**agent["defences"], **scen["defences"]}},
-                    )
+                    spec = _run_spec(raw, t, b, s, scenarios[s])
                     for trial in trial_indices(block.get("trials", 1)):
                         sampled = samples(raw["backends"][b])
                         seed = (derive_seed(spec.base_key, trial or 1, raw["data"]["seed"])
