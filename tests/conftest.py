@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+_CONNECT = socket.socket.connect
+_CREATE_CONNECTION = socket.create_connection
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,6 +27,29 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def _host(address: Any) -> str | None:
+    return address[0] if isinstance(address, tuple) and address else None
+
+
+@pytest.fixture
+def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Allow connections to loopback addresses only (after the blanket refusal above):
+    for the tests that drive the simulator server over a real socket."""
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        if _host(address) not in LOOPBACK:
+            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
+        return _CONNECT(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if _host(address) not in LOOPBACK:
+            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
+        return _CREATE_CONNECTION(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,31 +50,7 @@ TIMEOUT = 10.0
 LIMIT = 6  # each framework's turn / request limit
 FINISHING = ["correcto", "argumentos_inventados", "json_invalido", "fallo_429_recupera"]
 SCENARIOS = [*FINISHING, "bucle", "herramienta_desconocida"]
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-_CONNECT = socket.socket.connect
-_CREATE_CONNECTION = socket.create_connection
 
-
-def _host(address: Any) -> str | None:
-    return address[0] if isinstance(address, tuple) and address else None
-
-
-@pytest.fixture
-def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Allow connections to loopback addresses only (after conftest's blanket refusal)."""
-
-    def connect(self: socket.socket, address: Any) -> Any:
-        if _host(address) not in LOOPBACK:
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        return _CONNECT(self, address)
-
-    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
-        if _host(address) not in LOOPBACK:
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        return _CREATE_CONNECTION(address, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "create_connection", create_connection)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,6 @@ SHIPPED = load(ROOT / "config.yaml")
 SEED = 20261201
 COUNT = 300  # malformed bodies per endpoint
 TIMEOUT = 10.0
-_CONNECT = socket.socket.connect
-_CREATE_CONNECTION = socket.create_connection
 
 OPENAI_OK: dict[str, Any] = {
     "model": "correcto", "instructions": "Usa las herramientas.",
@@ -143,21 +140,6 @@ def _shaped(api: str, status: int, payload: Any) -> None:
         assert payload["error"]["type"] == "invalid_request_error"
         assert isinstance(payload["error"]["message"], str)
 
-
-@pytest.fixture
-def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    def connect(self: socket.socket, address: Any) -> Any:
-        if not (isinstance(address, tuple) and address[0] == "127.0.0.1"):
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        return _CONNECT(self, address)
-
-    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
-        if not (isinstance(address, tuple) and address[0] == "127.0.0.1"):
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        return _CREATE_CONNECTION(address, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "create_connection", create_connection)
 
 
 def test_the_generator_is_seeded_and_the_bases_are_valid() -> None:

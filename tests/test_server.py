@@ -41,9 +41,6 @@ from reactlab.simulate.server import RUN_HEADER, ServerThread, served_models
 ROOT = Path(__file__).resolve().parents[1]
 CURL = "/usr/bin/curl"
 TIMEOUT = 10.0  # seconds, for every request a test makes
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-_CONNECT = socket.socket.connect
-_CREATE_CONNECTION = socket.create_connection
 
 SHIPPED = load(ROOT / "config.yaml")
 # Every run of the shipped matrix on an API backend: variacion_busi (faults included),
@@ -51,27 +48,6 @@ SHIPPED = load(ROOT / "config.yaml")
 API_RUNS = [r for r in SHIPPED.runs if r.backend_config["provider"] in ("openai", "anthropic")
             and r.backend_config["mode"] == "simulated"]
 
-
-def _host(address: Any) -> str | None:
-    return address[0] if isinstance(address, tuple) and address else None
-
-
-@pytest.fixture
-def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Allow connections to loopback addresses only (after conftest's blanket refusal)."""
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if _host(address) not in LOOPBACK:
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        _CONNECT(self, address)
-
-    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
-        if _host(address) not in LOOPBACK:
-            raise RuntimeError(f"a test tried to connect to {address!r} (not loopback)")
-        return _CREATE_CONNECTION(address, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "create_connection", create_connection)
 
 
 @pytest.fixture(scope="module")
