@@ -122,3 +122,15 @@ def test_a_module_named_for_importlib_is_followed(package: Path) -> None:
         'import importlib\nMOD = "reactlab.views.html"\nimportlib.import_module(MOD)\n')
     assert "views/html.py" in names(package, "reactlab.views.reg")
     assert "backends/openai_responses.py" in names(PACKAGE, "reactlab.runner")
+
+
+def test_job_log_puts_the_logging_levels_back(tmp_path: Path) -> None:
+    """A job quiets httpx and raises the reactlab loggers to INFO only while it runs: the
+    process's own logging configuration (here pytest's caplog) is left as it was."""
+    before = {n: logging.getLogger(n).level for n in ("reactlab", "openai", "httpx")}
+    with job_log(tmp_path / "a.log"):
+        assert logging.getLogger("httpx").level == logging.WARNING
+        with job_log(tmp_path / "b.log"):
+            pass
+        assert logging.getLogger("httpx").level == logging.WARNING  # a job still runs
+    assert {n: logging.getLogger(n).level for n in before} == before

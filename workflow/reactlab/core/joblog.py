@@ -55,18 +55,45 @@ def error_line(exc: BaseException, command: str | None = None) -> str | None:
     return None
 
 
+_LEVELS_LOCK = threading.Lock()
+_live_jobs = 0
+_saved_levels: dict[str, int] = {}
+
+
+@contextmanager
+def _job_levels() -> Iterator[None]:
+    """While any job runs, INFO for :data:`LOGGERS` (unless set explicitly) and WARNING for
+    :data:`QUIET`; the first job sets the levels, the last one puts back what it found,
+    so the process (a test session, an embedding program) keeps its own configuration."""
+    global _live_jobs
+    with _LEVELS_LOCK:
+        if _live_jobs == 0:
+            _saved_levels.clear()
+            for name in (*LOGGERS, *QUIET):
+                _saved_levels[name] = logging.getLogger(name).level
+            for name in LOGGERS:
+                if _saved_levels[name] == logging.NOTSET:
+                    logging.getLogger(name).setLevel(logging.INFO)
+            for name in QUIET:
+                logging.getLogger(name).setLevel(logging.WARNING)
+        _live_jobs += 1
+    try:
+        yield
+    finally:
+        with _LEVELS_LOCK:
+            _live_jobs -= 1
+            if _live_jobs == 0:
+                for name, level in _saved_levels.items():
+                    logging.getLogger(name).setLevel(level)
+
+
 @contextmanager
 def job_log(path: str | Path, command: str | None = None) -> Iterator[Callable[[str], None]]:
     """Write this thread's log records and the job's messages to ``path`` (truncated).
     An error is written there as :func:`error_line` puts it for ``command``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for name in LOGGERS:
-        if logging.getLogger(name).level == logging.NOTSET:
-            logging.getLogger(name).setLevel(logging.INFO)
-    for name in QUIET:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    with open(path, "w", encoding="utf-8") as fh:
+    with _job_levels(), open(path, "w", encoding="utf-8") as fh:
         handler = logging.StreamHandler(fh)
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
         handler.addFilter(_ThisThread())
