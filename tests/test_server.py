@@ -376,15 +376,18 @@ def test_curl_fault_scenario_per_run_header(server: ServerThread) -> None:
 
 
 def test_requests_are_logged(server: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    # The server thread writes a line after the answer is sent, so a previous test's
+    # last request may still be logged here: wait for this request's line.
     def lines() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == "reactlab.simulate.server"]
+        return [r.getMessage() for r in caplog.records if r.name == "reactlab.simulate.server"
+                and r.getMessage().startswith("POST /v1/responses")]
 
     with caplog.at_level(logging.INFO, logger="reactlab.simulate.server"):
         curl(server, "/v1/responses", '{"model": "correcto", "input": "x"}')
-        deadline = time.monotonic() + TIMEOUT  # the line is written after the answer is sent
+        deadline = time.monotonic() + TIMEOUT
         while not lines() and time.monotonic() < deadline:
             time.sleep(0.01)
-    line = lines()[-1]
+    (line,) = lines()
     assert line.startswith("POST /v1/responses -> 200 ")
     assert 'model="correcto" task="variacion_busi" scenario="correcto" step=1' in line
 
