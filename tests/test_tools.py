@@ -561,3 +561,41 @@ def test_windows_with_syndication_match_the_lesson(box: ToolBox, lesson: Lesson)
             a = f"{m:%Y-%m-%d}"
             b = f"{m + pd.offsets.MonthEnd(2):%Y-%m-%d}"
             assert box.buscar_noticias(t, a, b) == lesson.buscar_noticias(t, a, b)
+
+
+def test_shared_builds_once_per_file_contents(files: tuple[Path, Path],
+                                              tmp_path: Path) -> None:
+    """Run jobs that are threads of one process share one ToolBox per data contents."""
+    import shutil
+    import threading
+
+    copies = [tmp_path / "copy" / f.name for f in files]
+    copies[0].parent.mkdir()
+    for src, dst in zip(files, copies, strict=True):
+        shutil.copy(src, dst)
+    got: list[ToolBox] = []
+    threads = [threading.Thread(target=lambda: got.append(ToolBox.shared(*files)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = got[0]
+    assert all(b is first for b in got)
+    assert ToolBox.shared(*copies) is first  # same bytes elsewhere: the same ToolBox
+    assert first.precio("BUSI", "2024-03-01") == ToolBox.from_files(*files).precio(
+        "BUSI", "2024-03-01")
+    # The same path with other contents gets a fresh ToolBox over the new data.
+    prices = pd.read_parquet(copies[0])
+    prices["cierre"] = prices["cierre"] * 2
+    prices.to_parquet(copies[0], index=False)
+    fresh = ToolBox.shared(*copies)
+    assert fresh is not first
+    assert fresh.precio("BUSI", "2024-03-01")["cierre"] == pytest.approx(
+        2 * first.precio("BUSI", "2024-03-01")["cierre"])
+
+
+def test_shared_reports_a_missing_file_like_from_files(files: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="not found"):
+        ToolBox.shared(tmp_path / "nope.parquet", files[1])

@@ -47,13 +47,14 @@ def run_job(spec_json: str, prices: str | Path, news: str | Path, out: str | Pat
             recording: str | Path | None = None,
             replay: str | Path | None = None) -> str:
     """One run job of the pipeline (the ``run`` command and the Snakemake rule): parse the
-    spec, load the tools from the data files, run, write the trace; returns the summary
-    line for the job's log. Holds no state between calls, so jobs may run as threads."""
+    spec, load the tools from the data files (once per process and file contents:
+    :meth:`ToolBox.shared`), run, write the trace; returns the summary line for the job's
+    log. Holds no state between calls, so jobs may run as threads."""
     from reactlab.config import RunSpec
     from reactlab.tools import ToolBox
 
     spec = RunSpec.from_json(spec_json)
-    tools = ToolBox.from_files(prices, news)
+    tools = ToolBox.shared(prices, news)
     end = run_to_trace(spec, tools, out, recording=recording, replay=replay)
     return (f"{spec.key}: {end['termination']} after {end['steps']} steps, "
             f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent")

@@ -29,6 +29,7 @@ import json
 import math
 import operator
 import re
+import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -425,6 +426,12 @@ def _dates(values: np.ndarray) -> list[str]:
     return [str(s) for s in np.datetime_as_string(values, unit="D")]
 
 
+#: ToolBoxes of :meth:`ToolBox.shared`, by the sha256 of (prices, news); oldest first.
+_SHARED: dict[tuple[str, str], ToolBox] = {}
+_SHARED_MAX = 4
+_SHARED_LOCK = threading.Lock()
+
+
 class ToolBox:
     """The tools over one prices frame and one news frame; build it once per process.
 
@@ -458,6 +465,32 @@ class ToolBox:
     def from_files(cls, prices_path: Path | str, news_path: Path | str) -> ToolBox:
         """Build from the two parquet files (schema-checked; DataError if they do not fit)."""
         return cls(data.load_prices(prices_path), data.load_news(news_path))
+
+    @classmethod
+    def shared(cls, prices_path: Path | str, news_path: Path | str) -> ToolBox:
+        """:meth:`from_files`, built once per process for the same file *contents*.
+
+        Run jobs executed as threads of one Snakemake process (README "Workflow") would
+        otherwise each parse and check the same two parquet files, which was most of a
+        simulated job's time. The key is the sha256 of both files' bytes, so a file
+        rewritten in place gives a fresh ToolBox; a ToolBox holds no mutable state after
+        construction, so threads may share one. At most :data:`_SHARED_MAX` are kept.
+        """
+        import hashlib
+
+        try:
+            blobs = [Path(p).read_bytes() for p in (prices_path, news_path)]
+        except OSError:
+            return cls.from_files(prices_path, news_path)  # its DataError names the file
+        key = tuple(hashlib.sha256(b).hexdigest() for b in blobs)
+        with _SHARED_LOCK:
+            box = _SHARED.get(key)
+            if box is None:
+                box = cls.from_files(prices_path, news_path)
+                _SHARED[key] = box
+                while len(_SHARED) > _SHARED_MAX:
+                    _SHARED.pop(next(iter(_SHARED)))
+            return box
 
     @property
     def tickers(self) -> frozenset[str]:
