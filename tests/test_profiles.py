@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ import yaml
 from tests.conftest import ROOT
 
 PROFILES = ROOT / "workflow" / "profiles"
+CLUSTER_PLUGINS = ROOT / tomllib.loads(
+    (ROOT / "pyproject.toml").read_text())["tool"]["reactlab"]["cluster-plugins"]
 TIMEOUT = 300  # seconds for one dry run; the default matrix plans in a few seconds
 
 # Commands that would reach a cluster. `sinfo` is left out on purpose: the SLURM
@@ -115,7 +118,10 @@ def make_sandbox(root: Path) -> Sandbox:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KUBERNETES_", "SLURM_"))}
     env["PATH"] = f"{fakebin}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(guard), env.get("PYTHONPATH")) if p)
+    # The executor plugins live outside the default import path (README "Cluster
+    # profiles"); a cluster dry run finds them the way the README says: on PYTHONPATH.
+    paths = (str(guard), str(CLUSTER_PLUGINS), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env["REACTLAB_NET_LOG"] = str(box.net_log)
     env["KUBECONFIG"] = str(root / "no-kube-config")  # no cluster to find, even by accident
     box.env = env
@@ -217,6 +223,27 @@ def test_profiles_exist() -> None:
     assert {p.name for p in PROFILES.iterdir() if p.is_dir()} >= {"slurm", "kubernetes"}
     # not under workflow/profiles/: Snakemake looks for profiles/default beside the Snakefile
     assert not (PROFILES / "default").exists()
+
+
+def executor_plugins(pythonpath: str | None) -> list[str]:
+    """The executor plugins a fresh Snakemake start registers with this PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    code = ("from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry\n"
+            "print(' '.join(sorted(ExecutorPluginRegistry().plugins)))")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT, check=True)
+    return proc.stdout.split()
+
+
+def test_a_local_start_imports_no_cluster_plugin() -> None:
+    """Snakemake imports every executor plugin it can find at each start (the SLURM one
+    pulls in pandas): out of the default import path, a local run or no-op rerun does not
+    pay for them; with the README's PYTHONPATH a cluster run finds them."""
+    cluster = {"slurm", "slurm-jobstep", "kubernetes"}
+    assert not cluster & set(executor_plugins(None))
+    assert cluster <= set(executor_plugins(str(CLUSTER_PLUGINS)))
 
 
 def test_default_profile_only_runs_jobs_as_threads() -> None:
