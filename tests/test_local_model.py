@@ -106,6 +106,25 @@ def test_converted_folder_loads_fast_and_matches_the_gguf_load(
     assert load_s < 15  # vs ≈ 20 s for the GGUF; generous for a loaded CI machine
 
 
+def test_gguf_parse_once_memoises_and_restores() -> None:
+    """The conversion's speed-up: one parse per GGUF file and one tensor-name map per
+    architecture inside the block, the same contents as a fresh parse, gguf left as it was."""
+    import gguf
+
+    path = M.gguf_path()
+    reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with M.gguf_parse_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_cls, name_map)
+    fresh = gguf.GGUFReader(path)
+    assert fresh is not first
+    assert list(fresh.fields) == list(first.fields)
+    assert [t.name for t in fresh.tensors] == [t.name for t in first.tensors]
+
+
 def test_convert_refuses_an_existing_folder(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         M.convert_gguf(M.gguf_path(), tmp_path)
