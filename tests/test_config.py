@@ -174,6 +174,17 @@ def test_duplicate_yaml_key_message_names_the_file(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["config.yaml", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "configs").glob("*.yaml"))])
+def test_fast_loader_reads_what_the_python_loader_reads(name: str) -> None:
+    """load_yaml reads through libyaml when it can; the shipped files come out the same as
+    with PyYAML's pure-Python loader (and syntax errors are re-read by that one)."""
+    import yaml
+
+    text = (ROOT / name).read_text(encoding="utf-8")
+    assert load_yaml(ROOT / name) == yaml.safe_load(text)
+
+
 def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_yaml(tmp_path / "missing.yaml")
