@@ -148,6 +148,7 @@ class PlannedJob:
     wildcards: dict[str, str]
     threads: int
     resources: dict[str, str]
+    priority: int = 0
 
 
 def planned_jobs(output: str) -> Iterator[PlannedJob]:
@@ -162,7 +163,8 @@ def planned_jobs(output: str) -> Iterator[PlannedJob]:
             return dict(p.split("=", 1) for p in text.split(", ") if "=" in p)
 
         yield PlannedJob(m.group(1), pairs(fields.get("wildcards", "")),
-                         int(fields.get("threads", 1)), pairs(fields.get("resources", "")))
+                         int(fields.get("threads", 1)), pairs(fields.get("resources", "")),
+                         int(fields.get("priority", 0)))
 
 
 def load_profile(name: str) -> dict:
@@ -266,6 +268,24 @@ def test_default_dry_run_reads_only_the_default_profile(dry_runs: DryRuns) -> No
     out = output(dry_runs.default)
     assert "Using workflow specific profile profiles/default" in out
     assert "workflow/profiles/" not in out
+
+
+def test_longest_runs_are_scheduled_first(dry_runs: DryRuns) -> None:
+    """Real-model runs come before the millisecond-long simulated ones, forced-decoding
+    runs (which make the most steps) before the others: longest-first packing of the two
+    model lanes, measured in README "Workflow"."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    seen = set()
+    for job in planned_jobs(output(dry_runs.default)):
+        if job.rule != "run_agent":
+            continue
+        backend = config["backends"][job.wildcards["backend"]]
+        expected = 0
+        if backend["mode"] == "model":
+            expected = 2 if backend.get("decoding") in ("forced", "forced_scored") else 1
+        assert job.priority == expected, job
+        seen.add(expected)
+    assert seen == {0, 1, 2}
 
 
 def test_cluster_dry_runs_do_not_read_the_default_profile(dry_runs: DryRuns) -> None:

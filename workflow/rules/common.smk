@@ -216,6 +216,23 @@ def run_threads(wildcards):
     return 2 * int(cfg.get("threads", 1)) if cfg["mode"] == "model" else 1
 
 
+# Decoding modes that keep a model calling tools until a result without error arrives
+# (README "Constrained decoding"): their runs take the most steps.
+FORCING_DECODINGS = ("forced", "forced_scored")
+
+
+def run_priority(wildcards):
+    """Longest runs first. Real-model runs hold the machine's lanes for 10-25 s each while
+    a simulated run takes milliseconds, and among them the forced-decoding runs make the
+    most steps; starting those first keeps one lane from running the last long job alone
+    while the other idles (README "Workflow"). Only the order changes: no trace depends
+    on it."""
+    cfg = _backend(wildcards)
+    if cfg["mode"] != "model":
+        return 0
+    return 2 if cfg.get("decoding", "free") in FORCING_DECODINGS else 1
+
+
 # Live backends (real APIs). They are in RUNS only with `live: {enabled: true}`; with
 # `replay: true` their traces are rebuilt offline from results/recordings/.
 LIVE = config.get("live", {})

@@ -23,6 +23,7 @@ rule run_agent:
     wildcard_constraints:
         backend="|".join(OFFLINE_BACKENDS),
     threads: run_threads
+    priority: run_priority
     run:
         if _backend(wildcards)["mode"] == "model":
             shell("{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
