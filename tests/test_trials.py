@@ -191,7 +191,11 @@ def test_trajectory_without_calls_and_abstention() -> None:
     exp = [{"name": "precio", "arguments": {"ticker": ["ACME"]}}]
     no_data = "No hay datos de ACME: la herramienta indica que el ticker no existe."
     assert trajectory_metrics([], qa, no_data, exp, answerable=False)["abstained_correctly"]
-    for bad in ("El cierre del ticker ACME el 2024-03-15 fue de $10.", None):
+    for bad in ("El cierre del ticker ACME el 2024-03-15 fue de $10.", None,
+                # no figure, but no statement that the data is missing either
+                "¡Hola! ¿En qué más puedo ayudarte con ACME?",
+                # says there is no data, then gives a figure anyway
+                "No hay datos exactos; el cierre de ACME fue de unos 10 dólares."):
         assert trajectory_metrics([], qa, bad, exp, answerable=False)[
             "abstained_correctly"] is False
     assert trajectory_metrics([], qa, "ok", None)["tc_f1"] is None  # no expectation

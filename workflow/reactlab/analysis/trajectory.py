@@ -14,8 +14,12 @@ checked). Per run:
 * ``arg_accuracy`` — among actual calls to a tool the task expects, the share whose
   arguments are acceptable for some expected call of that tool (empty when there is none);
 * ``abstained_correctly`` — only for tasks marked ``answerable: false`` (the data cannot
-  answer them, e.g. the close of a ticker that does not exist): the run answered, and its
-  answer states no figure that is not already in the question.
+  answer them, e.g. the close of a ticker that does not exist): the run answered, its
+  answer gives no figure of its own (every figure in it is one of the question's, compared
+  as the verifier compares figures) and it says that the data is not there (the
+  verifier's :data:`~reactlab.analysis.verify.NO_DATA` statement). An answer without
+  figures that does not say so ("¿En qué más puedo ayudarte?") is not an abstention: it is
+  the verifier's ``non_answer``.
 
 Every call the model asked for counts, including invalid, unknown and repeated ones:
 they are part of the trajectory. Empty cells mean "not defined" (no expectation, or
@@ -24,14 +28,14 @@ nothing to divide by); an empty actual *and* expected list scores 1.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from reactlab.analysis.verify import NO_DATA, figures, near
 
 TRAJECTORY_COLUMNS = ["tc_precision", "tc_recall", "tc_f1", "tc_precision_order",
                       "tc_recall_order", "tc_f1_order", "arg_accuracy", "abstained_correctly"]
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _same_value(actual: Any, acceptable: Any) -> bool:
@@ -93,12 +97,13 @@ def _prf(hits: int, n_actual: int, n_expected: int) -> tuple[float | None, ...]:
     return precision, recall, f1
 
 
-def states_no_new_figure(question: str, answer: str | None) -> bool:
-    """The answer exists and every number in it already appears in the question."""
+def abstains(question: str, answer: str | None) -> bool:
+    """The answer exists, gives no figure beyond the question's and says there is no data."""
     if answer is None:
         return False
-    allowed = set(_NUMBER.findall(question))
-    return all(n in allowed for n in _NUMBER.findall(answer))
+    asked = figures(question)
+    return (all(near(x, asked) for x in figures(answer))
+            and NO_DATA.search(answer) is not None)
 
 
 def trajectory_metrics(calls: Sequence[Mapping[str, Any]], question: str, answer: str | None,
@@ -118,5 +123,5 @@ def trajectory_metrics(calls: Sequence[Mapping[str, Any]], question: str, answer
             good = sum(any(call_matches(c, e) for e in expected) for c in relevant)
             out["arg_accuracy"] = good / len(relevant)
     if not answerable:
-        out["abstained_correctly"] = states_no_new_figure(question, answer)
+        out["abstained_correctly"] = abstains(question, answer)
     return out
