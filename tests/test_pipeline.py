@@ -163,6 +163,16 @@ def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
     for name in TABLES:
         expected = (pipeline / "results" / "tables" / f"{name}.csv").read_bytes()
         assert (tmp_path / "results" / "tables" / f"{name}.csv").read_bytes() == expected, name
+    # Two runs from a clean folder, every trace byte for byte: the sampled model's trials
+    # (seeded per trial and per call) and the forced-decoding runs included.
+    def traces_of(root: Path) -> dict[str, bytes]:
+        base = root / "results" / "traces"
+        return {str(p.relative_to(base)): p.read_bytes() for p in base.rglob("*.jsonl")}
+
+    first, second = traces_of(pipeline), traces_of(tmp_path)
+    assert sorted(second) == sorted(first)
+    assert [k for k in first if first[k] != second[k]] == []
+    assert any("smollm2_sampled" in k for k in first)
 
 
 def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
