@@ -19,7 +19,7 @@ XGRAMMAR_PKG := xgrammar==0.2.9
 # The cluster executor plugins (pyproject's `cluster` extra) go into their own folder:
 # Snakemake imports every executor plugin on its import path at each start (≈ 0.8 s, the
 # SLURM one imports pandas), which a local run does not need. Use them with
-# PYTHONPATH=$(CLUSTER_DIR) (README "Cluster profiles").
+# PYTHONPATH=$(CLUSTER_DIR) (README "Beyond one machine").
 CLUSTER_DIR  := $(VENV)/cluster-plugins
 CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1 snakemake-executor-plugin-kubernetes==0.5.1
 

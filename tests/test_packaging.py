@@ -86,8 +86,7 @@ def test_cluster_plugin_pins_agree_everywhere() -> None:
     assert re.search(r"^CLUSTER_DIR +:= \$\(VENV\)/(.*)$", makefile, re.M).group(1) == \
         folder.removeprefix(".venv/")
     conda = (ROOT / "environment.yml").read_text()
-    assert "pip install --no-deps --target \"$CONDA_PREFIX/cluster-plugins\" " + \
-        " ".join(pins) in conda
+    assert f"pip install --no-deps --target {folder} " + " ".join(pins) in conda
     assert not set(_pins(pins)) & set(conda_pins())  # not on the default import path
     installed = {d.metadata["Name"].lower(): d.version
                  for d in metadata.distributions(path=[str(ROOT / folder)])}
