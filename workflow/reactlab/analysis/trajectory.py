@@ -37,7 +37,6 @@ TRAJECTORY_COLUMNS = ["tc_precision", "tc_recall", "tc_f1", "tc_precision_order"
                       "tc_recall_order", "tc_f1_order", "arg_accuracy", "abstained_correctly"]
 
 
-
 def _same_value(actual: Any, acceptable: Any) -> bool:
     if isinstance(actual, bool) or isinstance(acceptable, bool):
         return actual is acceptable
