@@ -118,8 +118,8 @@ def make_sandbox(root: Path) -> Sandbox:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KUBERNETES_", "SLURM_"))}
     env["PATH"] = f"{fakebin}{os.pathsep}{env.get('PATH', '')}"
-    # The executor plugins live outside the default import path (README "Cluster
-    # profiles"); a cluster dry run finds them the way the README says: on PYTHONPATH.
+    # The executor plugins live outside the default import path (README "Beyond one
+    # machine"); a cluster dry run finds them the way the README says: on PYTHONPATH.
     paths = (str(guard), str(CLUSTER_PLUGINS), env.get("PYTHONPATH"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env["REACTLAB_NET_LOG"] = str(box.net_log)
