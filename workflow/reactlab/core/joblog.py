@@ -1,7 +1,7 @@
 """One log file per job, also when jobs run as threads of one process.
 
-The pipeline runs its simulated jobs as threads of the Snakemake process (README
-"Workflow"), so the process-wide ``logging`` configuration and ``sys.stderr`` cannot
+The pipeline runs its simulated jobs as threads of the Snakemake process
+(docs/workflow.md), so the process-wide ``logging`` configuration and ``sys.stderr`` cannot
 separate them. :func:`job_log` opens the job's own log file, routes the log records that
 this thread emits (``reactlab``, the SDKs' retry messages) into it, and gives back a
 ``say`` function for the job's summary line; an exception is written there too before it

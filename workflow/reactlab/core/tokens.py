@@ -93,7 +93,7 @@ def encoding() -> tiktoken.Encoding:
     """The real tiktoken ``o200k_base`` encoding, loaded without network access.
 
     Loaded once per process; the lock makes jobs that run as threads of one process
-    (README "Workflow") share that single load instead of racing to provision it."""
+    (docs/workflow.md) share that single load instead of racing to provision it."""
     with _LOADING:
         return _encoding()
 

@@ -470,7 +470,7 @@ class ToolBox:
     def shared(cls, prices_path: Path | str, news_path: Path | str) -> ToolBox:
         """:meth:`from_files`, built once per process for the same file *contents*.
 
-        Run jobs executed as threads of one Snakemake process (README "Workflow") would
+        Run jobs executed as threads of one Snakemake process (docs/workflow.md) would
         otherwise each parse and check the same two parquet files, which was most of a
         simulated job's time. The key is the sha256 of both files' bytes, so a file
         rewritten in place gives a fresh ToolBox; a ToolBox holds no mutable state after
