@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -53,18 +54,64 @@ def loopback(_no_network: None, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def data_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from reactlab import config, data
+def data_seed() -> int:
+    """The seed of the shipped config's synthetic data."""
+    from reactlab import config
 
-    seed = config.load(ROOT / "config.yaml").data["seed"]
-    return data.write(tmp_path_factory.mktemp("data"), seed)
+    return int(config.load(ROOT / "config.yaml").data["seed"])
+
+
+@pytest.fixture(scope="session")
+def data_files(tmp_path_factory: pytest.TempPathFactory, data_seed: int) -> tuple[Path, Path]:
+    """The prices and news files generated from the shipped seed, once per session."""
+    from reactlab import data
+
+    return data.write(tmp_path_factory.mktemp("data"), data_seed)
 
 
 @pytest.fixture(scope="session")
 def toolbox(data_files: tuple[Path, Path]):
+    """The tools over :func:`data_files`, built once per session (read-only once built)."""
     from reactlab.tools import ToolBox
 
     return ToolBox.from_files(*data_files)
+
+
+class Ran(NamedTuple):
+    """One run made by :func:`run_specs`: its spec, the end record's fields that
+    ``run_to_trace`` returned, the trace's path and its verification's path (or None)."""
+
+    spec: Any
+    end: dict[str, Any]
+    trace: Path
+    verified: Path | None
+
+
+def run_specs(specs: Iterable[Any], toolbox: Any, out: Path, *,
+              verified: bool = False) -> list[Ran]:
+    """Run each ``RunSpec`` in process into ``out/traces/{key}.jsonl`` (the pipeline's
+    layout) and, with ``verified``, write its verification to ``out/verified/{key}.json``.
+
+    Retry waits of the fault scenarios are not slept (they are recorded all the same).
+    """
+    from reactlab import trace
+    from reactlab.analysis import verify
+    from reactlab.backends import retry
+    from reactlab.runner import run_to_trace
+
+    done = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retry, "default_sleep", lambda seconds: None)
+        for spec in specs:
+            tpath = out / "traces" / f"{spec.key}.jsonl"
+            end = run_to_trace(spec, toolbox, tpath)
+            vpath = None
+            if verified:
+                vpath = out / "verified" / f"{spec.key}.json"
+                trace.write_json_atomic(vpath, verify.verification_record(trace.read(tpath),
+                                                                          str(tpath)))
+            done.append(Ran(spec, end, tpath, vpath))
+    return done
 
 
 @pytest.fixture

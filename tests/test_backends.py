@@ -24,10 +24,9 @@ from reactlab.agent.loop import run_agent
 from reactlab.backends import open_session
 from reactlab.config import RunSpec, load, parse
 from reactlab.config.scripts import Script
-from reactlab.runner import run_to_trace
 from reactlab.simulate import ScriptedPolicy
 from reactlab.trace.records import RECORD_CLASSES, record_from_json
-from tests.conftest import offline_blocks
+from tests.conftest import offline_blocks, run_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 PROVIDERS = ("openai", "anthropic")
@@ -58,17 +57,14 @@ def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
                    ) -> dict[tuple[str, str], dict[str, trace.Trace]]:
     """Every scripted run of the shipped matrix, written and read back, by (task, scenario)."""
     cfg = load(ROOT / "config.yaml")
-    out_dir = tmp_path_factory.mktemp("traces")
+    # a real model is not a script: no parity to expect
+    scripted = [s for s in cfg.runs if s.backend_config["mode"] != "model"]
     by_pair: dict[tuple[str, str], dict[str, trace.Trace]] = defaultdict(dict)
-    for spec in cfg.runs:
-        if spec.backend_config["mode"] == "model":
-            continue  # a real model is not a script: no parity to expect
-        path = out_dir / f"{spec.task}__{spec.backend}__{spec.scenario}.jsonl"
-        end = run_to_trace(spec, toolbox, path)
-        tr = trace.read(path)
-        assert tr.end.to_json() == {"type": "end", **end, "records": tr.end.records,
+    for ran in run_specs(scripted, toolbox, tmp_path_factory.mktemp("traces")):
+        tr = trace.read(ran.trace)
+        assert tr.end.to_json() == {"type": "end", **ran.end, "records": tr.end.records,
                                     "sha256": tr.end.sha256}
-        by_pair[(spec.task, spec.scenario)][spec.backend] = tr
+        by_pair[(ran.spec.task, ran.spec.scenario)][ran.spec.backend] = tr
     return dict(by_pair)
 
 

@@ -39,10 +39,10 @@ from reactlab import trace
 from reactlab.config import RunSpec, load
 from reactlab.runner import run_to_trace
 from reactlab.simulate.server import RUN_HEADER, ServerThread
+from tests.conftest import ROOT, run_specs
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # never export traces
 
-ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load(ROOT / "config.yaml")
 TASK = "variacion_busi"
 QUESTION = SHIPPED.raw["tasks"][TASK]["question"]
@@ -72,19 +72,8 @@ def _spec(scenario: str, provider: str = "openai") -> RunSpec:
 def lesson_answers(tmp_path_factory: pytest.TempPathFactory,
                    toolbox: Any) -> dict[str, str | None]:
     """The final answer of the lesson's loop, in process, per scenario (the expectation)."""
-    import reactlab.backends.retry
-
-    out: dict[str, str | None] = {}
-    sleep = reactlab.backends.retry.default_sleep
-    reactlab.backends.retry.default_sleep = lambda seconds: None
-    try:
-        for scenario in SCENARIOS:
-            path = tmp_path_factory.mktemp("lesson") / f"{scenario}.jsonl"
-            run_to_trace(_spec(scenario), toolbox, path)
-            out[scenario] = trace.read(path).end.answer
-    finally:
-        reactlab.backends.retry.default_sleep = sleep
-    return out
+    ran = run_specs([_spec(s) for s in SCENARIOS], toolbox, tmp_path_factory.mktemp("lesson"))
+    return {r.spec.scenario: trace.read(r.trace).end.answer for r in ran}
 
 
 def _tool(toolbox: Any, name: str, **args: Any) -> str:

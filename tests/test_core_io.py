@@ -13,6 +13,7 @@ from reactlab.core.io import (
     NonFiniteConstantError,
     atomic_dir,
     atomic_path,
+    dir_tmp_name,
     loads_strict,
     write_bytes_atomic,
     write_json_atomic,
@@ -75,6 +76,26 @@ def test_atomic_dir(tmp_path: Path) -> None:
     assert (out / "f").stat().st_mode & 0o777 == 0o666 & ~_umask()
     with pytest.raises(FileExistsError), atomic_dir(out):
         pass
+
+
+def test_atomic_dir_replaces_when_asked(tmp_path: Path) -> None:
+    """``replace=True``: the old folder stays whole until the new one is complete; the
+    temporary and the moved-aside folders carry the names crash recovery removes."""
+    out = tmp_path / "viewer"
+    with atomic_dir(out, replace=True) as tmp:
+        assert tmp.name == f".viewer.{os.getpid()}.tmp"
+        (tmp / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError), atomic_dir(out, replace=True) as tmp:
+        (tmp / "new.txt").write_text("half")
+        raise RuntimeError("killed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["viewer"]
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    with atomic_dir(out, replace=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+        assert (out / "old.txt").read_text() == "old"  # still in place while writing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["viewer"]
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert dir_tmp_name(out, "old").name == f".viewer.{os.getpid()}.old"
 
 
 @pytest.mark.parametrize("text, exc, attr", [

@@ -14,18 +14,13 @@ from reactlab.core.errors import DataError
 
 
 @pytest.fixture(scope="session")
-def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return data.write(tmp_path_factory.mktemp("data6"), seed=6)
+def prices(data_files: tuple[Path, Path]) -> pd.DataFrame:
+    return data.load_prices(data_files[0])
 
 
 @pytest.fixture(scope="session")
-def prices(files: tuple[Path, Path]) -> pd.DataFrame:
-    return data.load_prices(files[0])
-
-
-@pytest.fixture(scope="session")
-def news(files: tuple[Path, Path]) -> pd.DataFrame:
-    return data.load_news(files[1])
+def news(data_files: tuple[Path, Path]) -> pd.DataFrame:
+    return data.load_news(data_files[1])
 
 
 def _close(prices: pd.DataFrame, ticker: str, day: str) -> float:
@@ -37,18 +32,19 @@ def _close(prices: pd.DataFrame, ticker: str, day: str) -> float:
 # --------------------------------------------------------------------------- files
 
 
-def test_file_names(files: tuple[Path, Path]) -> None:
-    assert files[0].name == "acciones6_precios.parquet"
-    assert files[1].name == "noticias6_corpus.parquet"
-    assert all(p.is_file() for p in files)
+def test_file_names(data_files: tuple[Path, Path]) -> None:
+    assert data_files[0].name == "acciones6_precios.parquet"
+    assert data_files[1].name == "noticias6_corpus.parquet"
+    assert all(p.is_file() for p in data_files)
     # Nothing left behind by the atomic write.
-    assert sorted(p.name for p in files[0].parent.iterdir()) == sorted(p.name for p in files)
+    folder = data_files[0].parent
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in data_files)
 
 
-def test_files_get_normal_permissions(files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_files_get_normal_permissions(data_files: tuple[Path, Path], tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.write_bytes(b"")
-    for p in files:
+    for p in data_files:
         assert p.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
 
 
@@ -65,15 +61,16 @@ def test_failed_write_leaves_old_files(tmp_path: Path, monkeypatch: pytest.Monke
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in old)
 
 
-def test_same_seed_same_bytes(files: tuple[Path, Path], tmp_path: Path) -> None:
-    again = data.write(tmp_path / "again", seed=6)
-    for a, b in zip(files, again, strict=True):
+def test_same_seed_same_bytes(data_files: tuple[Path, Path], data_seed: int,
+                              tmp_path: Path) -> None:
+    again = data.write(tmp_path / "again", seed=data_seed)
+    for a, b in zip(data_files, again, strict=True):
         assert a.read_bytes() == b.read_bytes()
 
 
-def test_other_seed_other_bytes(files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_other_seed_other_bytes(data_files: tuple[Path, Path], tmp_path: Path) -> None:
     other = data.write(tmp_path / "other", seed=7)
-    for a, b in zip(files, other, strict=True):
+    for a, b in zip(data_files, other, strict=True):
         assert a.read_bytes() != b.read_bytes()
 
 

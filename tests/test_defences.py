@@ -11,9 +11,8 @@ import pytest
 from reactlab import config, trace
 from reactlab.agent import defences
 from reactlab.analysis import tables, verify
-from reactlab.runner import run_to_trace
 from reactlab.tools import messages
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_specs
 
 
 def test_tool_message_plain_is_the_lessons_json() -> None:
@@ -61,16 +60,12 @@ EXPECTED = {
 def injection_rows(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
                    ) -> dict[tuple[str, str], dict[str, Any]]:
     cfg = config.load(ROOT / "config.yaml")
-    out = tmp_path_factory.mktemp("inj")
+    specs = [s for s in cfg.runs if s.task == "noticias_busi_abril"]
     rows = {}
-    for spec in cfg.runs:
-        if spec.task != "noticias_busi_abril":
-            continue
-        path = out / f"{spec.backend}_{spec.scenario}.jsonl"
-        run_to_trace(spec, toolbox, path)
-        tr = trace.read(path)
-        rows[(spec.backend, spec.scenario)] = tables.run_row(
-            tr, verify.verification_record(tr, str(path)), str(path))
+    for ran in run_specs(specs, toolbox, tmp_path_factory.mktemp("inj")):
+        tr = trace.read(ran.trace)
+        rows[(ran.spec.backend, ran.spec.scenario)] = tables.run_row(
+            verify.VerifiedRun(tr, verify.Verification.of(tr, str(ran.trace))))
     return rows
 
 

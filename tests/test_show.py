@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reactlab import trace
+from reactlab.analysis.verify import load_verified
 from reactlab.cli import main
 from reactlab.views.terminal import format_run, show, use_color
 from tests.test_viewer import CLEAR_SCREEN, HOSTILE, make_runs, write_hostile_trace
@@ -114,10 +114,9 @@ def test_verified_file_is_used_when_given(pairs, tmp_path: Path,
 def test_hostile_text_cannot_drive_the_terminal(pairs, tmp_path: Path) -> None:
     tpath, vpath = write_hostile_trace(Path(pairs["cierre_inventado"][0]),
                                        tmp_path / "hostil.jsonl")
-    tr = trace.read(tpath)
-    rec = json.loads(vpath.read_text(encoding="utf-8"))
+    run = load_verified(str(tpath), vpath)
     for color in (False, True):
-        out = format_run(tr, rec, color)
+        out = format_run(run, color)
         plain = SGR.sub("", out)
         assert CLEAR_SCREEN not in out and "\x1b" not in plain
         assert "\u202e" not in out and "\ud800" not in out
@@ -126,7 +125,7 @@ def test_hostile_text_cannot_drive_the_terminal(pairs, tmp_path: Path) -> None:
         # A line break in the answer cannot forge a line of the view.
         assert not [ln for ln in plain.splitlines() if ln.startswith("verdict   verified")]
         assert "verdict   REJECTED" in plain
-    out = format_run(tr, rec, True)
+    out = format_run(run, True)
     assert f"\x1b[1;4;31m\"{HOSTILE}\"\x1b[0m" in out
 
 

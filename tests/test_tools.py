@@ -15,20 +15,9 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from reactlab import data, tools
+from reactlab import tools
 from reactlab.core.errors import DataError
 from reactlab.tools import TOOLS, ToolBox
-
-
-@pytest.fixture(scope="session")
-def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return data.write(tmp_path_factory.mktemp("data6"), seed=6)
-
-
-@pytest.fixture(scope="session")
-def box(files: tuple[Path, Path]) -> ToolBox:
-    return ToolBox.from_files(*files)
-
 
 # --------------------------------------------------------------------------- schemas
 
@@ -117,8 +106,8 @@ def test_args_models_validate() -> None:
 # --------------------------------------------------------------------------- the lesson's outputs
 
 
-def test_lesson_outputs(box: ToolBox) -> None:
-    e = box.execute
+def test_lesson_outputs(toolbox: ToolBox) -> None:
+    e = toolbox.execute
     assert e("precio", {"ticker": "BUSI", "fecha": "2024-03-16"}) == {
         "resultado": {"ticker": "BUSI", "fecha": "2024-03-15", "cierre": 26.19}}
     assert e("precio", {"ticker": "BUSI", "fecha": "16/03/2024"}) == {
@@ -132,7 +121,7 @@ def test_lesson_outputs(box: ToolBox) -> None:
         "resultado": [{"fecha": "2024-03-19", "titular": "Un fondo ofrece comprar Busmar Hogar"}]}
 
 
-def test_lesson_printed_reprs(box: ToolBox) -> None:
+def test_lesson_printed_reprs(toolbox: ToolBox) -> None:
     """The exact lines the lesson prints."""
     calls = [
         ("precio", {"ticker": "BUSI", "fecha": "2024-03-16"}),
@@ -150,21 +139,21 @@ def test_lesson_printed_reprs(box: ToolBox) -> None:
         "{'resultado': [{'fecha': '2024-03-19', 'titular': "
         "'Un fondo ofrece comprar Busmar Hogar'}]}",
     ]
-    assert [str(box.execute(n, a)) for n, a in calls] == printed
+    assert [str(toolbox.execute(n, a)) for n, a in calls] == printed
 
 
-def test_more_closes(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-01"}) == {
+def test_more_closes(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-01"}) == {
         "resultado": {"ticker": "BUSI", "fecha": "2024-03-01", "cierre": 25.2}}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-01-03"}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-01-03"}) == {
         "resultado": {"ticker": "BUSI", "fecha": "2024-01-03", "cierre": 27.75}}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-22"}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-22"}) == {
         "resultado": {"ticker": "BUSI", "fecha": "2024-03-22", "cierre": 27.88}}
 
 
-def test_exercise_2_without_validation(box: ToolBox) -> None:
+def test_exercise_2_without_validation(toolbox: ToolBox) -> None:
     """Exercise 2: called directly, "01/03/2024" is silently read month-first."""
-    out = {f: box.precio("BUSI", f)
+    out = {f: toolbox.precio("BUSI", f)
            for f in ["15/03/2024", "2024-03-15", "01/03/2024", "2024-03-01"]}
     assert out == {
         "15/03/2024": {"ticker": "BUSI", "fecha": "2024-03-15", "cierre": 26.19},
@@ -174,38 +163,38 @@ def test_exercise_2_without_validation(box: ToolBox) -> None:
     }
 
 
-def test_invented_arguments(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "BUSMAR", "fecha": "15/03/2024"}) == {
+def test_invented_arguments(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSMAR", "fecha": "15/03/2024"}) == {
         "error": "argumentos no válidos: ticker: String should match pattern '^[A-Z]{4}$'; "
         "fecha: String should match pattern '^\\d{4}-\\d{2}-\\d{2}$'"}
 
 
-def test_unknown_ticker(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "ACME", "fecha": "2024-03-15"}) == {
+def test_unknown_ticker(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "ACME", "fecha": "2024-03-15"}) == {
         "error": "ticker desconocido: ACME"}
-    assert box.execute("buscar_noticias", {"ticker": "ACME", "desde": "2024-03-15",
+    assert toolbox.execute("buscar_noticias", {"ticker": "ACME", "desde": "2024-03-15",
                                            "hasta": "2024-03-22"}) == {
         "error": "ticker desconocido: ACME"}
-    assert box.execute("variacion", {"ticker": "ACME", "desde": "2024-03-15",
+    assert toolbox.execute("variacion", {"ticker": "ACME", "desde": "2024-03-15",
                                      "hasta": "2024-03-22"}) == {
         "error": "ticker desconocido: ACME"}
 
 
-def test_before_first_session(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2022-12-30"}) == {
+def test_before_first_session(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2022-12-30"}) == {
         "error": "sin datos hasta 2022-12-30"}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2023-01-01"}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2023-01-01"}) == {
         "error": "sin datos hasta 2023-01-01"}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2023-01-02"})["resultado"][
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2023-01-02"})["resultado"][
         "fecha"] == "2023-01-02"
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "0001-01-01"}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "0001-01-01"}) == {
         "error": "sin datos hasta 0001-01-01"}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "9999-12-31"})["resultado"][
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "9999-12-31"})["resultado"][
         "fecha"] == "2024-12-31"
 
 
-def test_variacion(box: ToolBox) -> None:
-    r = box.execute("variacion", {"ticker": "BUSI", "desde": "2024-03-15",
+def test_variacion(toolbox: ToolBox) -> None:
+    r = toolbox.execute("variacion", {"ticker": "BUSI", "desde": "2024-03-15",
                                   "hasta": "2024-03-22"})
     assert r == {"resultado": {
         "desde": {"ticker": "BUSI", "fecha": "2024-03-15", "cierre": 26.19},
@@ -217,78 +206,78 @@ def test_variacion(box: ToolBox) -> None:
                     '"cie')
 
 
-def test_wrong_tool_scenario(box: ToolBox) -> None:
+def test_wrong_tool_scenario(toolbox: ToolBox) -> None:
     """herramienta_equivocada: the news search over the week of the question."""
-    assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-03-15",
+    assert toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-03-15",
                                            "hasta": "2024-03-22"}) == {
         "resultado": [{"fecha": "2024-03-19", "titular": "Un fondo ofrece comprar Busmar Hogar"}]}
 
 
-def test_news_at_most_five_distinct(box: ToolBox) -> None:
-    r = box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2023-01-01",
+def test_news_at_most_five_distinct(toolbox: ToolBox) -> None:
+    r = toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2023-01-01",
                                         "hasta": "2024-12-31"})["resultado"]
     assert len(r) == 5
     assert len({x["titular"] for x in r}) == 5
     assert [x["fecha"] for x in r] == sorted(x["fecha"] for x in r)
 
 
-def test_news_empty_window(box: ToolBox) -> None:
-    assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-03-20",
+def test_news_empty_window(toolbox: ToolBox) -> None:
+    assert toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-03-20",
                                            "hasta": "2024-03-18"}) == {"resultado": []}
 
 
 # --------------------------------------------------------------------------- execute
 
 
-def test_unknown_tool(box: ToolBox) -> None:
-    assert box.execute("borrar_todo", {}) == {"error": "herramienta desconocida: borrar_todo"}
-    assert box.execute(None, {}) == {"error": "herramienta desconocida: None"}  # type: ignore[arg-type]
-    assert box.execute(["precio"], {}) == {  # type: ignore[arg-type]
+def test_unknown_tool(toolbox: ToolBox) -> None:
+    assert toolbox.execute("borrar_todo", {}) == {"error": "herramienta desconocida: borrar_todo"}
+    assert toolbox.execute(None, {}) == {"error": "herramienta desconocida: None"}  # type: ignore[arg-type]
+    assert toolbox.execute(["precio"], {}) == {  # type: ignore[arg-type]
         "error": "herramienta desconocida: ['precio']"}
 
 
-def test_not_allowed(box: ToolBox) -> None:
+def test_not_allowed(toolbox: ToolBox) -> None:
     args = {"ticker": "BUSI", "fecha": "2024-03-15"}
     allowed = ["variacion", "buscar_noticias"]
-    assert box.execute("precio", args, allowed) == {"error": "herramienta desconocida: precio"}
-    assert box.execute("precio", args, ()) == {"error": "herramienta desconocida: precio"}
-    assert "resultado" in box.execute("precio", args, {"precio"})
-    assert "resultado" in box.execute(
+    assert toolbox.execute("precio", args, allowed) == {"error": "herramienta desconocida: precio"}
+    assert toolbox.execute("precio", args, ()) == {"error": "herramienta desconocida: precio"}
+    assert "resultado" in toolbox.execute("precio", args, {"precio"})
+    assert "resultado" in toolbox.execute(
         "variacion", {"ticker": "BUSI", "desde": "2024-03-15", "hasta": "2024-03-22"}, allowed)
 
 
 @pytest.mark.parametrize("args", ["BUSI", None, ["BUSI", "2024-03-15"], 42, 1.5])
-def test_args_not_a_dict(box: ToolBox, args: object) -> None:
-    assert box.execute("precio", args) == {
+def test_args_not_a_dict(toolbox: ToolBox, args: object) -> None:
+    assert toolbox.execute("precio", args) == {
         "error": "argumentos no válidos: Input should be a valid dictionary or instance "
         "of ArgsPrecio"}
 
 
-def test_missing_and_mistyped_args(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "BUSI"}) == {
+def test_missing_and_mistyped_args(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSI"}) == {
         "error": "argumentos no válidos: fecha: Field required"}
-    assert box.execute("calculadora", {"expresion": 5}) == {
+    assert toolbox.execute("calculadora", {"expresion": 5}) == {
         "error": "argumentos no válidos: expresion: Input should be a valid string"}
-    assert box.execute("calculadora", {}) == {
+    assert toolbox.execute("calculadora", {}) == {
         "error": "argumentos no válidos: expresion: Field required"}
 
 
-def test_invalid_calendar_date(box: ToolBox) -> None:
+def test_invalid_calendar_date(toolbox: ToolBox) -> None:
     # Matches the pattern but is no date: the lesson's pandas code fails on it with an
     # English message (see the oracle below); here it is refused by validation.
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-13-45"}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-13-45"}) == {
         "error": "argumentos no válidos: fecha: fecha inexistente: 2024-13-45"}
-    assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-02-30",
+    assert toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "2024-02-30",
                                            "hasta": "2024-03-01"}) == {
         "error": "argumentos no válidos: desde: fecha inexistente: 2024-02-30"}
 
 
-def test_execute_never_raises(box: ToolBox) -> None:
+def test_execute_never_raises(toolbox: ToolBox) -> None:
     class Weird:
         def __contains__(self, item: object) -> bool:
             raise RuntimeError("boom")
 
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-15"},
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-15"},
                        Weird()) == {"error": "boom"}  # type: ignore[arg-type]
 
 
@@ -327,50 +316,50 @@ def test_execute_never_raises(box: ToolBox) -> None:
         ("-" * 250 + "1", {"resultado": 1}),
     ],
 )
-def test_calculator_hardening(box: ToolBox, expresion: str, expected: dict[str, Any]) -> None:
-    r = box.execute("calculadora", {"expresion": expresion})
+def test_calculator_hardening(toolbox: ToolBox, expresion: str, expected: dict[str, Any]) -> None:
+    r = toolbox.execute("calculadora", {"expresion": expresion})
     assert r == expected
     assert type(r.get("resultado")) is type(expected.get("resultado"))
 
 
-def test_length_cap_boundary(box: ToolBox) -> None:
+def test_length_cap_boundary(toolbox: ToolBox) -> None:
     ok = "1" + "+1" * 127  # 255 characters
-    assert box.execute("calculadora", {"expresion": ok + " "}) == {"resultado": 128}
-    assert box.execute("calculadora", {"expresion": ok + "  "}) == {
+    assert toolbox.execute("calculadora", {"expresion": ok + " "}) == {"resultado": 128}
+    assert toolbox.execute("calculadora", {"expresion": ok + "  "}) == {
         "error": "expresión demasiado larga"}
 
 
-def test_big_integers_stay_exact(box: ToolBox) -> None:
+def test_big_integers_stay_exact(toolbox: ToolBox) -> None:
     # Integers stay exact up to the magnitude cap (10**15); beyond it they are refused.
-    r = box.execute("calculadora", {"expresion": "99999999*9999999"})
+    r = toolbox.execute("calculadora", {"expresion": "99999999*9999999"})
     assert r == {"resultado": 99999999 * 9999999}
-    assert box.execute("calculadora", {"expresion": "1000000000000000"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "1000000000000000"}) == {
         "resultado": 10**15}
-    assert box.execute("calculadora", {"expresion": "-1000000000000001"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "-1000000000000001"}) == {
         "error": "resultado demasiado grande"}
     # Intermediate results may be large, as long as the result is not.
-    assert box.execute("calculadora", {"expresion": "9" * 30 + "*" + "9" * 30 + "/1e50"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "9" * 30 + "*" + "9" * 30 + "/1e50"}) == {
         "resultado": 1e10}
 
 
-def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, box: ToolBox) -> None:
+def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, toolbox: ToolBox) -> None:
     """Overflow and recursion are handled even if the caps on text are raised."""
     monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**6)
-    assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "número demasiado largo"}
-    assert box.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
+    assert toolbox.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
         "error": "expresión demasiado compleja"}
     monkeypatch.setattr(tools, "MAX_DIGITS", 10**6)
     monkeypatch.setattr(tools, "MAX_PARENS", 10**6)
-    assert box.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "resultado no finito"}
-    assert box.execute("calculadora", {"expresion": "9" * 400 + "*1.5"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "*1.5"}) == {
         "error": "resultado no finito"}
-    assert box.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
+    assert toolbox.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
         "error": "expresión no válida"}  # the parser's own nesting limit
-    assert box.execute("calculadora", {"expresion": "-" * 5000 + "1"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "-" * 5000 + "1"}) == {
         "error": "expresión demasiado compleja"}
-    assert box.execute("calculadora", {"expresion": "1" + "+1" * 20000}) == {
+    assert toolbox.execute("calculadora", {"expresion": "1" + "+1" * 20000}) == {
         "error": "expresión demasiado compleja"}
 
 
@@ -384,19 +373,19 @@ def test_calculator_function() -> None:
 # --------------------------------------------------------------------------- construction
 
 
-def test_from_files_checks_schema(files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_from_files_checks_schema(data_files: tuple[Path, Path], tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not found"):
-        ToolBox.from_files(tmp_path / "nope.parquet", files[1])
-    prices = pd.read_parquet(files[0]).drop(columns="ticker")
+        ToolBox.from_files(tmp_path / "nope.parquet", data_files[1])
+    prices = pd.read_parquet(data_files[0]).drop(columns="ticker")
     bad = tmp_path / "acciones6_precios.parquet"
     prices.to_parquet(bad, index=False)
     with pytest.raises(DataError, match="column 'ticker' is missing"):
-        ToolBox.from_files(bad, files[1])
+        ToolBox.from_files(bad, data_files[1])
 
 
-def test_tickers(box: ToolBox) -> None:
-    assert len(box.tickers) == 120
-    assert "BUSI" in box.tickers and "ACME" not in box.tickers
+def test_tickers(toolbox: ToolBox) -> None:
+    assert len(toolbox.tickers) == 120
+    assert "BUSI" in toolbox.tickers and "ACME" not in toolbox.tickers
 
 
 # ------------------------------------------------------------- the lesson's code as oracle
@@ -496,8 +485,8 @@ class Lesson:
 
 
 @pytest.fixture(scope="session")
-def lesson(files: tuple[Path, Path]) -> Lesson:
-    return Lesson(pd.read_parquet(files[0]), pd.read_parquet(files[1]))
+def lesson(data_files: tuple[Path, Path]) -> Lesson:
+    return Lesson(pd.read_parquet(data_files[0]), pd.read_parquet(data_files[1]))
 
 
 def _random_calls(n: int, tickers: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -531,13 +520,13 @@ def _impossible(v: str) -> bool:
     return False
 
 
-def test_same_results_as_the_lesson(box: ToolBox, lesson: Lesson) -> None:
-    calls = _random_calls(1500, sorted(box.tickers))
+def test_same_results_as_the_lesson(toolbox: ToolBox, lesson: Lesson) -> None:
+    calls = _random_calls(1500, sorted(toolbox.tickers))
     calls += [("calculadora", {"expresion": e}) for e in [
         "(27.88/26.19 - 1)*100", "1/3", "2+3", "-(1.5)*-2", "7/2*2", "0.1+0.2",
         "__import__('os')", "2**8", "100*(27.88/26.19-1)", "(1)", "-0.0"]]
-    mismatches = [(n, a, box.execute(n, a), lesson.ejecutar(n, a)) for n, a in calls
-                  if box.execute(n, a) != lesson.ejecutar(n, a)]
+    mismatches = [(n, a, toolbox.execute(n, a), lesson.ejecutar(n, a)) for n, a in calls
+                  if toolbox.execute(n, a) != lesson.ejecutar(n, a)]
     # The one intended difference: a date that matches the pattern but does not exist is
     # refused by validation, in Spanish, where the lesson's pandas code fails in English.
     impossible = [m for m in mismatches if any(_impossible(v) for v in m[1].values())]
@@ -549,32 +538,32 @@ def test_same_results_as_the_lesson(box: ToolBox, lesson: Lesson) -> None:
         assert [f"fecha inexistente: {v}" in mine["error"] for v in args.values()
                 if _impossible(v)] == [True] * sum(map(_impossible, args.values()))
     # The random calls do exercise every branch.
-    outcomes = {next(iter(box.execute(n, a))) for n, a in calls}
+    outcomes = {next(iter(toolbox.execute(n, a))) for n, a in calls}
     assert outcomes == {"resultado", "error"}
 
 
-def test_windows_with_syndication_match_the_lesson(box: ToolBox, lesson: Lesson) -> None:
+def test_windows_with_syndication_match_the_lesson(toolbox: ToolBox, lesson: Lesson) -> None:
     """Every ticker over every month: the deduplication and the cap of five."""
     months = pd.date_range("2023-01-01", "2024-12-01", freq="MS")
-    for t in sorted(box.tickers)[::7]:
+    for t in sorted(toolbox.tickers)[::7]:
         for m in months[::3]:
             a = f"{m:%Y-%m-%d}"
             b = f"{m + pd.offsets.MonthEnd(2):%Y-%m-%d}"
-            assert box.buscar_noticias(t, a, b) == lesson.buscar_noticias(t, a, b)
+            assert toolbox.buscar_noticias(t, a, b) == lesson.buscar_noticias(t, a, b)
 
 
-def test_shared_builds_once_per_file_contents(files: tuple[Path, Path],
+def test_shared_builds_once_per_file_contents(data_files: tuple[Path, Path],
                                               tmp_path: Path) -> None:
     """Run jobs that are threads of one process share one ToolBox per data contents."""
     import shutil
     import threading
 
-    copies = [tmp_path / "copy" / f.name for f in files]
+    copies = [tmp_path / "copy" / f.name for f in data_files]
     copies[0].parent.mkdir()
-    for src, dst in zip(files, copies, strict=True):
+    for src, dst in zip(data_files, copies, strict=True):
         shutil.copy(src, dst)
     got: list[ToolBox] = []
-    threads = [threading.Thread(target=lambda: got.append(ToolBox.shared(*files)))
+    threads = [threading.Thread(target=lambda: got.append(ToolBox.shared(*data_files)))
                for _ in range(8)]
     for t in threads:
         t.start()
@@ -583,7 +572,7 @@ def test_shared_builds_once_per_file_contents(files: tuple[Path, Path],
     first = got[0]
     assert all(b is first for b in got)
     assert ToolBox.shared(*copies) is first  # same bytes elsewhere: the same ToolBox
-    assert first.precio("BUSI", "2024-03-01") == ToolBox.from_files(*files).precio(
+    assert first.precio("BUSI", "2024-03-01") == ToolBox.from_files(*data_files).precio(
         "BUSI", "2024-03-01")
     # The same path with other contents gets a fresh ToolBox over the new data.
     prices = pd.read_parquet(copies[0])
@@ -595,7 +584,7 @@ def test_shared_builds_once_per_file_contents(files: tuple[Path, Path],
         2 * first.precio("BUSI", "2024-03-01")["cierre"])
 
 
-def test_shared_reports_a_missing_file_like_from_files(files: tuple[Path, Path],
+def test_shared_reports_a_missing_file_like_from_files(data_files: tuple[Path, Path],
                                                        tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not found"):
-        ToolBox.shared(tmp_path / "nope.parquet", files[1])
+        ToolBox.shared(tmp_path / "nope.parquet", data_files[1])

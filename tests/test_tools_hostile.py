@@ -38,11 +38,6 @@ PATTERN_TICKER = "String should match pattern '^[A-Z]{4}$'"
 NOT_A_STRING = "Input should be a valid string"
 
 
-@pytest.fixture(scope="module")
-def box(toolbox: ToolBox) -> ToolBox:
-    return toolbox
-
-
 def _json_ok(result: dict[str, Any]) -> None:
     json.dumps(result, allow_nan=False)
     json.dumps(result, allow_nan=False, ensure_ascii=False).encode("utf-8", "backslashreplace")
@@ -135,8 +130,8 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("expresion", "expected"), HOSTILE,
                          ids=[repr(e[:20]) for e, _ in HOSTILE])
-def test_hostile_expressions(box: ToolBox, expresion: str, expected: dict[str, Any]) -> None:
-    r = box.execute("calculadora", {"expresion": expresion})
+def test_hostile_expressions(toolbox: ToolBox, expresion: str, expected: dict[str, Any]) -> None:
+    r = toolbox.execute("calculadora", {"expresion": expresion})
     assert r == expected
     assert type(r.get("resultado")) is type(expected.get("resultado"))
     _json_ok(r)
@@ -148,7 +143,7 @@ def test_hostile_expressions(box: ToolBox, expresion: str, expected: dict[str, A
         assert tools.calculate(expresion) == r["resultado"]
 
 
-def test_hostile_expressions_are_fast(box: ToolBox) -> None:
+def test_hostile_expressions_are_fast(toolbox: ToolBox) -> None:
     """The slowest hostile case, best of three runs, well under 50 ms (a bound, not a
     benchmark: a pathological input must not make the calculator work)."""
     worst = 0.0
@@ -156,15 +151,15 @@ def test_hostile_expressions_are_fast(box: ToolBox) -> None:
         best = math.inf
         for _ in range(3):
             t0 = time.perf_counter()
-            box.execute("calculadora", {"expresion": expresion})
+            toolbox.execute("calculadora", {"expresion": expresion})
             best = min(best, time.perf_counter() - t0)
         worst = max(worst, best)
     assert worst < 0.05
 
 
 @pytest.mark.parametrize("value", [5, 1.5, None, True, b"1+1", ["1+1"], {"e": "1"}])
-def test_calculator_refuses_non_strings(box: ToolBox, value: object) -> None:
-    assert box.execute("calculadora", {"expresion": value}) == {
+def test_calculator_refuses_non_strings(toolbox: ToolBox, value: object) -> None:
+    assert toolbox.execute("calculadora", {"expresion": value}) == {
         "error": f"argumentos no válidos: expresion: {NOT_A_STRING}"}
     with pytest.raises(CalculatorError, match=NO_VALIDA):
         tools.calculate(value)  # type: ignore[arg-type]
@@ -180,27 +175,27 @@ def test_calculator_error_is_a_value_error() -> None:
     assert tools.calculate(Weird("2+3")) == 5
 
 
-def test_tree_caps(monkeypatch: pytest.MonkeyPatch, box: ToolBox) -> None:
+def test_tree_caps(monkeypatch: pytest.MonkeyPatch, toolbox: ToolBox) -> None:
     """Depth and node count are checked on the tree, before evaluating."""
     monkeypatch.setattr(tools, "MAX_DEPTH", 10)
-    assert box.execute("calculadora", {"expresion": "-" * 9 + "1"}) == {"resultado": -1}
-    assert box.execute("calculadora", {"expresion": "-" * 10 + "1"}) == {"error": COMPLEJA}
+    assert toolbox.execute("calculadora", {"expresion": "-" * 9 + "1"}) == {"resultado": -1}
+    assert toolbox.execute("calculadora", {"expresion": "-" * 10 + "1"}) == {"error": COMPLEJA}
     monkeypatch.setattr(tools, "MAX_NODES", 7)
-    assert box.execute("calculadora", {"expresion": "1+1+1+1"}) == {"resultado": 4}
-    assert box.execute("calculadora", {"expresion": "1+1+1+1+1"}) == {"error": COMPLEJA}
+    assert toolbox.execute("calculadora", {"expresion": "1+1+1+1"}) == {"resultado": 4}
+    assert toolbox.execute("calculadora", {"expresion": "1+1+1+1+1"}) == {"error": COMPLEJA}
     monkeypatch.setattr(tools, "MAX_PARENS", 3)
-    assert box.execute("calculadora", {"expresion": "(((1)))"}) == {"resultado": 1}
-    assert box.execute("calculadora", {"expresion": "((((1))))"}) == {"error": COMPLEJA}
+    assert toolbox.execute("calculadora", {"expresion": "(((1)))"}) == {"resultado": 1}
+    assert toolbox.execute("calculadora", {"expresion": "((((1))))"}) == {"error": COMPLEJA}
 
 
 def test_caps_hold_when_the_length_cap_is_lifted(monkeypatch: pytest.MonkeyPatch,
-                                                 box: ToolBox) -> None:
+                                                 toolbox: ToolBox) -> None:
     monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**7)
     cases = ["(" * 1000 + "1" + ")" * 1000, "-" * 1000 + "1", "-" * 100000 + "1",
              "1+" * 10**5 + "1", "9" * 5000, "(" * 10**6]
     for expresion in cases:
         t0 = time.perf_counter()
-        r = box.execute("calculadora", {"expresion": expresion})
+        r = toolbox.execute("calculadora", {"expresion": expresion})
         assert time.perf_counter() - t0 < 0.5
         assert r["error"] in {COMPLEJA, NUMERO_LARGO}, r
 
@@ -273,7 +268,7 @@ deep = st.binary(max_size=100).map(_deep)
 EXAMPLES = 1000  # per test, times BATCH expressions: 4 x 25,000 = 100,000 in all
 
 
-def _feed(box: ToolBox, expressions: st.SearchStrategy[str],
+def _feed(toolbox: ToolBox, expressions: st.SearchStrategy[str],
           also: Callable[[str, dict[str, Any]], None] | None = None) -> Counter[str]:
     """Run EXAMPLES x BATCH generated expressions through the checks; count the outcomes."""
     seen: Counter[str] = Counter()
@@ -282,7 +277,7 @@ def _feed(box: ToolBox, expressions: st.SearchStrategy[str],
     @given(st.lists(expressions, min_size=BATCH, max_size=BATCH))
     def run(batch: list[str]) -> None:
         for expresion in batch:
-            r = _check_expression(box, expresion)
+            r = _check_expression(toolbox, expresion)
             seen[r.get("error", "resultado")] += 1
             if also is not None:
                 also(expresion, r)
@@ -291,8 +286,8 @@ def _feed(box: ToolBox, expressions: st.SearchStrategy[str],
     return seen
 
 
-def _check_expression(box: ToolBox, expresion: str) -> dict[str, Any]:
-    r = box.execute("calculadora", {"expresion": expresion})
+def _check_expression(toolbox: ToolBox, expresion: str) -> dict[str, Any]:
+    r = toolbox.execute("calculadora", {"expresion": expresion})
     assert type(r) is dict and len(r) == 1
     if "resultado" in r:
         v = r["resultado"]
@@ -308,15 +303,15 @@ def _from_bytes(alphabet: list[str]) -> Callable[[bytes], str]:
     return lambda b: "".join(alphabet[x % len(alphabet)] for x in b)
 
 
-def test_property_random_text(box: ToolBox) -> None:
-    seen = _feed(box, st.text(max_size=80))
+def test_property_random_text(toolbox: ToolBox) -> None:
+    seen = _feed(toolbox, st.text(max_size=80))
     assert seen.total() >= EXAMPLES * BATCH
     assert seen[SOLO] and seen[NO_VALIDA]
 
 
-def test_property_mixtures(box: ToolBox) -> None:
+def test_property_mixtures(toolbox: ToolBox) -> None:
     alphabet = ARITH * 4 + ODD
-    seen = _feed(box, st.one_of(
+    seen = _feed(toolbox, st.one_of(
         st.text(alphabet=st.sampled_from(alphabet), max_size=300),
         st.binary(max_size=400).map(_from_bytes(alphabet)),  # longer ones, cheaply
         st.binary(max_size=300).map(_from_bytes(ARITH))))
@@ -324,21 +319,21 @@ def test_property_mixtures(box: ToolBox) -> None:
     assert {SOLO, NO_VALIDA, "resultado"} <= set(seen), seen
 
 
-def test_property_arithmetic_trees(box: ToolBox) -> None:
+def test_property_arithmetic_trees(toolbox: ToolBox) -> None:
     def same_as_python(expresion: str, r: dict[str, Any]) -> None:
         # An accepted tree holds only + - * / and unary minus: Python's value, rounded.
         if "resultado" in r:
             assert r["resultado"] == round(eval(expresion, {"__builtins__": {}}), 4)
 
-    seen = _feed(box, st.one_of(tree, st.binary(min_size=60, max_size=200).map(_render)),
+    seen = _feed(toolbox, st.one_of(tree, st.binary(min_size=60, max_size=200).map(_render)),
                  same_as_python)
     assert seen.total() >= EXAMPLES * BATCH
     assert seen["resultado"] > EXAMPLES * BATCH // 10
     assert {SOLO, GRANDE, NUMERO_LARGO, NO_FINITO, DIV_CERO} <= set(seen), seen
 
 
-def test_property_deep_nesting(box: ToolBox) -> None:
-    seen = _feed(box, deep)
+def test_property_deep_nesting(toolbox: ToolBox) -> None:
+    seen = _feed(toolbox, deep)
     assert seen.total() >= EXAMPLES * BATCH
     assert {LARGA, COMPLEJA, NO_VALIDA, "resultado"} <= set(seen), seen
 
@@ -349,79 +344,79 @@ def test_property_deep_nesting(box: ToolBox) -> None:
 @pytest.mark.parametrize("tool", ["precio", "buscar_noticias", "variacion"])
 @pytest.mark.parametrize("fecha", ["2024-02-30", "2024-13-01", "0000-01-01", "2023-02-29",
                                    "2024-04-31", "2024-00-10", "2024-01-00", "9999-99-99"])
-def test_impossible_dates(box: ToolBox, tool: str, fecha: str) -> None:
+def test_impossible_dates(toolbox: ToolBox, tool: str, fecha: str) -> None:
     if tool == "precio":
         args, field = {"ticker": "BUSI", "fecha": fecha}, "fecha"
     else:
         args, field = {"ticker": "BUSI", "desde": fecha, "hasta": "2024-03-22"}, "desde"
-    assert box.execute(tool, args) == {
+    assert toolbox.execute(tool, args) == {
         "error": f"argumentos no válidos: {field}: fecha inexistente: {fecha}"}
 
 
-def test_impossible_dates_with_other_errors(box: ToolBox) -> None:
-    assert box.execute("variacion", {"ticker": "busi", "desde": "2024-02-30",
+def test_impossible_dates_with_other_errors(toolbox: ToolBox) -> None:
+    assert toolbox.execute("variacion", {"ticker": "busi", "desde": "2024-02-30",
                                      "hasta": "2024-02-31"}) == {
         "error": f"argumentos no válidos: ticker: {PATTERN_TICKER}; "
         "desde: fecha inexistente: 2024-02-30; hasta: fecha inexistente: 2024-02-31"}
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2024-02-29"})["resultado"][
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-02-29"})["resultado"][
         "fecha"] == "2024-02-29"
 
 
 @pytest.mark.parametrize("fecha", ["16/03/2024", "2024-3-16", "2024-03-15\n", " 2024-03-15",
                                    "2024-03-15T00:00", "20240315", "",
                                    "٢٠٢٤-٠٣-١٥", "２０２４-０３-１５", "2024-03-١٥", "𝟐𝟎𝟐𝟒-03-15"])
-def test_pattern_failures_keep_the_lesson_message(box: ToolBox, fecha: str) -> None:
+def test_pattern_failures_keep_the_lesson_message(toolbox: ToolBox, fecha: str) -> None:
     """Non-ASCII digits match the regex engine's \\d but not the schema the model reads:
     they get the very message of any other pattern mismatch."""
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": fecha}) == {
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": fecha}) == {
         "error": f"argumentos no válidos: fecha: {PATTERN_FECHA}"}
 
 
 @pytest.mark.parametrize("value", [1710460800, 20240315, 1.0, 1710460800.0, True, False, None,
                                    b"2024-03-15", ["2024-03-15"], {"fecha": "2024-03-15"}])
-def test_no_lax_coercion(box: ToolBox, value: object) -> None:
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": value}) == {
+def test_no_lax_coercion(toolbox: ToolBox, value: object) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": value}) == {
         "error": f"argumentos no válidos: fecha: {NOT_A_STRING}"}
-    assert box.execute("precio", {"ticker": value, "fecha": "2024-03-15"}) == {
+    assert toolbox.execute("precio", {"ticker": value, "fecha": "2024-03-15"}) == {
         "error": f"argumentos no válidos: ticker: {NOT_A_STRING}"}
 
 
-def test_str_subclasses_are_accepted(box: ToolBox) -> None:
+def test_str_subclasses_are_accepted(toolbox: ToolBox) -> None:
     class S(str):
         pass
 
-    assert box.execute("precio", {"ticker": S("BUSI"), "fecha": S("2024-03-15")}) == {
+    assert toolbox.execute("precio", {"ticker": S("BUSI"), "fecha": S("2024-03-15")}) == {
         "resultado": {"ticker": "BUSI", "fecha": "2024-03-15", "cierre": 26.19}}
 
 
 @pytest.mark.parametrize("ticker", ["busi", "Busi", "ＢＵＳＩ", "BUSİ", "BUSI\n", "BUS", "BUSIX",
                                     "BUS1", " BUSI", "ΒUSI"])
-def test_ticker_pattern_is_ascii(box: ToolBox, ticker: str) -> None:
-    assert box.execute("precio", {"ticker": ticker, "fecha": "2024-03-15"}) == {
+def test_ticker_pattern_is_ascii(toolbox: ToolBox, ticker: str) -> None:
+    assert toolbox.execute("precio", {"ticker": ticker, "fecha": "2024-03-15"}) == {
         "error": f"argumentos no válidos: ticker: {PATTERN_TICKER}"}
 
 
-def test_extra_fields(box: ToolBox) -> None:
+def test_extra_fields(toolbox: ToolBox) -> None:
     ok = {"ticker": "BUSI", "fecha": "2024-03-15"}
-    assert box.execute("precio", {**ok, "extra": 1}) == {
+    assert toolbox.execute("precio", {**ok, "extra": 1}) == {
         "error": "argumentos no válidos: extra: campo no permitido"}
-    assert box.execute("precio", {**ok, "desde": "2024-03-15"}) == {
+    assert toolbox.execute("precio", {**ok, "desde": "2024-03-15"}) == {
         "error": "argumentos no válidos: desde: campo no permitido"}
-    assert box.execute("calculadora", {"expresion": "1+1", "exprecion": "2"}) == {
+    assert toolbox.execute("calculadora", {"expresion": "1+1", "exprecion": "2"}) == {
         "error": "argumentos no válidos: exprecion: campo no permitido"}
     # After pydantic's errors, in the arguments' order.
-    assert box.execute("precio", {"b": 1, "ticker": "BUSI", "a": 2}) == {
+    assert toolbox.execute("precio", {"b": 1, "ticker": "BUSI", "a": 2}) == {
         "error": "argumentos no válidos: fecha: Field required; b: campo no permitido; "
         "a: campo no permitido"}
     # Bounded: long names are cut and at most five are listed.
     many = {**ok, **{f"k{i}": i for i in range(8)}, "x" * 100: 0}
-    assert box.execute("precio", many) == {
+    assert toolbox.execute("precio", many) == {
         "error": "argumentos no válidos: " + "; ".join(
             f"k{i}: campo no permitido" for i in range(5))
         + "; y 4 campos más no permitidos"}
-    assert box.execute("precio", {**ok, "x" * 100: 0}) == {
+    assert toolbox.execute("precio", {**ok, "x" * 100: 0}) == {
         "error": "argumentos no válidos: " + "x" * 40 + "…: campo no permitido"}
-    assert box.execute("precio", {**ok, 7: 0}) == {
+    assert toolbox.execute("precio", {**ok, 7: 0}) == {
         "error": "argumentos no válidos: 7: campo no permitido"}
 
 
@@ -445,25 +440,25 @@ def test_schemas_unchanged_by_strictness() -> None:
     }
 
 
-def test_before_the_first_session(box: ToolBox) -> None:
-    assert box.execute("precio", {"ticker": "BUSI", "fecha": "2022-12-01"}) == {
+def test_before_the_first_session(toolbox: ToolBox) -> None:
+    assert toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2022-12-01"}) == {
         "error": "sin datos hasta 2022-12-01"}
-    assert box.execute("variacion", {"ticker": "BUSI", "desde": "2022-12-01",
+    assert toolbox.execute("variacion", {"ticker": "BUSI", "desde": "2022-12-01",
                                      "hasta": "2024-03-22"}) == {
         "error": "sin datos hasta 2022-12-01"}
-    assert box.execute("variacion", {"ticker": "BUSI", "desde": "2024-03-15",
+    assert toolbox.execute("variacion", {"ticker": "BUSI", "desde": "2024-03-15",
                                      "hasta": "2022-12-01"}) == {
         "error": "sin datos hasta 2022-12-01"}
-    assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "0001-01-01",
+    assert toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "0001-01-01",
                                            "hasta": "2022-12-01"}) == {"resultado": []}
-    assert box.execute("buscar_noticias", {"ticker": "BUSI", "desde": "9999-12-31",
+    assert toolbox.execute("buscar_noticias", {"ticker": "BUSI", "desde": "9999-12-31",
                                            "hasta": "9999-12-31"}) == {"resultado": []}
 
 
 @pytest.mark.parametrize("name", ["borrar_todo", "", "PRECIO", "precio ", None, 5, "\ud800",
                                   ("precio",)])
-def test_unknown_tools(box: ToolBox, name: Any) -> None:
-    r = box.execute(name, {"ticker": "BUSI", "fecha": "2024-03-15"})
+def test_unknown_tools(toolbox: ToolBox, name: Any) -> None:
+    r = toolbox.execute(name, {"ticker": "BUSI", "fecha": "2024-03-15"})
     assert r == {"error": f"herramienta desconocida: {name}"}
     _json_ok(r)
 
@@ -471,13 +466,13 @@ def test_unknown_tools(box: ToolBox, name: Any) -> None:
 @pytest.mark.parametrize("args", ["BUSI", None, ["BUSI", "2024-03-15"], 42, 1.5, True,
                                   float("nan"), '{"ticker": "BUSI", "fecha": "2024-03-15"}',
                                   (("ticker", "BUSI"), ("fecha", "2024-03-15"))])
-def test_args_not_a_dict(box: ToolBox, args: object) -> None:
-    assert box.execute("precio", args) == {
+def test_args_not_a_dict(toolbox: ToolBox, args: object) -> None:
+    assert toolbox.execute("precio", args) == {
         "error": "argumentos no válidos: Input should be a valid dictionary or instance "
         "of ArgsPrecio"}
 
 
-def test_execute_survives_exceptions_that_cannot_be_printed(box: ToolBox) -> None:
+def test_execute_survives_exceptions_that_cannot_be_printed(toolbox: ToolBox) -> None:
     class Unprintable(Exception):
         def __str__(self) -> str:
             raise RuntimeError("no")
@@ -486,7 +481,7 @@ def test_execute_survives_exceptions_that_cannot_be_printed(box: ToolBox) -> Non
         def __contains__(self, item: object) -> bool:
             raise Unprintable
 
-    r = box.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-15"},
+    r = toolbox.execute("precio", {"ticker": "BUSI", "fecha": "2024-03-15"},
                     Allowed())  # type: ignore[arg-type]
     assert r == {"error": "error interno de la herramienta"}
 
@@ -618,14 +613,14 @@ def _args(tool: str) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("tool", list(TOOLS))
-def test_property_every_tool(box: ToolBox, tool: str) -> None:
+def test_property_every_tool(toolbox: ToolBox, tool: str) -> None:
     seen: Counter[str] = Counter()
 
     @settings(max_examples=500, **FAST)
     @given(st.lists(_args(tool), min_size=5, max_size=5))
     def run(batch: list[Any]) -> None:
         for args in batch:
-            r = box.execute(tool, args)
+            r = toolbox.execute(tool, args)
             assert type(r) is dict and len(r) == 1 and set(r) <= {"resultado", "error"}
             json.dumps(r, allow_nan=False, ensure_ascii=False).encode("utf-8",
                                                                        "backslashreplace")

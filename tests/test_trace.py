@@ -248,6 +248,15 @@ def test_optional_fields_are_left_out_not_written_as_null() -> None:
     ({"type": "request", "step": True, "tokens_sent": 1, "cumulative_tokens": 1,
       "tokens_out": 0, "attempts": 1, "text": "", "n_calls": 0}, "field 'step' is bool"),
     ({"type": "cosa"}, "unknown record type 'cosa'"),
+    ({"type": "tool_call", "step": 1, "id": "c", "name": "precio", "arguments": None,
+      "status": "aceptada", "result": {}},
+     "field 'status' is str 'aceptada', expected one of 'ok', 'error', 'invalid', "
+     "'unknown', 'repeated', 'blocked'"),
+    ({"type": "guardrail", "step": 1, "rule": "otra"}, "field 'rule' is str 'otra'"),
+    ({"type": "end", "termination": "done", "steps": 1, "answer": None, "tokens_sent": 0,
+      "calls": 0, "errors": 0}, "field 'termination' is str 'done'"),
+    ({"type": "error", "step": 1, "kind": "server<x>", "status": None, "message": "",
+      "attempts": 1, "retryable": False, "history": []}, "field 'kind' is str 'server<x>'"),
 ])
 def test_malformed_records_are_named(obj: dict[str, Any], reason: str) -> None:
     with pytest.raises(TraceError, match=re.escape(reason)):
@@ -261,3 +270,52 @@ def test_reader_names_the_line_of_a_malformed_record(tmp_path: Path) -> None:
     w._chunks.append(b'{"type": "answer", "step": 1}\n')
     w.close(END)
     assert "line 2: answer record lacks the field 'text'" in _reason(tmp_path / "t.jsonl")
+
+
+def test_an_annotation_the_reader_cannot_check_is_an_error() -> None:
+    """A record field typed with something the reader does not know (a float, a class)
+    raises instead of accepting any value; every shipped record class is checkable."""
+    from typing import get_type_hints
+
+    from reactlab.trace.records import RECORD_CLASSES, _type_ok
+
+    for annotation in (float, Path, tuple[int, int]):
+        with pytest.raises(TypeError, match="is not one the trace reader can check"):
+            _type_ok(annotation, 1.5)
+    for cls in RECORD_CLASSES.values():
+        for name, annotation in get_type_hints(cls).items():
+            if name != "type" and not name.startswith("_"):
+                _type_ok(annotation, None)  # raises for an unknown annotation
+
+
+def test_one_manifest_reader_for_folders_and_single_files(tmp_path: Path) -> None:
+    """check_manifest (a whole folder) and check_published (one file) read a manifest
+    the same way: intact, edited, missing, unreadable."""
+    from reactlab.trace.integrity import (
+        MANIFEST,
+        check_manifest,
+        check_published,
+        read_manifest,
+        write_manifest,
+    )
+
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("1\n")
+    b.write_text("2\n")
+    write_manifest(tmp_path / MANIFEST, [a, b])
+    assert set(read_manifest(tmp_path / MANIFEST)) == {"a.csv", "b.csv"}
+    assert check_manifest(tmp_path / MANIFEST) == [] and check_published(a) is None
+    a.write_text("edited\n")
+    assert check_manifest(tmp_path / MANIFEST) == [
+        f"{a}: checksum mismatch (edited after it was published)"]
+    assert check_published(a) == f"{a}: checksum mismatch (edited after it was published)"
+    b.unlink()
+    assert check_published(b) == f"{b}: missing"
+    assert check_published(tmp_path / "unlisted.csv") is None
+    (tmp_path / MANIFEST).write_text('{"files": [1]}')
+    with pytest.raises(ValueError, match="'files' is not a mapping"):
+        read_manifest(tmp_path / MANIFEST)
+    assert "unreadable checksum manifest" in check_manifest(tmp_path / MANIFEST)[0]
+    assert check_published(a) is None  # no usable manifest: not published by the pipeline
+    (tmp_path / MANIFEST).unlink()
+    assert "no checksum manifest" in check_manifest(tmp_path / MANIFEST)[0]

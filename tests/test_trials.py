@@ -20,6 +20,7 @@ from reactlab.config import parse
 from reactlab.config.trials import analysis_section, derive_seed
 from reactlab.core.errors import ConfigError
 from reactlab.runner import run_to_trace
+from reactlab.trace.records import ToolCallRecord
 
 Raw = dict[str, Any]
 
@@ -139,8 +140,9 @@ EXPECTED = [
 Q = "¿Cuánto cambió en porcentaje el cierre de BUSI entre el 2024-03-15 y el 2024-03-22?"
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
+def _call(name: str, **arguments: Any) -> ToolCallRecord:
+    return ToolCallRecord(step=1, id="c", name=name, arguments=arguments, status="ok",
+                          result={"resultado": None})
 
 
 def test_call_matching_uses_sets_of_acceptable_values() -> None:
@@ -148,7 +150,9 @@ def test_call_matching_uses_sets_of_acceptable_values() -> None:
     assert call_matches(_call("precio", ticker="busi", fecha=1.0, extra=True), exp)
     assert not call_matches(_call("precio", ticker="BUSMAR", fecha=1), exp)
     assert not call_matches(_call("precio", ticker="BUSI"), exp)  # missing argument
-    assert not call_matches({"name": "precio", "arguments": None}, exp)  # invalid JSON
+    invalid = ToolCallRecord(step=1, id="c", name="precio", arguments=None, status="invalid",
+                             result={"error": "llamada con JSON no válido"})
+    assert not call_matches(invalid, exp)  # invalid JSON
     assert call_matches(_call("calculadora", expresion="1+1"), {"name": "calculadora"})
 
 

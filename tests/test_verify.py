@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,6 +19,7 @@ from reactlab.analysis.verify import (
     verdict,
     verify,
 )
+from reactlab.trace.records import ToolCallRecord
 
 # --- the lesson's code, verbatim, as a reference -------------------------------------------
 
@@ -87,11 +87,14 @@ OFFER = "Un fondo ofrece comprar Busmar Hogar"
 NEWS_RESULT = {"resultado": [{"fecha": "2024-03-19", "titular": OFFER}]}
 
 
-def call(name: str | None, arguments: dict | None, result: dict) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments, "result": result}
+def call(name: str | None, arguments: dict | None, result: dict) -> ToolCallRecord:
+    """A trace's tool-call record (the verifier reads the records the trace holds)."""
+    return ToolCallRecord(step=1, id="c", name=name, arguments=arguments,
+                          status="ok" if isinstance(result, dict) and "resultado" in result
+                          else "error", result=result)
 
 
-def price(ticker: str, fecha: str, result: dict) -> dict[str, Any]:
+def price(ticker: str, fecha: str, result: dict) -> ToolCallRecord:
     return call("precio", {"ticker": ticker, "fecha": fecha}, result)
 
 
@@ -150,8 +153,8 @@ def rules(findings: list[Finding]) -> list[str]:
     return [f.rule for f in findings]
 
 
-def as_trace(calls: list[dict[str, Any]]) -> list[tuple]:
-    return [(c["name"], c["arguments"], c["result"]) for c in calls]
+def as_trace(calls: list[ToolCallRecord]) -> list[tuple]:
+    return [(c.name, c.arguments, c.result) for c in calls]
 
 
 # --- the lesson's outputs --------------------------------------------------------------------
@@ -447,13 +450,14 @@ def test_all_rules_in_order() -> None:
 
 
 def test_deterministic_and_pure() -> None:
-    snapshot = json.dumps(CORRECT + ACME + NEWS, sort_keys=True)
+    snapshot = json.dumps([c.to_json() for c in CORRECT + ACME + NEWS], sort_keys=True)
     runs = [
         verify(Q_CHANGE, INVENTED + " " + ANSWER_LOCAL_1, CORRECT + ACME + NEWS) for _ in range(3)
     ]
     assert runs[0] == runs[1] == runs[2]
     assert runs[0]  # something was found
-    assert json.dumps(CORRECT + ACME + NEWS, sort_keys=True) == snapshot  # inputs untouched
+    assert json.dumps([c.to_json() for c in CORRECT + ACME + NEWS],
+                      sort_keys=True) == snapshot  # inputs untouched (results are dicts)
 
 
 def test_finding_is_frozen() -> None:

@@ -13,13 +13,11 @@ import pytest
 
 from reactlab import config, trace
 from reactlab.analysis import verify
-from reactlab.backends import retry
 from reactlab.cli import main
 from reactlab.core.errors import TraceError
-from reactlab.runner import run_to_trace
-from reactlab.trace.records import End, record_from_json
+from reactlab.trace.records import End, ToolCallRecord, record_from_json
 from reactlab.views import html as viewer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_specs
 
 # Runs that between them show every tool-call status, every guardrail but plan_failed
 # (that one is in the hostile trace), a backend error, and each kind of finding.
@@ -43,22 +41,10 @@ CLEAR_SCREEN = "\x1b[2J"
 
 def make_runs(toolbox: Any, out: Path, runs: list[tuple[str, str, str]] = RUNS
               ) -> list[tuple[str, str]]:
-    """Run each (task, backend, scenario) into ``out``; (trace, verification) path pairs.
-
-    Retry waits of the fault scenarios are not slept (they are recorded all the same).
-    """
+    """Run each (task, backend, scenario) into ``out``; (trace, verification) path pairs."""
     cfg = config.load(ROOT / "config.yaml")
-    pairs = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(retry, "default_sleep", lambda seconds: None)
-        for task, backend, scenario in runs:
-            tpath = out / "traces" / task / backend / f"{scenario}.jsonl"
-            vpath = out / "verified" / task / backend / f"{scenario}.json"
-            run_to_trace(cfg.run(task, backend, scenario), toolbox, tpath)
-            trace.write_json_atomic(vpath, verify.verification_record(trace.read(tpath),
-                                                                      str(tpath)))
-            pairs.append((str(tpath), str(vpath)))
-    return pairs
+    return [(str(ran.trace), str(ran.verified))
+            for ran in run_specs([cfg.run(*run) for run in runs], toolbox, out, verified=True)]
 
 
 def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
@@ -83,12 +69,12 @@ def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
            "status": "ok", "result": {"resultado": [{"fecha": "2024-04-10",
                                                      "titular": headline}]}}))
     w.add(rec({"type": "tool_call", "step": 1, "id": "c2", "name": "<b>evil</b>",
-           "arguments": None, "status": "unknown\"><script>",
+           "arguments": None, "status": "unknown",
            "raw": f"{HOSTILE}{CLEAR_SCREEN}",
            "result": {"error": f"herramienta desconocida: {HOSTILE}"}}))
     w.add(rec({"type": "guardrail", "step": 1, "rule": "plan_failed",
                "detail": HOSTILE}))
-    w.add(rec({"type": "error", "step": 2, "kind": f"server{HOSTILE}",
+    w.add(rec({"type": "error", "step": 2, "kind": "server",
                "status": 503,
            "message": f"</pre>{HOSTILE}{CLEAR_SCREEN}", "attempts": 2, "retryable": True,
            "history": [{"attempt": 1, "status": 503, "kind": "server", "error": HOSTILE,
@@ -275,8 +261,7 @@ def test_pages_are_self_contained(built) -> None:
 
 def test_hostile_text_is_escaped(pairs, tmp_path: Path) -> None:
     tpath, vpath = write_hostile_trace(Path(pairs[0][0]), tmp_path / "hostil.jsonl")
-    tr = trace.read(tpath)
-    html = viewer.render_run(tr, json.loads(vpath.read_text(encoding="utf-8")))
+    html = viewer.render_run(verify.load_verified(str(tpath), vpath))
     html.encode("utf-8")  # the lone surrogate did not survive raw
     assert "<script" not in html.lower() and "<img" not in html and "<b>evil" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -324,7 +309,8 @@ def test_render_index_accepts_rows_of_runs_csv() -> None:
 def test_finding_spans_follow_the_findings_not_the_text() -> None:
     answer = 'Dijo "sube 12,5 %" el 2024-03-15; cerró en 27.88.'
     question = "¿Qué dijo la prensa de BUSI el 2024-03-15?"
-    calls = [{"name": "precio", "arguments": {}, "result": {"resultado": {"cierre": 27.88}}}]
+    calls = [ToolCallRecord(step=1, id="c1", name="precio", arguments={}, status="ok",
+                            result={"resultado": {"cierre": 27.88}})]
     findings = verify.verify(question, answer, calls)
     assert [f.rule for f in findings] == ["figure_without_source",
                                           "percentage_without_calculation",
@@ -350,9 +336,12 @@ def test_visible_makes_control_characters_visible() -> None:
 
 def test_a_verification_of_another_trace_is_refused(pairs) -> None:
     tr = trace.read(pairs[0][0])
-    other = json.loads(Path(pairs[1][1]).read_text(encoding="utf-8"))
+    other = verify.Verification.from_json(
+        json.loads(Path(pairs[1][1]).read_text(encoding="utf-8")))
     with pytest.raises(TraceError, match="another version of the trace"):
-        viewer.render_run(tr, other)
+        verify.VerifiedRun(tr, other)
+    with pytest.raises(TraceError, match="another version of the trace"):
+        verify.load_verified(pairs[0][0], pairs[1][1])
 
 
 def test_unsafe_names_and_duplicates_are_refused(pairs, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from reactlab.trace.records import (
     Guardrail,
     Record,
     Request,
+    Termination,
     ToolCallRecord,
 )
 
@@ -81,7 +82,7 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
     seen: set[str] = set()
     sent = calls = errors = 0
     answer: str | None = None
-    termination = "step_limit"
+    termination: Termination = "step_limit"
     allowed = strategy.allowed(allowed)
     if strategy.max_steps is not None:
         max_steps = strategy.max_steps

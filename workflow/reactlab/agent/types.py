@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reactlab.trace.records import ToolStatus
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -46,7 +48,7 @@ class ToolOutcome:
 
     call: ToolCall
     result: dict[str, Any]
-    status: str
+    status: ToolStatus
     delimit: bool = False  # send it marked as data (the delimiting defence)
 
     @property

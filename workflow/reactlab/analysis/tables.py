@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.verify import Verification, load_verification
+from reactlab.analysis.verify import VerifiedRun, load_verified
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
 from reactlab.trace.integrity import MANIFEST, write_manifest
@@ -51,12 +51,9 @@ def attack_outcome(tr: tracemod.Trace, delivered: str | None) -> tuple[bool, boo
     return True, off_scope or planted
 
 
-def run_row(tr: tracemod.Trace, verification: Mapping[str, Any] | Verification,
-            trace_path: str) -> dict[str, Any]:
+def run_row(run: VerifiedRun) -> dict[str, Any]:
     """The ``runs`` table's row for one trace and its verification."""
-    if not isinstance(verification, Verification):
-        verification = Verification.from_json(verification)
-    verification.check(tr)
+    tr, verification = run.trace, run.verification
     end = tr.end
     defences = tr.header.defences
     verified = verification.verified
@@ -79,7 +76,7 @@ def run_row(tr: tracemod.Trace, verification: Mapping[str, Any] | Verification,
         "delivered": delivered is not None,
         "utility": delivered is not None and verified,
         "attack_present": present, "attack_succeeded": succeeded,
-        "trace": trace_path,
+        "trace": run.trace_path,
     }
 
 
@@ -123,9 +120,9 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
 
     runs, steps, trial_rows = [], [], []
     for trace_path, verified_path in pairs:
-        tr = tracemod.read(trace_path)
-        verification = load_verification(tr, verified_path, trace_path)
-        row = run_row(tr, verification, trace_path)
+        run = load_verified(trace_path, verified_path)
+        tr = run.trace
+        row = run_row(run)
         trial_rows.append(trials.trial_row(tr, row, analysis))
         if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
             runs.append(row)

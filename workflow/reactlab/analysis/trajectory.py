@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reactlab.analysis.verify import NO_DATA, figures, near
+from reactlab.trace.records import ToolCallRecord
 
 TRAJECTORY_COLUMNS = ["tc_precision", "tc_recall", "tc_f1", "tc_precision_order",
                       "tc_recall_order", "tc_f1_order", "arg_accuracy", "abstained_correctly"]
@@ -45,11 +46,11 @@ def _same_value(actual: Any, acceptable: Any) -> bool:
     return actual == acceptable
 
 
-def call_matches(call: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
-    """Whether an actual call (name, arguments) satisfies one expected call."""
-    if call.get("name") != expected["name"]:
+def call_matches(call: ToolCallRecord, expected: Mapping[str, Any]) -> bool:
+    """Whether an actual call (its name and arguments) satisfies one expected call."""
+    if call.name != expected["name"]:
         return False
-    args = call.get("arguments")
+    args = call.arguments
     wanted = expected.get("arguments") or {}
     if wanted and not isinstance(args, Mapping):
         return False  # invalid JSON: no arguments to check
@@ -57,7 +58,7 @@ def call_matches(call: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
                for name, values in wanted.items())
 
 
-def _lcs(actual: Sequence[Mapping[str, Any]], expected: Sequence[Mapping[str, Any]]) -> int:
+def _lcs(actual: Sequence[ToolCallRecord], expected: Sequence[Mapping[str, Any]]) -> int:
     rows = [[0] * (len(expected) + 1) for _ in range(len(actual) + 1)]
     for i, a in enumerate(actual, 1):
         for j, e in enumerate(expected, 1):
@@ -66,7 +67,7 @@ def _lcs(actual: Sequence[Mapping[str, Any]], expected: Sequence[Mapping[str, An
     return rows[-1][-1]
 
 
-def _max_matching(actual: Sequence[Mapping[str, Any]],
+def _max_matching(actual: Sequence[ToolCallRecord],
                   expected: Sequence[Mapping[str, Any]]) -> int:
     """Size of a maximum one-to-one matching (augmenting paths; the lists are short)."""
     owner: dict[int, int] = {}  # expected index -> actual index
@@ -105,19 +106,19 @@ def abstains(question: str, answer: str | None) -> bool:
             and NO_DATA.search(answer) is not None)
 
 
-def trajectory_metrics(calls: Sequence[Mapping[str, Any]], question: str, answer: str | None,
+def trajectory_metrics(calls: Sequence[ToolCallRecord], question: str, answer: str | None,
                        expected: Sequence[Mapping[str, Any]] | None,
                        answerable: bool = True) -> dict[str, Any]:
     """The TRAJECTORY_COLUMNS of one run (None where a metric is not defined)."""
     out: dict[str, Any] = dict.fromkeys(TRAJECTORY_COLUMNS)
     if expected is not None:
-        actual = [{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls]
+        actual = list(calls)
         p, r, f = _prf(_max_matching(actual, expected), len(actual), len(expected))
         po, ro, fo = _prf(_lcs(actual, expected), len(actual), len(expected))
         out.update(tc_precision=p, tc_recall=r, tc_f1=f, tc_precision_order=po,
                    tc_recall_order=ro, tc_f1_order=fo)
         names = {e["name"] for e in expected}
-        relevant = [c for c in actual if c["name"] in names]
+        relevant = [c for c in actual if c.name in names]
         if relevant:
             good = sum(any(call_matches(c, e) for e in expected) for c in relevant)
             out["arg_accuracy"] = good / len(relevant)

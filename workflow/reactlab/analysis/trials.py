@@ -49,8 +49,7 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
     task_cfg = (analysis.get("tasks") or {}).get(run["task"], {})
     tokens_out = sum(r.tokens_out for r in tr.requests())
     pricing = analysis.get("pricing")
-    calls = [{"name": c.name, "arguments": c.arguments} for c in tr.tool_calls()]
-    metrics = trajectory_metrics(calls, spec["question"], tr.end.answer,
+    metrics = trajectory_metrics(tr.tool_calls(), spec["question"], tr.end.answer,
                                  task_cfg.get("expected_calls"),
                                  task_cfg.get("answerable", True))
     return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],

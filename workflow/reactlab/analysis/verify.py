@@ -39,9 +39,12 @@ Exercise 1). Findings come out in a fixed order:
 
 A finding about a place in the answer (a figure, a percentage, a quoted headline) carries
 that place as ``span`` (start and end offsets in the answer), so a view can mark it without
-re-reading the answer. :func:`verification_record` is what ``results/verified/*.json``
-holds; :class:`Verification` reads it back and :meth:`Verification.check` is the one check
-that a verification belongs to the trace it is shown with.
+re-reading the answer. :class:`Verification` is the verifier's record for one trace (its
+JSON, :func:`verification_record`, is what ``results/verified/*.json`` holds);
+:func:`load_verification` reads a stored one back and checks it against a fresh
+verification, once; :class:`VerifiedRun` pairs a trace with its verification after
+:meth:`Verification.check` (the one check that they belong together), and is what the
+tables and the viewer consume.
 
 The rules are independent: a figure inside an invented quoted headline is still a figure of
 the answer, so it is reported by rule 2 as well as the headline by rule 3.
@@ -51,9 +54,10 @@ arguments, as the lesson does. ``ensure_ascii=True`` turns non-ASCII letters int
 such as ``\\u00f3`` whose digits become figures too (``0``, ``3``...); this is a quirk of the
 lesson that is kept on purpose so that verdicts match it.
 
-A call is a mapping with keys ``name`` (``None`` for a call that could not be parsed),
-``arguments`` and ``result``; a result is successful when it is a mapping holding the key
-``"resultado"``, and anything else (``{"error": ...}``, an unparseable call) counts as an error.
+A call is a trace's :class:`~reactlab.trace.records.ToolCallRecord` (``name`` is ``None``
+for a call that could not be parsed); a result is successful when it is a mapping holding
+the key ``"resultado"`` (:attr:`ToolCallRecord.succeeded`), and anything else
+(``{"error": ...}``, an unparseable call) counts as an error.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.core.errors import TraceError
+from reactlab.trace.records import Termination, ToolCallRecord
 
 if TYPE_CHECKING:
     from reactlab.trace import Trace
@@ -76,11 +81,14 @@ __all__ = [
     "NO_DATA",
     "Finding",
     "Verification",
+    "VerifiedRun",
     "asks_figure",
     "asks_percentage",
     "figures",
     "load_verification",
+    "load_verified",
     "near",
+    "read_verification",
     "verdict",
     "verification_record",
     "verify",
@@ -190,18 +198,13 @@ def asks_figure(question: str) -> bool:
     return _ASKS_FIGURE.search(question or "") is not None
 
 
-def _is_success(result: object) -> bool:
-    return isinstance(result, Mapping) and "resultado" in result
-
-
-def _headlines(calls: Sequence[Mapping]) -> set[str]:
+def _headlines(calls: Sequence[ToolCallRecord]) -> set[str]:
     """Every ``titular`` of the successful news results (malformed items are skipped)."""
     found: set[str] = set()
     for call in calls:
-        result = call.get("result")
-        if call.get("name") != NEWS_TOOL or not _is_success(result):
+        if call.name != NEWS_TOOL or not call.succeeded:
             continue
-        items = result["resultado"]
+        items = call.result["resultado"]
         if not isinstance(items, list):
             continue
         for item in items:
@@ -213,8 +216,8 @@ def _headlines(calls: Sequence[Mapping]) -> set[str]:
 def verify(
     question: str,
     answer: str | None,
-    calls: Sequence[Mapping],
-    termination: str = "answer",
+    calls: Sequence[ToolCallRecord],
+    termination: Termination = "answer",
 ) -> list[Finding]:
     """Check ``answer`` to ``question`` against the tool ``calls`` of the run.
 
@@ -230,11 +233,10 @@ def verify(
     computed: list[float] = []
     errors = 0
     for call in calls:
-        result = call.get("result")
-        if _is_success(result):
-            values = figures(json.dumps(result["resultado"]))
+        if call.succeeded:
+            values = figures(json.dumps(call.result["resultado"]))
             seen += values
-            if call.get("name") in CALCULATING_TOOLS:
+            if call.name in CALCULATING_TOOLS:
                 computed += values
         else:
             errors += 1
@@ -311,6 +313,14 @@ class Verification:
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"malformed verification record: {exc!r}") from exc
 
+    @classmethod
+    def of(cls, tr: Trace, trace_path: str) -> Verification:
+        """Verify the trace ``tr`` (read from ``trace_path``, which the record names)."""
+        findings = verify(tr.header.question, tr.end.answer, tr.tool_calls(),
+                          tr.end.termination)
+        return cls(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
+                   verified=not findings, findings=tuple(findings))
+
     def check(self, tr: Trace) -> None:
         """Refuse a verification made for another version of the trace ``tr``."""
         if self.trace_sha256 != tr.end.sha256:
@@ -319,27 +329,18 @@ class Verification:
 
 
 def verification_record(tr: Trace, trace_path: str) -> dict[str, Any]:
-    """The verifier's findings for one trace, as JSON (what ``results/verified/*.json``
+    """The verifier's record for one trace as JSON (what ``results/verified/*.json``
     holds; :meth:`Verification.from_json` reads it back)."""
-    calls = [{"name": c.name, "arguments": c.arguments, "result": c.result}
-             for c in tr.tool_calls()]
-    findings = verify(tr.header.question, tr.end.answer, calls, tr.end.termination)
-    return Verification(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
-                        verified=not findings, findings=tuple(findings)).to_json()
+    return Verification.of(tr, trace_path).to_json()
 
 
 REPAIR = ("run the pipeline again (`snakemake --cores 4`): damaged results are removed "
           "and regenerated before any job starts")
 
 
-def load_verification(tr: Trace, verified_path: str | Path,
-                      trace_path: str) -> dict[str, Any]:
-    """The verification of ``tr``, recomputed, after checking the file agrees with it.
-
-    Verifying takes microseconds, so the verdict is never taken on trust: a file that is
-    unreadable, for another version of the trace, or whose verdict or findings differ from
-    the recomputation raises TraceError naming the file and the repair.
-    """
+def read_verification(verified_path: str | Path) -> dict[str, Any]:
+    """The JSON object of a verification file (TraceError naming the file and the repair
+    when it cannot be read or is not an object)."""
     try:
         stored = json.loads(Path(verified_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -347,15 +348,55 @@ def load_verification(tr: Trace, verified_path: str | Path,
                          f"{REPAIR}") from exc
     if not isinstance(stored, dict):
         raise TraceError(f"{verified_path}: not a verification record; {REPAIR}")
+    return stored
+
+
+def load_verification(tr: Trace, verified_path: str | Path,
+                      trace_path: str) -> Verification:
+    """The verification of ``tr``, recomputed, after checking the file agrees with it.
+
+    Verifying takes microseconds, so the verdict is never taken on trust: a file that is
+    unreadable, for another version of the trace, or whose verdict or findings differ from
+    the recomputation raises TraceError naming the file and the repair.
+    """
+    stored = read_verification(verified_path)
     if stored.get("trace_sha256") != tr.end.sha256:
         raise TraceError(f"{verified_path}: verification file is for another version of "
                          f"the trace {trace_path}; {REPAIR}")
-    fresh = verification_record(tr, trace_path)
+    fresh = Verification.of(tr, trace_path)
+    fresh_json = fresh.to_json()
     for key in ("verified", "findings", "run"):
-        if stored.get(key) != fresh[key]:
+        if stored.get(key) != fresh_json[key]:
             raise TraceError(f"{verified_path}: {key!r} differs from verifying the trace "
                              f"again (edited after it was written?); {REPAIR}")
     return fresh
+
+
+@dataclass(frozen=True)
+class VerifiedRun:
+    """A trace with its verification, checked once to belong together: what the tables
+    and the viewer consume. Building one for a verification of another version of the
+    trace raises TraceError."""
+
+    trace: Trace
+    verification: Verification
+
+    def __post_init__(self) -> None:
+        self.verification.check(self.trace)
+
+    @property
+    def trace_path(self) -> str:
+        """The trace's path as the verification names it."""
+        return self.verification.trace
+
+
+def load_verified(trace_path: str, verified_path: str | Path) -> VerifiedRun:
+    """Read the trace at ``trace_path`` and its verification at ``verified_path``:
+    the trace's checks (:func:`reactlab.trace.read`), then :func:`load_verification`."""
+    from reactlab import trace
+
+    tr = trace.read(trace_path)
+    return VerifiedRun(tr, load_verification(tr, verified_path, trace_path))
 
 
 def verify_job(trace_path: str, out: str) -> str:
@@ -366,9 +407,8 @@ def verify_job(trace_path: str, out: str) -> str:
     from reactlab.core.io import write_json_atomic
 
     tr = trace.read(trace_path)
-    rec = verification_record(tr, trace_path)
-    write_json_atomic(out, rec)
-    v = Verification.from_json(rec)
+    v = Verification.of(tr, trace_path)
+    write_json_atomic(out, v.to_json())
     verdict_ = "verified" if v.verified else "REJECTED: " + "; ".join(
         f.message for f in v.findings)
     return (f"{tr.header.key}: {tr.end.termination}, {tr.end.steps} steps, "

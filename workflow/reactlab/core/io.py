@@ -12,8 +12,9 @@ leave 0600).
 - :func:`atomic_path`: a context manager yielding a temporary path for writers that want
   a file name (``DataFrame.to_parquet``, ``Figure.savefig``); the suffix is kept so that
   format detection by extension still works.
-- :func:`atomic_dir`: the same for a whole folder, published by one rename; the
-  destination must not exist.
+- :func:`atomic_dir`: the same for a whole folder, published by one rename (an existing
+  folder is replaced only when asked); :func:`reactlab.trace.integrity.publish_dir` adds
+  a checksum manifest on top of it.
 
 Reading: :func:`loads_strict` is ``json.loads`` that refuses a key repeated in an object
 (:class:`DuplicateKeyError`) and the non-standard constants NaN / Infinity / -Infinity
@@ -26,14 +27,13 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DuplicateKeyError", "NonFiniteConstantError", "atomic_dir", "atomic_path",
+    "DuplicateKeyError", "NonFiniteConstantError", "atomic_dir", "atomic_path", "dir_tmp_name",
     "loads_strict", "write_bytes_atomic", "write_json_atomic", "write_text_atomic",
 ]
 
@@ -99,19 +99,32 @@ def write_json_atomic(path: str | Path, obj: Any, *, indent: int | None = 1,
     return write_text_atomic(path, text, fsync=fsync)
 
 
-@contextlib.contextmanager
-def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
-    """Yield a fresh temporary folder beside ``out_dir``; on normal exit rename it to
-    ``out_dir``, which must not exist (FileExistsError otherwise).
+def dir_tmp_name(out_dir: Path, kind: str = "tmp") -> Path:
+    """The sibling a folder is built under (``kind`` ``tmp``) or moved aside to while it
+    is replaced (``old``): ``.NAME.PID.tmp`` / ``.NAME.PID.old``. Crash recovery
+    (:func:`reactlab.analysis.recovery.recover`) removes what a killed job left under
+    these names."""
+    return out_dir.with_name(f".{out_dir.name}.{os.getpid()}.{kind}")
 
-    The folder and the files directly in it get the usual permissions under the umask.
-    On an exception the temporary folder is removed.
+
+@contextlib.contextmanager
+def atomic_dir(out_dir: str | Path, *, replace: bool = False) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``out_dir``; on normal exit rename it to
+    ``out_dir``: the one routine that publishes a folder.
+
+    ``out_dir`` must not exist (FileExistsError otherwise) unless ``replace``: then an
+    existing folder is moved aside, the new one renamed into place and the old one
+    removed, so a reader sees the old folder or the complete new one. The folder and the
+    files directly in it get the usual permissions under the umask and are synced. On an
+    exception the temporary folder is removed and ``out_dir`` is left as it was.
     """
     out_dir = Path(out_dir)
-    if out_dir.exists():
+    if not replace and out_dir.exists():
         raise FileExistsError(f"{out_dir} already exists")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = dir_tmp_name(out_dir)
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier process with this pid
+    tmp.mkdir()
     try:
         yield tmp
         mask = _umask()
@@ -120,7 +133,14 @@ def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
                 f.chmod(0o666 & ~mask)
                 _fsync_file(f)
         tmp.chmod(0o777 & ~mask)
-        tmp.rename(out_dir)
+        if replace and out_dir.exists():
+            old = dir_tmp_name(out_dir, "old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(out_dir, old)
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

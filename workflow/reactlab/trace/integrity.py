@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from reactlab.core.io import write_text_atomic
+from reactlab.core.io import atomic_dir, write_text_atomic
 
 MANIFEST = ".manifest.json"
 
@@ -42,65 +41,69 @@ def write_manifest(manifest: str | Path, files: Iterable[str | Path],
         manifest, json.dumps({"files": dict(sorted(entries.items()))}, indent=1) + "\n")
 
 
+def read_manifest(manifest: str | Path) -> dict[str, str]:
+    """The entries of a manifest (relative path → sha256): the one reader.
+
+    Raises FileNotFoundError when there is none, and ValueError (naming the problem)
+    when it cannot be read or is not ``{"files": {path: digest}}``.
+    """
+    try:
+        text = Path(manifest).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(str(exc)) from exc
+    try:
+        obj = json.loads(text)
+        entries = obj["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(str(exc)) from exc
+    if not isinstance(entries, dict):
+        raise ValueError("'files' is not a mapping")
+    return entries
+
+
+def _file_problem(path: Path, digest: object) -> str | None:
+    if not path.is_file():
+        return f"{path}: missing"
+    if sha256_file(path) != digest:
+        return f"{path}: checksum mismatch (edited after it was published)"
+    return None
+
+
 def check_manifest(manifest: str | Path, base: str | Path | None = None) -> list[str]:
     """What differs between ``manifest`` and the files on disk (empty list: intact)."""
     manifest = Path(manifest)
     base = Path(base) if base is not None else manifest.parent
     try:
-        entries = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-        if not isinstance(entries, dict):
-            raise TypeError("'files' is not a mapping")
+        entries = read_manifest(manifest)
     except FileNotFoundError:
         return [f"{manifest}: no checksum manifest (publication did not complete)"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except ValueError as exc:
         return [f"{manifest}: unreadable checksum manifest ({exc})"]
-    problems = []
-    for rel, digest in entries.items():
-        path = base / rel
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-        elif sha256_file(path) != digest:
-            problems.append(f"{path}: checksum mismatch (edited after it was published)")
-    return problems
+    return [problem for rel, digest in entries.items()
+            if (problem := _file_problem(base / rel, digest)) is not None]
 
 
 def check_published(path: str | Path) -> str | None:
     """The problem with one published file against its folder's manifest, or None when
     it matches (or no manifest lists it: then it was not published by this pipeline)."""
     path = Path(path)
-    manifest = path.parent / MANIFEST
     try:
-        entries = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        entries = read_manifest(path.parent / MANIFEST)
+    except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(entries, dict) or path.name not in entries:
+    if path.name not in entries:
         return None
-    if not path.is_file():
-        return f"{path}: missing"
-    if sha256_file(path) != entries[path.name]:
-        return f"{path}: checksum mismatch (edited after it was published)"
-    return None
+    return _file_problem(path, entries[path.name])
 
 
 def publish_dir(out_dir: str | Path, write: Callable[[Path], Iterable[Path]]) -> Path:
-    """Build a folder atomically: ``write(tmp)`` fills a temporary sibling folder and
-    returns the files it wrote; a manifest of them is added, then the folder is renamed
-    to ``out_dir`` (an existing one is replaced)."""
+    """Build a folder atomically with a checksum manifest: ``write(tmp)`` fills the
+    temporary folder of :func:`reactlab.core.io.atomic_dir` and returns the files it
+    wrote; a manifest of them is added, then the folder replaces ``out_dir``."""
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_dir(out_dir, replace=True) as tmp:
         files = list(write(tmp))
         write_manifest(tmp / MANIFEST, files, tmp)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
-            os.rename(out_dir, old)
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.rename(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir

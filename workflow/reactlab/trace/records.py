@@ -14,19 +14,29 @@ are left out of the JSON when they are ``None``.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from reactlab.core.errors import TraceError
 
-__all__ = ["RECORD_CLASSES", "Answer", "End", "Error", "Guardrail", "Header", "Record",
-           "Request", "ToolCallRecord", "record_from_json"]
+__all__ = ["RECORD_CLASSES", "Answer", "End", "Error", "ErrorKind", "Guardrail",
+           "GuardrailRule", "Header", "Record", "Request", "Termination", "ToolCallRecord",
+           "ToolStatus", "record_from_json"]
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
-    "Any": (object,),
-}
+ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked"]
+"""What the program did with a tool call (``agent.types.ToolOutcome`` says what each means)."""
+
+GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_rule",
+                        "plan_failed"]
+"""The guardrail that fired (``agent.loop`` and ``agent.strategies`` emit them)."""
+
+Termination = Literal["answer", "step_limit", "token_budget", "backend_error", "plan_failed"]
+"""Why a run ended (the ``end`` record)."""
+
+ErrorKind = Literal["rate_limit", "server", "client", "protocol", "timeout", "connection"]
+"""The ``kind`` of a backend failure: one per ``BackendError`` subclass (core/errors.py)."""
 
 R = TypeVar("R", bound="_Record")
 
@@ -51,37 +61,71 @@ class _Record:
         if obj.get("type") != cls.type:
             raise TraceError(f"not a {cls.type} record: type {obj.get('type')!r}")
         names = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        hints = _hints(cls)
         unknown = sorted(set(obj) - set(names) - {"type"})
         if unknown:
             raise TraceError(f"{cls.type} record has unknown field(s) {', '.join(unknown)}")
         values: dict[str, Any] = {}
-        for name, f in names.items():
+        for name in names:
             if name not in obj:
                 if name in cls._optional:
                     continue
                 raise TraceError(f"{cls.type} record lacks the field {name!r}")
             value = obj[name]
-            if not _type_ok(str(f.type), value):
+            if not _type_ok(hints[name], value):
                 raise TraceError(f"{cls.type} record: field {name!r} is "
-                                 f"{type(value).__name__}, expected {f.type}")
+                                 f"{_describe(value)}, expected {_show(hints[name])}")
             values[name] = value
         return cls(**values)
 
 
-def _type_ok(annotation: str, value: object) -> bool:
-    """Check ``value`` against a simple annotation such as ``int | None`` or ``dict``."""
-    for part in annotation.split("|"):
-        t = part.strip().split("[")[0]
-        if t == "None":
-            if value is None:
-                return True
-            continue
-        kinds = _JSON_TYPES.get(t, (object,))
-        if t == "int" and isinstance(value, bool):
-            continue
-        if isinstance(value, kinds):
-            return True
-    return False
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a record class (computed once per class)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _describe(value: object) -> str:
+    return type(value).__name__ if not isinstance(value, str) else f"str {value!r}"
+
+
+def _show(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    return str(annotation).replace("typing.", "") if not isinstance(annotation, type) \
+        else annotation.__name__
+
+
+def _type_ok(annotation: Any, value: object) -> bool:
+    """Check ``value`` against a record field's annotation: ``int``, ``str``, ``bool``,
+    ``dict[...]``, ``list[...]``, ``Any``, ``None``, a ``Literal`` of strings, or a union
+    of these. Any other annotation raises TypeError: a record class may only use types
+    this reader can check."""
+    origin = get_origin(annotation)
+    if annotation is Any:
+        return True
+    if annotation is None or annotation is type(None):
+        return value is None
+    if origin is Literal:
+        return any(type(value) is type(a) and value == a for a in get_args(annotation))
+    if origin is Union or origin is types.UnionType:
+        return any(_type_ok(a, value) for a in get_args(annotation))
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is dict or origin is dict:
+        return isinstance(value, dict)
+    if annotation is list or origin is list:
+        return isinstance(value, list)
+    raise TypeError(f"record field annotation {annotation!r} is not one the trace reader "
+                    "can check")
 
 
 @dataclass(frozen=True)
@@ -131,7 +175,7 @@ class ToolCallRecord(_Record):
     id: str
     name: str | None
     arguments: dict[str, Any] | None
-    status: str
+    status: ToolStatus
     result: dict[str, Any]
     raw: str | None = None
 
@@ -150,7 +194,7 @@ class Guardrail(_Record):
     _optional: ClassVar[frozenset[str]] = frozenset({"tokens_refused", "tokens_left", "id",
                                                      "detail"})
     step: int
-    rule: str
+    rule: GuardrailRule
     tokens_refused: int | None = None
     tokens_left: int | None = None
     id: str | None = None
@@ -172,7 +216,7 @@ class Error(_Record):
 
     type: ClassVar[str] = "error"
     step: int
-    kind: str
+    kind: ErrorKind
     status: int | None
     message: str
     attempts: int
@@ -186,7 +230,7 @@ class End(_Record):
 
     type: ClassVar[str] = "end"
     _optional: ClassVar[frozenset[str]] = frozenset({"records", "sha256"})
-    termination: str
+    termination: Termination
     steps: int
     answer: str | None
     tokens_sent: int

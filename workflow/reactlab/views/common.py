@@ -3,11 +3,13 @@ places in an answer that the verifier's findings are about."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from reactlab.analysis.verify import Finding
+from reactlab.trace.records import Guardrail
 
-__all__ = ["GUARDRAIL_TEXT", "escape_char", "finding_spans", "is_hidden", "visible"]
+__all__ = ["GUARDRAIL_TEXT", "escape_char", "finding_spans", "guardrail_parts", "is_hidden",
+           "visible"]
 
 #: What each guardrail event means (the HTML page and the terminal view say the same).
 GUARDRAIL_TEXT = {
@@ -17,6 +19,28 @@ GUARDRAIL_TEXT = {
     "scope_rule": "call on a ticker the question does not name: blocked",
     "plan_failed": "the plan's parameters did not validate",
 }
+
+
+
+def guardrail_parts(rec: Guardrail, esc: Callable[[object], str], *, call: str = "{}",
+                    refused: str = "{} tokens refused, {} left") -> tuple[str, list[str]]:
+    """What a view says about one guardrail event: its meaning and its details.
+
+    The meaning is :data:`GUARDRAIL_TEXT`'s sentence for the rule (empty for a rule it
+    lacks); the details are the call it stopped (``call``, a format with one slot), the
+    tokens refused and left (``refused``, two slots) and the free-text detail, for the
+    fields the event has. Every value from the trace goes through ``esc`` (the view's
+    escaping), so each view only lays the parts out.
+    """
+    details = []
+    if rec.id is not None:
+        details.append(call.format(esc(rec.id)))
+    if rec.tokens_refused is not None:
+        details.append(refused.format(esc(rec.tokens_refused), esc(rec.tokens_left)))
+    if rec.detail is not None:
+        details.append(esc(rec.detail))
+    return esc(GUARDRAIL_TEXT.get(rec.rule, "")), details
+
 
 # Outer spans first when two start at the same place (a headline holds a percentage,
 # a percentage holds a figure).

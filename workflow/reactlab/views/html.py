@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.verify import Verification, load_verification
+from reactlab.analysis.verify import VerifiedRun, load_verified
 from reactlab.core.errors import TraceError
 from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
 from reactlab.trace.records import Error, Guardrail, Request, ToolCallRecord
 from reactlab.views.common import (
-    GUARDRAIL_TEXT,
     escape_char,
     finding_spans,
+    guardrail_parts,
     is_hidden,
     visible,
 )
@@ -218,18 +218,12 @@ def _meta(items: Iterable[tuple[str, str]]) -> str:
 
 
 def _guardrail(rec: Guardrail) -> str:
-    extra = []
-    if rec.id is not None:
-        extra.append(f"call <code>{_h(rec.id)}</code>")
-    if rec.tokens_refused is not None:
-        extra.append(f"request of {_h(rec.tokens_refused)} tokens refused, "
-                     f"{_h(rec.tokens_left)} left")
-    if rec.detail is not None:
-        extra.append(_h(rec.detail))
-    tail = f" — {'; '.join(extra)}" if extra else ""
+    meaning, details = guardrail_parts(rec, _h, call="call <code>{}</code>",
+                                       refused="request of {} tokens refused, {} left")
+    tail = f" — {'; '.join(details)}" if details else ""
     return (f'<div class="event guardrail" data-guardrail="{_t(rec.rule)}">'
             f'<span class="label">guardrail</span> <b>{_h(rec.rule)}</b>: '
-            f"{_h(GUARDRAIL_TEXT.get(rec.rule, ''))}{tail}</div>\n")
+            f"{meaning}{tail}</div>\n")
 
 
 def _backend_error(rec: Error) -> str:
@@ -323,24 +317,20 @@ def _steps(tr: tracemod.Trace, answer_html: str) -> str:
     return "".join(out)
 
 
-def render_run(trace: tracemod.Trace, verification: Mapping[str, Any] | Verification) -> str:
-    """One run as a self-contained HTML page.
+def render_run(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> str:
+    """One run (a trace and its verification) as a self-contained HTML page.
 
-    ``verification`` is the verifier's record for this trace (what
-    :func:`reactlab.analysis.verify.verification_record` returns and
-    ``results/verified/*.json`` holds); a record for another version of the trace raises
-    :class:`TraceError`. The page shows the question, a summary, the final answer with the
-    findings marked on it, the findings, then the conversation step by step (requests with
-    their tokens, tool calls with arguments and result or error, guardrail events, backend
-    errors) and the run's configuration.
+    ``row`` is the run's row of the ``runs`` table (:func:`reactlab.analysis.tables.run_row`),
+    computed here when not given. The page shows the question, a summary, the final answer
+    with the findings marked on it, the findings, then the conversation step by step
+    (requests with their tokens, tool calls with arguments and result or error, guardrail
+    events, backend errors) and the run's configuration.
     """
     from reactlab.analysis.tables import run_row
 
-    tr = trace
-    if not isinstance(verification, Verification):
-        verification = Verification.from_json(verification)
-    verification.check(tr)
-    row = run_row(tr, verification, str(tr.path))
+    tr, verification = run.trace, run.verification
+    if row is None:
+        row = run_row(run)
     spec = tr.header.spec
     end = tr.end
     findings = verification.findings
@@ -433,16 +423,16 @@ def page_path(run: Mapping[str, Any]) -> str:
     return "/".join(parts) + ".html"
 
 
-def index_row(trace: tracemod.Trace,
-              verification: Mapping[str, Any] | Verification) -> dict[str, Any]:
-    """The index's row for one run: the table builder's row plus the page's link."""
+def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The index's row for one run: the table builder's row (``row``, computed here when
+    not given) plus the page's link."""
     from reactlab.analysis.tables import run_row
 
-    row = run_row(trace, verification, str(trace.path))
-    row.pop("trace", None)
-    row["trial"] = trace.run.get("trial")
-    row["href"] = page_path(trace.run)
-    return row
+    out = dict(run_row(run) if row is None else row)
+    out.pop("trace", None)
+    out["trial"] = run.trace.run.get("trial")
+    out["href"] = page_path(run.trace.run)
+    return out
 
 
 def _truthy(value: object) -> bool:
@@ -541,23 +531,24 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
     and replaces any earlier one. Returns the paths written, the index
     first, then the pages in run order.
     """
+    from reactlab.analysis.tables import run_row
+
     out_dir = Path(out_dir)
-    runs: dict[str, tuple[tracemod.Trace, dict[str, Any]]] = {}
+    runs: dict[str, VerifiedRun] = {}
     for trace_path, verified_path in pairs:
-        tr = tracemod.read(trace_path)
-        verification = load_verification(tr, verified_path, trace_path)
-        rel = page_path(tr.run)
+        run = load_verified(trace_path, verified_path)
+        rel = page_path(run.trace.run)
         if rel in runs:
             raise TraceError(f"{trace_path}: run {rel[:-5]} appears twice")
-        runs[rel] = (tr, verification)
+        runs[rel] = run
     if not runs:
         raise TraceError("no traces to show")
     rows = []
     pages: list[tuple[str, str]] = []
     for rel in sorted(runs):
-        tr, verification = runs[rel]
-        rows.append(index_row(tr, verification))
-        pages.append((rel, render_run(tr, verification)))
+        row = run_row(runs[rel])
+        rows.append(index_row(runs[rel], row))
+        pages.append((rel, render_run(runs[rel], row)))
     index_text = render_index(rows)
 
     def write(tmp: Path) -> list[Path]:

@@ -16,15 +16,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from reactlab import trace as tracemod
-from reactlab.analysis.verify import Finding, Verification, verification_record
-from reactlab.core.errors import TraceError
+from reactlab.analysis.verify import Finding, Verification, VerifiedRun, read_verification
 from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
-from reactlab.views.common import GUARDRAIL_TEXT, finding_spans, visible
+from reactlab.views.common import finding_spans, guardrail_parts, visible
 
 __all__ = ["format_run", "show", "use_color"]
 
@@ -114,26 +113,15 @@ def _tool_lines(rec: ToolCallRecord, paint: _Painter) -> list[str]:
 
 
 def _guardrail_line(rec: Guardrail, paint: _Painter) -> str:
-    extra = []
-    if rec.id is not None:
-        extra.append(_clean(rec.id))
-    if rec.tokens_refused is not None:
-        extra.append(f"{_clean(rec.tokens_refused)} tokens refused, "
-                     f"{_clean(rec.tokens_left)} left")
-    if rec.detail is not None:
-        extra.append(_clean(rec.detail))
-    tail = f" ({'; '.join(extra)})" if extra else ""
+    meaning, details = guardrail_parts(rec, _clean)
+    tail = f" ({'; '.join(details)})" if details else ""
     return (f"  {paint('! guardrail ' + _clean(rec.rule), 'yellow', 'bold')}: "
-            f"{GUARDRAIL_TEXT.get(rec.rule, '')}{tail}")
+            f"{meaning}{tail}")
 
 
-def format_run(trace: tracemod.Trace, verification: Mapping[str, Any] | Verification,
-               color: bool) -> str:
+def format_run(run: VerifiedRun, color: bool) -> str:
     """The whole view of one run as text (ANSI colour codes only when ``color``)."""
-    tr = trace
-    if not isinstance(verification, Verification):
-        verification = Verification.from_json(verification)
-    verification.check(tr)
+    tr, verification = run.trace, run.verification
     paint = _Painter(color)
     spec = tr.header.spec
     end = tr.end
@@ -207,13 +195,10 @@ def show(trace_path: str | Path, verified_path: str | Path | None = None,
     out = sys.stdout if stream is None else stream
     tr = tracemod.read(trace_path)
     if verified_path is not None:
-        try:
-            verification = json.loads(Path(verified_path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise TraceError(f"{verified_path}: cannot read the verification: {exc}") from exc
+        verification = Verification.from_json(read_verification(verified_path))
     else:
-        verification = verification_record(tr, str(trace_path))
-    text = format_run(tr, verification, use_color(color, out))
+        verification = Verification.of(tr, str(trace_path))
+    text = format_run(VerifiedRun(tr, verification), use_color(color, out))
     encoding = getattr(out, "encoding", None) or "utf-8"
     try:
         text.encode(encoding)
