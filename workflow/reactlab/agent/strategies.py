@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.core.errors import UsageError
 from reactlab.trace.records import Guardrail
 
 __all__ = [
@@ -137,4 +138,4 @@ def strategy_named(name: str) -> Strategy:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(_BY_NAME)})") from None
+        raise UsageError(f"unknown strategy {name!r} (known: {', '.join(_BY_NAME)})") from None

@@ -48,6 +48,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from reactlab import data
+from reactlab.core.errors import CalculatorError, ToolInputError, UsageError
 from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
 
 __all__ = [
@@ -219,10 +220,6 @@ _ALLOWED_CHARS = frozenset("0123456789.eE+-*/() \t\n\r")
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 
-class CalculatorError(ValueError):
-    """A refused expression; the message (Spanish) is for the model."""
-
-
 def _finite(x: int | float) -> int | float:
     if isinstance(x, float) and not math.isfinite(x):
         raise CalculatorError(_MSG_NOT_FINITE)
@@ -342,8 +339,8 @@ _MSG_TOO_NESTED = "JSON demasiado anidado"
 _MAX_JSON_DIGITS = 1000
 
 
-class _ArgumentsError(ValueError):
-    pass
+class _ArgumentsError(UsageError):
+    """Argument text the strict reader refuses (its Spanish message is for the model)."""
 
 
 def _finite_float(text: str) -> float:
@@ -503,15 +500,15 @@ class ToolBox:
     def precio(self, ticker: str, fecha: str) -> dict[str, Any]:
         """Close of the last session on or before ``fecha``."""
         if ticker not in self._tickers:
-            raise ValueError(f"ticker desconocido: {ticker}")
+            raise ToolInputError(f"ticker desconocido: {ticker}")
         # The lesson compares the naive datetime column with the string, which pandas
         # parses with Timestamp(); an unparsable or tz-aware one is an invalid comparison.
         try:
             t = pd.Timestamp(fecha)
             if t is not pd.NaT and t.tzinfo is not None:
-                raise ValueError(fecha)
+                raise ToolInputError(fecha)
         except (ValueError, TypeError):
-            raise TypeError(
+            raise ToolInputError(
                 f"Invalid comparison between dtype={self._date_dtype} "
                 f"and {type(fecha).__name__}"
             ) from None
@@ -519,14 +516,14 @@ class ToolBox:
         # Timestamp("NaT") compares False with everything: no session qualifies.
         i = 0 if t is pd.NaT else bisect.bisect_right(s.ns, _ns(t))
         if i == 0:
-            raise ValueError(f"sin datos hasta {fecha}")
+            raise ToolInputError(f"sin datos hasta {fecha}")
         return {"ticker": ticker, "fecha": s.dates[i - 1], "cierre": round(s.closes[i - 1], 2)}
 
     def buscar_noticias(self, ticker: str, desde: str, hasta: str) -> list[dict[str, str]]:
         """At most five distinct headlines of ``ticker`` from ``desde`` to ``hasta``
         (both included, UTC dates), syndicated copies removed, first copy kept."""
         if ticker not in self._tickers:
-            raise ValueError(f"ticker desconocido: {ticker}")
+            raise ToolInputError(f"ticker desconocido: {ticker}")
         start = pd.Timestamp(desde, tz="UTC")
         stop = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
         h = self._news.get(ticker)
@@ -554,7 +551,7 @@ class ToolBox:
         """Percentage change of the close between two dates, computed from two closes."""
         a, b = self.precio(ticker, desde), self.precio(ticker, hasta)
         if a["cierre"] == 0:  # a positive close below 0.005 rounds to 0
-            raise ValueError(f"cierre nulo el {a['fecha']}: no hay variación porcentual")
+            raise ToolInputError(f"cierre nulo el {a['fecha']}: no hay variación porcentual")
         return {"desde": a, "hasta": b, "variacion_pct":
                 round(100 * (b["cierre"] / a["cierre"] - 1), 2)}
 

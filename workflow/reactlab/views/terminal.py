@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Finding, Verification, verification_record
-from reactlab.core.errors import TraceError
+from reactlab.core.errors import TraceError, UsageError
 from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
 from reactlab.views.common import GUARDRAIL_TEXT, finding_spans, visible
 
@@ -40,7 +40,7 @@ _SGR = {"bold": "1", "dim": "2", "underline": "4", "red": "31", "green": "32",
 def use_color(mode: str, stream: TextIO) -> bool:
     """``always`` / ``never``, or for ``auto``: a TTY, ``NO_COLOR`` unset, ``TERM`` not dumb."""
     if mode not in COLORS:
-        raise ValueError(f"color must be one of {', '.join(COLORS)}, not {mode!r}")
+        raise UsageError(f"color must be one of {', '.join(COLORS)}, not {mode!r}")
     if mode != "auto":
         return mode == "always"
     isatty = getattr(stream, "isatty", None)
