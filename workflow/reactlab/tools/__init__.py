@@ -33,10 +33,8 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -50,6 +48,10 @@ from pydantic_core import PydanticCustomError
 from reactlab import data
 from reactlab.core.errors import CalculatorError, ToolInputError, UsageError
 from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
+
+if TYPE_CHECKING:  # numpy and pandas are imported where they are used (lazy imports)
+    import numpy as np
+    import pandas as pd
 
 __all__ = [
     "DATE_PATTERN",
@@ -395,6 +397,8 @@ def _ns(t: pd.Timestamp) -> int:
     Works for timestamps outside the datetime64[ns] range too (pandas parses dates
     into microseconds), so comparisons never overflow.
     """
+    import numpy as np
+
     d = t.to_datetime64()
     unit, count = np.datetime_data(d.dtype)
     return int(d.astype(np.int64)) * _NS_PER_UNIT[unit] * count
@@ -420,6 +424,8 @@ class _Headlines:
 
 
 def _dates(values: np.ndarray) -> list[str]:
+    import numpy as np
+
     return [str(s) for s in np.datetime_as_string(values, unit="D")]
 
 
@@ -437,6 +443,8 @@ class ToolBox:
     """
 
     def __init__(self, prices: pd.DataFrame, news: pd.DataFrame) -> None:
+        import numpy as np
+
         prices = data.check_prices(prices, "prices")
         news = data.check_news(news, "news")
         self._date_dtype = str(prices["fecha"].dtype)
@@ -499,6 +507,8 @@ class ToolBox:
 
     def precio(self, ticker: str, fecha: str) -> dict[str, Any]:
         """Close of the last session on or before ``fecha``."""
+        import pandas as pd
+
         if ticker not in self._tickers:
             raise ToolInputError(f"ticker desconocido: {ticker}")
         # The lesson compares the naive datetime column with the string, which pandas
@@ -522,6 +532,8 @@ class ToolBox:
     def buscar_noticias(self, ticker: str, desde: str, hasta: str) -> list[dict[str, str]]:
         """At most five distinct headlines of ``ticker`` from ``desde`` to ``hasta``
         (both included, UTC dates), syndicated copies removed, first copy kept."""
+        import pandas as pd
+
         if ticker not in self._tickers:
             raise ToolInputError(f"ticker desconocido: {ticker}")
         start = pd.Timestamp(desde, tz="UTC")
