@@ -48,9 +48,9 @@ def _cmd_tables(a: argparse.Namespace) -> None:
     from reactlab.config.trials import analysis_section
 
     cfg = config.load(a.config) if a.figure is None or a.analysis is None else None
-    figure = cfg.figure if a.figure is None else json.loads(a.figure)
-    analysis = (analysis_section(cfg.raw) if a.analysis is None  # type: ignore[union-attr]
-                else json.loads(a.analysis))
+    figure = json.loads(a.figure) if cfg is None or a.figure is not None else cfg.figure
+    analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
+                else analysis_section(cfg.raw))
     written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
                            analysis)
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)

@@ -70,9 +70,15 @@ def first_json_object(text: str) -> dict[str, Any] | None:
 class Strategy(Protocol):
     """What differs between strategies; everything else is the loop's."""
 
-    name: str
-    #: Steps the strategy needs at most (None: the configured ``max_steps``).
-    max_steps: int | None
+    @property
+    def name(self) -> str:
+        """The strategy's name in the config (``script.strategy``)."""
+        ...
+
+    @property
+    def max_steps(self) -> int | None:
+        """Steps the strategy needs at most (None: the configured ``max_steps``)."""
+        ...
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         """The tools a call may run."""

@@ -63,7 +63,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from reactlab.core.errors import TraceError
 
@@ -190,11 +190,11 @@ def asks_figure(question: str) -> bool:
     return _ASKS_FIGURE.search(question or "") is not None
 
 
-def _is_success(result: object) -> bool:
+def _is_success(result: object) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(result, Mapping) and "resultado" in result
 
 
-def _headlines(calls: Sequence[Mapping]) -> set[str]:
+def _headlines(calls: Sequence[Mapping[str, Any]]) -> set[str]:
     """Every ``titular`` of the successful news results (malformed items are skipped)."""
     found: set[str] = set()
     for call in calls:
@@ -213,7 +213,7 @@ def _headlines(calls: Sequence[Mapping]) -> set[str]:
 def verify(
     question: str,
     answer: str | None,
-    calls: Sequence[Mapping],
+    calls: Sequence[Mapping[str, Any]],
     termination: str = "answer",
 ) -> list[Finding]:
     """Check ``answer`` to ``question`` against the tool ``calls`` of the run.

@@ -237,7 +237,8 @@ def _bridge(logp: np.ndarray, anchors: dict[int, float]) -> np.ndarray:
     idx = np.array(sorted(anchors))
     offsets = np.array([anchors[i] - logp[i] for i in idx])
     positions = np.arange(len(logp))
-    return logp + np.interp(positions, idx, offsets)
+    bridged: np.ndarray = logp + np.interp(positions, idx, offsets)
+    return bridged
 
 
 def _prices(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.DataFrame:

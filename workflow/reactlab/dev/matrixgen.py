@@ -75,11 +75,11 @@ def _windows(n: int) -> list[tuple[str, str]]:
 def _script_entry(scenarios: Mapping[str, Any], sid: str) -> Mapping[str, Any] | None:
     """The scenario's own steps, or those of the scenario it extends; None for a
     `strategy` scenario (real models only) or a broken `extends`."""
-    entry = scenarios[sid]
+    entry: Mapping[str, Any] = scenarios[sid]
     if "strategy" in entry:
         return None
     if "extends" in entry:
-        base = scenarios.get(entry["extends"])
+        base: Mapping[str, Any] | None = scenarios.get(entry["extends"])
         if base is None or "steps" not in base:
             return None
         return base
@@ -88,7 +88,8 @@ def _script_entry(scenarios: Mapping[str, Any], sid: str) -> Mapping[str, Any] |
 
 def _compatible(scenarios: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(scenarios for every scripted backend, fault scenarios for API backends only)."""
-    plain, faulty = [], []
+    plain: list[str] = []
+    faulty: list[str] = []
     for sid, entry in scenarios.items():
         script = _script_entry(scenarios, sid)
         if script is None:

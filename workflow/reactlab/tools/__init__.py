@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import (
     BaseModel,
@@ -281,7 +281,7 @@ def _evaluate(root: ast.expr) -> int | float:
     while stack:
         n, ready = stack.pop()
         if isinstance(n, ast.Constant):
-            values.append(_finite(n.value))
+            values.append(_finite(cast(int | float, n.value)))  # _check_tree: a number
         elif isinstance(n, ast.BinOp):
             if ready:
                 right = values.pop()
@@ -358,7 +358,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def parse_arguments_strict(text: str) -> dict[str, Any] | str:
+def parse_arguments_strict(text: object) -> dict[str, Any] | str:
     """A tool call's argument text as a dict, or a Spanish error message for the model.
 
     Stricter than ``json.loads``: a key repeated in an object ("clave duplicada: fecha"),
@@ -487,7 +487,7 @@ class ToolBox:
             blobs = [Path(p).read_bytes() for p in (prices_path, news_path)]
         except OSError:
             return cls.from_files(prices_path, news_path)  # its DataError names the file
-        key = tuple(hashlib.sha256(b).hexdigest() for b in blobs)
+        key = (hashlib.sha256(blobs[0]).hexdigest(), hashlib.sha256(blobs[1]).hexdigest())
         with _SHARED_LOCK:
             box = _SHARED.get(key)
             if box is None:
