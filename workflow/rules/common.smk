@@ -55,7 +55,7 @@ CODE = _fingerprints(_PACKAGE, {
     "run": "reactlab.runner",
     "verify": "reactlab.analysis.verify",
     "tables": "reactlab.analysis.tables",
-    "figures": ["reactlab.analysis.figures", "reactlab.analysis.trial_figures"],
+    "figures": "reactlab.analysis.outputs",  # the registry: figures, trial_figures
     "viewer": "reactlab.views.html",
 }, cache=".snakemake/reactlab/imports.json")
 
