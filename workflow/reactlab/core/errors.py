@@ -19,11 +19,11 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     │                         a bug here or in a pinned dependency
     ├── UsageError            (also a ValueError) a function or command was given an argument
     │   │                     it cannot take (an unknown name, a bad option, a bad count)
-    │   ├── DecodingError         a decoding mode or grammar that cannot be built
-    │   ├── JSONRefused           the strict JSON loader refused a text (core/io.py)
-    │   │   ├── DuplicateKeyError       an object repeats a key
-    │   │   └── NonFiniteConstantError  NaN, Infinity or -Infinity
-    │   └── StreamError           an SSE event stream out of order or cut short
+    │   └── DecodingError         a decoding mode or grammar that cannot be built
+    ├── JSONRefused           (also a ValueError) the strict JSON loader refused a text
+    │   ├── DuplicateKeyError     an object repeats a key
+    │   └── NonFiniteConstantError  NaN, Infinity or -Infinity
+    ├── StreamError           (also a ValueError) an SSE event stream out of order or cut short
     ├── ToolInputError        (also a ValueError) a tool's argument names nothing it knows;
     │   │                     its Spanish message goes back to the model as data
     │   └── CalculatorError       a refused calculator expression (Spanish, for the model)
@@ -123,7 +123,7 @@ class DecodingError(UsageError):
     """A decoding mode or grammar that cannot be built (unknown mode, bad schema)."""
 
 
-class JSONRefused(UsageError):
+class JSONRefused(ReactlabError, ValueError):
     """The strict JSON loader (:func:`reactlab.core.io.loads_strict`) refused a text."""
 
 
@@ -143,7 +143,7 @@ class NonFiniteConstantError(JSONRefused):
         super().__init__(f"non-standard JSON constant {name}")
 
 
-class StreamError(UsageError):
+class StreamError(ReactlabError, ValueError):
     """An SSE event stream whose events are out of order or which ends too early."""
 
 

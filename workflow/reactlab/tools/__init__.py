@@ -46,7 +46,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from reactlab import data
-from reactlab.core.errors import CalculatorError, ToolInputError, UsageError
+from reactlab.core.errors import CalculatorError, JSONRefused, ToolInputError
 from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
 
 if TYPE_CHECKING:  # numpy and pandas are imported where they are used (lazy imports)
@@ -341,7 +341,7 @@ _MSG_TOO_NESTED = "JSON demasiado anidado"
 _MAX_JSON_DIGITS = 1000
 
 
-class _ArgumentsError(UsageError):
+class _ArgumentsError(JSONRefused):
     """Argument text the strict reader refuses (its Spanish message is for the model)."""
 
 
