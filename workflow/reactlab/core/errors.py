@@ -13,8 +13,8 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     ├── ModelNotFound         a local model (GGUF package, folder, cached id) is not available
     ├── RunActive             another run holds the working folder
     ├── DiskFull              too little free space to start a run
-    ├── CommandFailed         a process the project starts (a job's own process, snakemake,
-    │                         the HTTP server) failed or did not start
+    ├── CommandFailed         (also a RuntimeError) a process the project starts (a job's own
+    │                         process, snakemake, the HTTP server) failed or did not start
     ├── InternalError         (also a RuntimeError) an invariant the code relies on failed:
     │                         a bug here or in a pinned dependency
     ├── UsageError            (also a ValueError) a function or command was given an argument
@@ -107,7 +107,7 @@ class DiskFull(ReactlabError):
     """The file system has too little free space to start a run."""
 
 
-class CommandFailed(ReactlabError):
+class CommandFailed(ReactlabError, RuntimeError):
     """A process the project starts failed, or did not start."""
 
 
