@@ -24,8 +24,9 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     │   ├── DuplicateKeyError     an object repeats a key
     │   └── NonFiniteConstantError  NaN, Infinity or -Infinity
     ├── StreamError           (also a ValueError) an SSE event stream out of order or cut short
-    ├── ToolInputError        (also a ValueError) a tool's argument names nothing it knows;
-    │   │                     its Spanish message goes back to the model as data
+    ├── ToolInputError        (also a ValueError) a tool cannot answer for its arguments
+    │   │                     (unknown ticker, no data); its Spanish message goes back to
+    │   │                     the model as data
     │   └── CalculatorError       a refused calculator expression (Spanish, for the model)
     ├── RequestInvalid        a request the simulated API refuses (status, message, param, code)
     ├── BudgetExceeded        control flow of the loop: a request would exceed the token budget
@@ -148,8 +149,8 @@ class StreamError(ReactlabError, ValueError):
 
 
 class ToolInputError(ReactlabError, ValueError):
-    """A tool argument that names nothing the tool knows; the message (Spanish, the
-    lesson's) goes back to the model as data."""
+    """A tool cannot answer for its arguments (an unknown ticker, no data for a date, a
+    zero close); the message (Spanish, the lesson's) goes back to the model as data."""
 
 
 class CalculatorError(ToolInputError):
