@@ -31,23 +31,6 @@ ALLOWED: dict[str, str] = {
     "PydanticCustomError": "pydantic's protocol for a validator's error (tool arguments)",
 }
 
-#: TEMPORARY: raises in modules another branch is rewriting (backends/, runner/,
-#: simulate/server.py); the lead moves them into the tree after merging and empties this.
-#: (module, exception) -> number of raises.
-PENDING: dict[tuple[str, str], int] = {
-    ("backends/streaming.py", "ValueError"): 3,
-    ("backends/registry.py", "ValueError"): 2,
-    ("backends/local/model.py", "ValueError"): 2,
-    ("backends/local/model.py", "RuntimeError"): 1,
-    ("backends/local/grammar.py", "RuntimeError"): 2,
-    ("runner/__init__.py", "ValueError"): 1,
-    ("simulate/server.py", "RuntimeError"): 1,
-}
-#: TEMPORARY, as PENDING: exception classes defined outside the tree in those modules.
-PENDING_CLASSES = {("backends/local/grammar.py", "DecodingError"),
-                   ("backends/local/hermes.py", "_Invalid"),
-                   ("simulate/server.py", "_TooLarge")}
-
 EXCEPTION_BASES = {"Exception", "ValueError", "RuntimeError", "TypeError", "KeyError",
                    "OSError", "BaseException"}
 
@@ -100,16 +83,13 @@ def problems(root: Path = PACKAGE) -> list[str]:
     trees = _parse(root)
     tree = tree_classes(trees)
     found: list[str] = []
-    pending: dict[tuple[str, str], int] = {}
     for name, defs in _classes(trees).items():
         for module, bases in defs:
             if name in tree:
-                if (not name.startswith("_") and module != "core/errors.py"
-                        and (module, name) not in PENDING_CLASSES):
+                if not name.startswith("_") and module != "core/errors.py":
                     found.append(f"{module}: class {name} belongs in core/errors.py")
-            elif (set(bases) & EXCEPTION_BASES
-                  or any(b.endswith(("Error", "Exception")) for b in bases)) \
-                    and (module, name) not in PENDING_CLASSES:
+            elif set(bases) & EXCEPTION_BASES or any(
+                    b.endswith(("Error", "Exception")) for b in bases):
                 found.append(f"{module}: class {name} is outside the tree")
     for module, mod_tree in trees.items():
         parents = {c: p for p in ast.walk(mod_tree) for c in ast.iter_child_nodes(p)}
@@ -122,14 +102,7 @@ def problems(root: Path = PACKAGE) -> list[str]:
                 continue  # a caught value re-raised, a class of the tree, an allowed one
             if _caught_here(node, name, parents):
                 continue
-            if (module, name) in PENDING:
-                pending[module, name] = pending.get((module, name), 0) + 1
-                continue
             found.append(f"{module}:{node.lineno}: raises {name}, not a class of the tree")
-    for key, count in PENDING.items():
-        if pending.get(key, 0) != count:
-            found.append(f"PENDING {key}: {count} listed, {pending.get(key, 0)} found "
-                         f"(update the list)")
     return found
 
 
@@ -168,5 +141,5 @@ def test_the_check_catches_an_error_outside_the_tree(tmp_path: Path, source: str
     (pkg / "tools.py").write_text(source)
     (pkg / "ok.py").write_text("def g():\n    try:\n        raise TypeError('t')\n"
                                "    except (TypeError, ValueError):\n        return 1\n")
-    found = [p for p in problems(pkg) if not p.startswith("PENDING")]
+    found = problems(pkg)
     assert len(found) == 1 and expected in found[0], found
