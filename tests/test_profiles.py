@@ -248,11 +248,13 @@ def test_a_local_start_imports_no_cluster_plugin() -> None:
     assert cluster <= set(executor_plugins(str(CLUSTER_PLUGINS)))
 
 
-def test_default_profile_only_runs_jobs_as_threads() -> None:
+def test_default_profile_only_runs_jobs_as_threads_and_resumes_a_killed_run() -> None:
     """The profile Snakemake reads by itself changes how `run:` jobs execute (threads of
-    the Snakemake process), nothing about what is planned or where."""
+    the Snakemake process) and how a killed run is taken up again (the pipeline's flock
+    instead of Snakemake's lock, interrupted jobs rerun: docs/workflow.md, "Recovery and
+    lints"), nothing about what a run plans or where."""
     profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
-    assert profile == {"force-use-threads": True}
+    assert profile == {"force-use-threads": True, "nolock": True, "rerun-incomplete": True}
 
 
 @pytest.mark.parametrize("name", ["slurm", "kubernetes"])

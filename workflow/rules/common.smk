@@ -1,17 +1,18 @@
-# Helpers shared by the rule files: the validated config and the matrix of runs.
+# Helpers shared by the rule files (the validated config, the matrix of runs, the outputs,
+# the recovery step). Functions live here or in the package, never beside the rules.
 import json
-import os
 import sys
-import threading
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 try:
+    from reactlab import jobs
+    from reactlab.analysis import outputs as _outputs
+    from reactlab.analysis import recovery as _recovery
     from reactlab.config import parse as _parse_config
-    from reactlab.core.errors import ConfigError
+    from reactlab.core.errors import ConfigError, ReactlabError
     from reactlab.core.fingerprint import fingerprints as _fingerprints
-    from reactlab.core.joblog import job_log
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}); run `make run`, which creates the environment"
@@ -22,104 +23,13 @@ try:
 except ConfigError as _exc:
     raise WorkflowError(f"invalid configuration: {_exc}") from None
 
-def _clear_stale_locks():
-    """Make a plain rerun work after a crash (SIGKILL, power loss).
-
-    Snakemake's own directory lock survives a killed run and then demands `--unlock`.
-    An flock held by every live Snakemake process of this project (released by the
-    kernel when the process dies, however it dies) tells a stale lock from a live one:
-    if nobody holds it, the remaining Snakemake locks are stale and are removed.
-    """
-    import fcntl
-
-    meta = Path(".snakemake")
-    meta.mkdir(exist_ok=True)
-    handle = open(meta / "reactlab.flock", "a+")  # not "w": the live run's pid stays
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        pid = handle.read().strip()
-        handle.close()  # another run is live here: leave its locks and files alone
-        if workflow.is_main_process:
-            # Snakemake would see the live run's jobs as "incomplete" and advise
-            # --rerun-incomplete, which would rerun files that are being written.
-            raise WorkflowError(
-                f"another run is active in this folder ({Path.cwd()}"
-                + (f", process {pid}" if pid else "") + "); wait for it to finish (or "
-                "stop it), then run again. Nothing was changed.")
-        return None  # a job's own Snakemake process, under the live run
-    handle.truncate(0)
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    for lock in (meta / "locks").glob("*.lock"):
-        lock.unlink()
-    _settle_incomplete(meta / "incomplete")
-    return handle  # kept open (and locked) until this process exits
-
-
-def _settle_incomplete(folder):
-    """Resolve the "incomplete" marks a killed run left behind.
-
-    Every output of this workflow is published by an atomic rename, so an output file
-    that exists is complete even if the run died before Snakemake cleared its mark (a
-    trace under results/traces is also checked against its own checksum, and deleted if
-    it fails, so that it is regenerated). Marks of files that do not exist are simply dropped.
-    """
-    import base64
-
-    from reactlab.core.errors import TraceError
-    from reactlab.trace import read as read_trace
-
-    for marker in sorted(p for p in folder.rglob("*") if p.is_file()):
-        name = "".join(marker.relative_to(folder).parts)
-        try:
-            path = Path(base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode())
-        except (ValueError, UnicodeDecodeError):
-            continue  # not a mark we understand: leave it to Snakemake
-        if path.parts[:2] == ("results", "traces") and path.is_file():
-            try:
-                read_trace(path)
-            except TraceError:
-                path.unlink()
-        marker.unlink()
-
-
-_RUN_LOCK = _clear_stale_locks()
-
-
-def _check_results():
-    """Nothing trusted that was damaged (reactlab.analysis.recovery): with the folder to
-    ourselves, remove damaged or orphaned results and what was built from them, so that
-    this run regenerates them; report stray files."""
-    from reactlab.analysis.recovery import DamagedResult, recover, summary
-
-    costly = [k for k, r in RUNS.items() if r.backend_config["mode"] == "live"
-              and not LIVE.get("replay", False)]
-    try:
-        found = recover(RUNS, tables=TABLES, figures=FIGURES, viewer=VIEWER, costly=costly)
-    except DamagedResult as exc:
-        raise WorkflowError(str(exc)) from None
-    for line in summary(found):
-        print(line, file=sys.stderr)
-
-
-def _check_disk():
-    from reactlab.analysis.recovery import disk_full
-
-    message = disk_full(".")
-    if message:
-        raise WorkflowError(message)
-
-# The interpreter that runs Snakemake also runs every job (the project's environment).
-PY = sys.executable
 RUNS = {r.key: r for r in RL.runs}
 ID = "[a-z][a-z0-9_]*"
 
 wildcard_constraints:
     task=ID,
     backend=ID,
-    scenario=ID + "(/t[0-9]+)?",  # trial i of a run with trials: {scenario}/t{i}
+    scenario=f"{ID}(/t[0-9]+)?",  # trial i of a run with trials: {scenario}/t{i}
 
 
 def data_file(kind):
@@ -133,19 +43,19 @@ def data_file(kind):
         raise WorkflowError(f"invalid configuration: {exc}") from None
 
 
-# The code each rule's jobs run, as a rule parameter: a job reruns when that code changes
+# The code the jobs run, as a parameter of each rule: a job reruns when that code changes
 # (Snakemake's own code trigger sees only the rule text). Each fingerprint hashes the
 # entry module and everything it imports in the package (reactlab.core.fingerprint), so
 # editing the viewer reruns the viewer only, and editing a tool reruns the runs and,
-# through their outputs, everything after them. cli.py (argument parsing) is not part
-# of any: the jobs call the functions named here, the `run` command as well.
+# through their outputs, everything after them. cli.py (argument parsing) and jobs.py
+# (each job's log and process) are not part of any: they call the functions named here.
 _PACKAGE = Path(workflow.basedir) / "workflow" / "reactlab"
 CODE = _fingerprints(_PACKAGE, {
     "data": "reactlab.data",
     "run": "reactlab.runner",
     "verify": "reactlab.analysis.verify",
     "tables": "reactlab.analysis.tables",
-    "figures": ["reactlab.analysis.figures", "reactlab.analysis.trial_figures"],
+    "figures": "reactlab.analysis.outputs",  # the registry: figures, trial_figures
     "viewer": "reactlab.views.html",
 }, cache=".snakemake/reactlab/imports.json")
 
@@ -156,20 +66,17 @@ GENERATED = [f"data/generated/{Path(config['data'][k]).name}" for k in ("prices"
 
 def _check_user_data():
     """The user's own data files must be usable (schema, non-empty) before 60 jobs fail
-    on them; a warning when they lack the values the lesson pins."""
+    on them; warnings when they lack the values the lesson pins."""
     if PRICES in GENERATED and NEWS in GENERATED:
-        return  # generated from the seed: checked by construction
+        return []  # generated from the seed: checked by construction
     from reactlab.core.errors import DataError
     from reactlab.data import check_user_files
 
     try:
-        warnings = check_user_files(
-            *(p if p not in GENERATED else None for p in (PRICES, NEWS)))
+        return check_user_files(*(p if p not in GENERATED else None for p in (PRICES, NEWS)))
     except DataError as exc:
         field = "data.prices" if str(exc).startswith(PRICES) else "data.news"
-        raise WorkflowError(f"{field}: {exc}") from None
-    for line in warnings:
-        print(f"reactlab: warning: {line}", file=sys.stderr)
+        raise DataError(f"{field}: {exc}") from None
 
 # The model folder the convert_smollm2 rule builds; a local backend naming this path
 # gets it as an input. Any other `model` (a folder or a cached id) is the user's.
@@ -177,13 +84,21 @@ BUILTIN_MODEL = "data/models/SmolLM2-135M-Instruct"
 
 TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
-TABLE_NAMES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
-               "steps", "cumulative_tokens", "trials", "summary_trials", "paired"]
-TABLES = [f"results/tables/{name}.csv" for name in TABLE_NAMES]
+# The tables and figures: one registry (reactlab.analysis.outputs), read by the CLI too.
+TABLES_DIR = "results/tables"
+TABLES = _outputs.table_paths()
+TABLE_OUTPUTS = {t.name: report(t.path, caption=f"../report/{t.caption}.rst",
+                                category="Tables") for t in _outputs.TABLES}
+FIGURE_KINDS = list(_outputs.FIGURES.values())
+FIGURES = _outputs.figure_paths()
 VIEWER = "results/viewer"
-FIGURES = [f"results/figures/{kind}.{ext}" for kind in
-           ("cumulative_tokens", "outcomes", "tokens", "defences", "success_rates")
-           for ext in ("png", "svg")]
+
+
+def figure_report(figure, ext):
+    """A figure's PNG or SVG output, annotated for `snakemake --report`."""
+    path = {"png": figure.paths[0], "svg": figure.paths[1]}[ext]
+    return report(path, caption=f"../report/{figure.caption}.rst", category="Figures",
+                  labels={"figure": figure.kind, "format": ext})
 
 # What the trial tables need beyond the traces (expected calls, pricing, comparisons).
 from reactlab.config.trials import analysis_section as _analysis_section
@@ -254,10 +169,20 @@ if LIVE.get("replay", False):
             "(--configfile workflow/configs/live.yaml) or copy the recordings here")
 
 
-if _RUN_LOCK is not None:  # the main run, with the folder to itself
-    _check_disk()
-    _check_user_data()
-    _check_results()
+# Recovery, once per invocation (reactlab.analysis.recovery.start; docs/workflow.md,
+# "Recovery and lints"): take the folder's lock, check the disk and the user's data,
+# remove damaged results and what was built from them. Only in the main Snakemake
+# process: a job's own Snakemake process (a cluster job, a `run:` job without the default
+# profile) parses this file again and must not touch what the main process runs.
+if workflow.is_main_process:
+    try:
+        RUN_LOCK = _recovery.start(
+            RUNS, tables=TABLES, figures=FIGURES, viewer=VIEWER,
+            costly=[k for k, r in RUNS.items() if r.backend_config["mode"] == "live"
+                    and not LIVE.get("replay", False)],
+            check_data=_check_user_data)
+    except ReactlabError as _exc:
+        raise WorkflowError(str(_exc)) from None
 
 
 onerror:

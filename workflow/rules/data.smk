@@ -12,8 +12,4 @@ rule generate_data:
     log:
         "results/logs/generate_data.log",
     run:
-        from reactlab import data
-
-        with job_log(log[0], "data") as say:
-            prices, news = data.write(Path(output.prices).parent, params.seed)
-            say(f"wrote {prices} and {news} (seed {params.seed})")
+        jobs.generate_data(output.prices, params.seed, log[0])

@@ -2,10 +2,11 @@
 # The job receives its whole config slice as JSON (params), so editing one scenario
 # re-runs only the jobs that use it.
 #
-# A simulated or scripted run is a `run:` job: with the default profile
-# (workflow/profiles/default, force-use-threads) it is a thread of the Snakemake process,
-# which imports the SDKs, pandas and tiktoken once, not once per job (README "Workflow").
-# A real-model run (mode: model) keeps its own process, with the threads it reserves.
+# Every run is a `run:` job calling reactlab.jobs.run_agent: with the default profile
+# (profiles/default, force-use-threads) a simulated or scripted run is a thread of the
+# Snakemake process, which imports the SDKs, pandas and tiktoken once, not once per job
+# (README "Workflow"); a real-model run (mode: model) and a live run keep their own
+# process (`python -m reactlab run`), with the threads they reserve.
 
 
 rule run_agent:
@@ -25,14 +26,7 @@ rule run_agent:
     threads: run_threads
     priority: run_priority
     run:
-        if _backend(wildcards)["mode"] == "model":
-            shell("{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
-                  "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}")
-        else:
-            from reactlab.runner import run_job
-
-            with job_log(log[0], "run") as say:
-                say(run_job(params.spec, input.prices, input.news, output[0]))
+        jobs.run_agent(params.spec, input.prices, input.news, output[0], log[0], threads)
 
 
 # A live run records every HTTP exchange (keys and auth headers stripped) beside the
@@ -55,10 +49,9 @@ if LIVE_BACKENDS and not LIVE.get("replay", False):
             anthropic_slots=provider_slot("anthropic"),
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
-        shell:
-            "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
-            "--news {input.news:q} --out {output.trace:q} "
-            "--recording {output.recording:q} 2>&1 | tee {log:q}"
+        run:
+            jobs.run_agent(params.spec, input.prices, input.news, output.trace, log[0],
+                           recording=output.recording)
 
 elif LIVE_BACKENDS:
 
@@ -78,7 +71,6 @@ elif LIVE_BACKENDS:
             code=CODE["run"],
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
-        shell:
-            "{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
-            "--news {input.news:q} --out {output:q} --replay {input.recording:q} "
-            "2>&1 | tee {log:q}"
+        run:
+            jobs.run_agent(params.spec, input.prices, input.news, output[0], log[0],
+                           replay=input.recording)

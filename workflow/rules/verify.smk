@@ -12,7 +12,4 @@ rule verify:
     log:
         "results/logs/verify/{task}/{backend}/{scenario}.log",
     run:
-        from reactlab.analysis.verify import verify_job
-
-        with job_log(log[0], "verify") as say:
-            say(verify_job(input[0], output[0]))
+        jobs.verify(input[0], output[0], log[0])

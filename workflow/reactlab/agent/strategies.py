@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.core.errors import UsageError
 from reactlab.trace.records import Guardrail
 
 __all__ = [
@@ -69,9 +70,15 @@ def first_json_object(text: str) -> dict[str, Any] | None:
 class Strategy(Protocol):
     """What differs between strategies; everything else is the loop's."""
 
-    name: str
-    #: Steps the strategy needs at most (None: the configured ``max_steps``).
-    max_steps: int | None
+    @property
+    def name(self) -> str:
+        """The strategy's name in the config (``script.strategy``)."""
+        ...
+
+    @property
+    def max_steps(self) -> int | None:
+        """Steps the strategy needs at most (None: the configured ``max_steps``)."""
+        ...
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         """The tools a call may run."""
@@ -137,4 +144,4 @@ def strategy_named(name: str) -> Strategy:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(_BY_NAME)})") from None
+        raise UsageError(f"unknown strategy {name!r} (known: {', '.join(_BY_NAME)})") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reactlab.core.errors import BudgetExceeded as BudgetExceeded  # re-exported
 from reactlab.trace.records import ToolStatus
 
 
@@ -70,15 +71,6 @@ class RequestMeter:
     def take(self) -> list[int]:
         out, self.counts = self.counts, []
         return out
-
-
-class BudgetExceeded(Exception):
-    """Raised inside the transport when a request would exceed the token budget."""
-
-    def __init__(self, tokens: int, limit: int) -> None:
-        super().__init__(f"request of {tokens} tokens exceeds the {limit} tokens left")
-        self.tokens = tokens
-        self.limit = limit
 
 
 class Session(Protocol):

@@ -22,10 +22,11 @@ def run_cost(backend: str, tokens_in: int, tokens_out: int,
     if not pricing or backend not in pricing.get("backends", {}):
         return None
     price = pricing["models"][pricing["backends"][backend]]
-    return (tokens_in * price["input"] + tokens_out * price["output"]) / PER
+    return float(tokens_in * price["input"] + tokens_out * price["output"]) / PER
 
 
 def priced_model(backend: str, pricing: Mapping[str, Any] | None) -> str | None:
     if not pricing:
         return None
-    return pricing.get("backends", {}).get(backend)
+    model = pricing.get("backends", {}).get(backend)
+    return None if model is None else str(model)

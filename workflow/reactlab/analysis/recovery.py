@@ -1,4 +1,5 @@
-"""Before any job starts: find damaged or missing results and make a plain rerun fix them.
+"""Before any job starts: hold the folder, find damaged or missing results and make a
+plain rerun fix them.
 
 Snakemake reruns a job when its output is missing, not when an input of an existing
 output vanished or was edited: a deleted trace under an existing table is "Nothing to be
@@ -14,27 +15,94 @@ Snakemake sees missing outputs and rebuilds the chain:
 A trace that cannot be regenerated for free (a live run against a real API) is never
 removed: the run stops naming the file and the commands that repair it.
 
-The Snakefile calls this at parse time (``workflow/rules/common.smk``) only while no
-other run is live in the folder, so nothing is removed under a running job.
+:func:`start` is the one entry point: ``workflow/rules/common.smk`` calls it once, in the
+main Snakemake process only (``workflow.is_main_process``: never in the re-parse of a
+job's own Snakemake process, local or on a cluster node), and ``reactlab recover`` calls
+it by hand. It first takes the folder's lock (:func:`hold_folder`), so nothing is removed
+under a running job. Snakemake's own lock and "incomplete" marks are left to Snakemake's
+public options (``nolock`` and ``rerun-incomplete`` in ``profiles/default``); see
+docs/workflow.md, "Recovery and lints".
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from reactlab import trace as tracemod
 from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.verify import load_verification
-from reactlab.core.errors import ReactlabError, TraceError
+from reactlab.core.errors import DamagedResult, DiskFull, RunActive, TraceError
 from reactlab.trace.integrity import MANIFEST, check_manifest
 
+__all__ = ["MIN_FREE", "DamagedResult", "Recovery", "disk_full", "hold_folder", "recover",
+           "start", "stray_files", "summary"]
 
-class DamagedResult(ReactlabError):
-    """A damaged result that a plain rerun must not regenerate (it would cost money)."""
+#: The lock file every live run of this folder holds (an ``flock``, which the kernel
+#: releases when the process ends, however it ends: a killed run leaves no stale lock).
+LOCK_FILE = Path(".snakemake") / "reactlab.flock"
+
+
+def hold_folder(lock_file: str | Path = LOCK_FILE) -> IO[str]:
+    """Take the folder's lock for this process and return the open file that holds it
+    (keep it open until the run ends). :class:`RunActive`, naming the other process,
+    when another run holds it."""
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_file, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+    # "a+", not "w": opening must not erase the live run's pid
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        pid = handle.read().strip()
+        handle.close()
+        # Snakemake would see the live run's jobs as "incomplete" and advise
+        # --rerun-incomplete, which would rerun files that are being written.
+        raise RunActive(
+            f"another run is active in this folder ({Path.cwd()}"
+            + (f", process {pid}" if pid else "") + "); wait for it to finish (or "
+            "stop it), then run again. Nothing was changed.") from None
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
+          viewer: str, costly: Iterable[str] = (), check_data: Callable[[], list[str]]
+          | None = None, lock_file: str | Path = LOCK_FILE,
+          say: Callable[[str], None] | None = None) -> IO[str]:
+    """Everything that happens once before a run builds its plan, in this order: take the
+    folder's lock (:func:`hold_folder`), refuse a nearly full disk (:func:`disk_full`),
+    check the user's data files (``check_data`` returns warnings, raises
+    :class:`~reactlab.core.errors.DataError`), then :func:`recover` the results. Messages
+    go to ``say`` (default: stderr). Returns the lock's open file: keep it open for the
+    run. Raises a :class:`~reactlab.core.errors.ReactlabError` for anything that stops
+    the run (:class:`RunActive`, :class:`DamagedResult`, ...)."""
+    if say is None:
+        def say(line: str) -> None:
+            print(line, file=sys.stderr)
+    handle = hold_folder(lock_file)
+    try:
+        message = disk_full(".")
+        if message:
+            raise DiskFull(message)
+        for line in check_data() if check_data is not None else []:
+            say(f"reactlab: warning: {line}")
+        found = recover(keys, tables=tables, figures=figures, viewer=viewer, costly=costly)
+    except BaseException:
+        handle.close()
+        raise
+    for line in summary(found):
+        say(line)
+    return handle
 
 
 @dataclass

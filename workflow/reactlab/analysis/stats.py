@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reactlab.core.errors import UsageError
+
 # The 0.975 quantile of the standard normal (scipy.stats.norm.ppf(0.975)).
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 2000
@@ -35,7 +37,7 @@ class Interval:
 
 def _check_counts(successes: int, n: int) -> None:
     if n < 0 or successes < 0 or successes > n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+        raise UsageError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> Interval:
@@ -55,7 +57,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n trials with c successes: 1 − C(n−c, k)/C(n, k)."""
     _check_counts(c, n)
     if not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+        raise UsageError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
     return 1 - math.comb(n - c, k) / math.comb(n, k)
 
 
@@ -63,7 +65,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     """Unbiased pass^k (τ-bench) from n trials with c successes: C(c, k)/C(n, k)."""
     _check_counts(c, n)
     if not 1 <= k <= n:
-        raise ValueError(f"pass^k needs 1 <= k <= n, got k={k}, n={n}")
+        raise UsageError(f"pass^k needs 1 <= k <= n, got k={k}, n={n}")
     return math.comb(c, k) / math.comb(n, k)
 
 
@@ -100,7 +102,7 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
     p-value is min(1, 2 · Σ_{i ≤ m} C(d, i) / 2^d); no discordant pair gives p = 1.
     """
     if len(a) != len(b):
-        raise ValueError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
+        raise UsageError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
     only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
     only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
     d = only_a + only_b
@@ -114,6 +116,6 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, seed: int = BOO
                       resamples: int = BOOTSTRAP_RESAMPLES) -> Interval:
     """Mean of a_i − b_i over pairs, with a bootstrap interval resampling the pairs."""
     if len(a) != len(b):
-        raise ValueError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
+        raise UsageError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
     return bootstrap_mean([float(x) - float(y) for x, y in zip(a, b, strict=True)],
                           seed=seed, resamples=resamples)

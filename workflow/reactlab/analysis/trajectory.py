@@ -43,7 +43,7 @@ def _same_value(actual: Any, acceptable: Any) -> bool:
         return actual is acceptable
     if isinstance(actual, int | float) and isinstance(acceptable, int | float):
         return float(actual) == float(acceptable)
-    return actual == acceptable
+    return bool(actual == acceptable)
 
 
 def call_matches(call: ToolCallRecord, expected: Mapping[str, Any]) -> bool:
@@ -52,7 +52,9 @@ def call_matches(call: ToolCallRecord, expected: Mapping[str, Any]) -> bool:
         return False
     args = call.arguments
     wanted = expected.get("arguments") or {}
-    if wanted and not isinstance(args, Mapping):
+    if not wanted:
+        return True
+    if not isinstance(args, Mapping):
         return False  # invalid JSON: no arguments to check
     return all(name in args and any(_same_value(args[name], ok) for ok in values)
                for name, values in wanted.items())

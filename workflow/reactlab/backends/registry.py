@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from reactlab.core.errors import UsageError
+
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
     from reactlab.backends.recording import Recorder, Replay
@@ -52,7 +54,7 @@ def provider(name: str) -> Provider:
     try:
         return PROVIDERS[name]
     except KeyError:
-        raise ValueError(f"unknown provider {name!r} (known: {', '.join(PROVIDERS)})") from None
+        raise UsageError(f"unknown provider {name!r} (known: {', '.join(PROVIDERS)})") from None
 
 
 def open_local(spec: RunSpec) -> Session:
@@ -71,7 +73,7 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     entry = provider(spec.backend_config["provider"])
     if entry.http:
         if recorder is not None and replay is not None:
-            raise ValueError("a session either records or replays, not both")
+            raise UsageError("a session either records or replays, not both")
         return entry.load()(spec, sleep=sleep, recorder=recorder, replay=replay)
     if recorder is not None or replay is not None:
         from reactlab.backends.recording import RecordingError

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from reactlab.agent.types import RequestMeter
+from reactlab.core.errors import StreamError
 from reactlab.simulate import unstreamed
 
 __all__ = ["messages_final", "metering_hook", "responses_final", "unstreamed"]
@@ -70,7 +71,7 @@ def responses_final(client: Any, raw: Any) -> Any:
         if event.type == "response.completed":
             final = event.response
     if final is None:
-        raise ValueError("the event stream ended without a response.completed event")
+        raise StreamError("the event stream ended without a response.completed event")
     return final
 
 
@@ -89,7 +90,7 @@ def messages_final(client: Any, raw: Any) -> Any:
             message = event.message.to_dict()
             message["content"] = []
         elif message is None:
-            raise ValueError(f"a {event.type} event before message_start")
+            raise StreamError(f"a {event.type} event before message_start")
         elif event.type == "content_block_start":
             message["content"].append(event.content_block.to_dict())
             if event.content_block.type == "tool_use":
@@ -114,5 +115,5 @@ def messages_final(client: Any, raw: Any) -> Any:
         elif event.type == "message_stop":
             stopped = True
     if message is None or not stopped:
-        raise ValueError("the event stream ended without message_stop")
+        raise StreamError("the event stream ended without message_stop")
     return client._process_response_data(data=message, cast_to=Message, response=http)

@@ -7,9 +7,29 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     ├── DataError             a parquet file is missing or does not fit the expected schema
     ├── TokenizerError        the offline o200k_base file is missing or its hash differs
     ├── TraceError            a trace file is damaged, truncated or of another schema version
+    │   └── DamagedResult         damaged, and a plain rerun must not rebuild it (it costs money)
     ├── ScriptError           a scripted scenario cannot produce its next action
     ├── RecordingError        an HTTP recording cannot be read, or a replay left part unused
     ├── ModelNotFound         a local model (GGUF package, folder, cached id) is not available
+    ├── RunActive             another run holds the working folder
+    ├── DiskFull              too little free space to start a run
+    ├── CommandFailed         (also a RuntimeError) a process the project starts (a job's own
+    │                         process, snakemake, the HTTP server) failed or did not start
+    ├── InternalError         (also a RuntimeError) an invariant the code relies on failed:
+    │                         a bug here or in a pinned dependency
+    ├── UsageError            (also a ValueError) a function or command was given an argument
+    │   │                     it cannot take (an unknown name, a bad option, a bad count)
+    │   └── DecodingError         a decoding mode or grammar that cannot be built
+    ├── JSONRefused           (also a ValueError) the strict JSON loader refused a text
+    │   ├── DuplicateKeyError     an object repeats a key
+    │   └── NonFiniteConstantError  NaN, Infinity or -Infinity
+    ├── StreamError           (also a ValueError) an SSE event stream out of order or cut short
+    ├── ToolInputError        (also a ValueError) a tool cannot answer for its arguments
+    │   │                     (unknown ticker, no data); its Spanish message goes back to
+    │   │                     the model as data
+    │   └── CalculatorError       a refused calculator expression (Spanish, for the model)
+    ├── RequestInvalid        a request the simulated API refuses (status, message, param, code)
+    ├── BudgetExceeded        control flow of the loop: a request would exceed the token budget
     └── BackendError          a model backend failed; the subclass says how, ``kind`` as data:
         ├── RateLimitError        kind "rate_limit"  HTTP 429
         ├── ServerError           kind "server"      HTTP 409, 5xx
@@ -23,10 +43,15 @@ the retry loop (:mod:`reactlab.backends.retry`), ``attempts``, ``retryable`` and
 ``history`` (the per-attempt log). ``kind`` is a class attribute; the trace's ``error``
 record stores it as a string. :meth:`BackendError.of_kind` builds the subclass of a kind.
 
-Not here: ``BudgetExceeded`` (:mod:`reactlab.agent.types`) is control flow of the loop,
-not a failure; ``DuplicateKeyError`` / ``NonFiniteConstantError`` (:mod:`reactlab.core.io`)
-are the ValueErrors of the strict JSON loader. Tool failures are *not* exceptions: tools
-return ``{"error": ...}`` as data so that the model can read them.
+The classes marked "also a ValueError/RuntimeError" keep the built-in base they replaced,
+so that callers catching the built-in one (``json.loads`` users, the tool executor, the
+SDKs' stream readers) behave as before. Not raised on purpose, and so not here: the
+exceptions a protocol prescribes (``KeyError`` from a mapping, ``NotImplementedError`` from
+an abstract method, the transport errors ``httpx.ConnectError``/``ReadTimeout`` that the
+simulators raise to imitate a failing network, pydantic's ``PydanticCustomError`` inside
+a validator); ``tests/test_error_tree.py`` lists them with their reasons and fails on any
+other. Tool failures are *not* exceptions that leave the tool executor: tools return
+``{"error": ...}`` as data so that the model can read them.
 """
 
 from __future__ import annotations
@@ -71,6 +96,86 @@ class ModelNotFound(ReactlabError):
     """The model (GGUF package, folder or cached id) is not available locally."""
 
 
+class DamagedResult(TraceError):
+    """A damaged result that a plain rerun must not regenerate (it would cost money)."""
+
+
+class RunActive(ReactlabError):
+    """Another run holds the working folder (its lock); nothing was changed."""
+
+
+class DiskFull(ReactlabError):
+    """The file system has too little free space to start a run."""
+
+
+class CommandFailed(ReactlabError, RuntimeError):
+    """A process the project starts failed, or did not start."""
+
+
+class InternalError(ReactlabError, RuntimeError):
+    """An invariant the code relies on does not hold: a bug, here or in a dependency."""
+
+
+class UsageError(ReactlabError, ValueError):
+    """A function or command was given an argument it cannot take."""
+
+
+class DecodingError(UsageError):
+    """A decoding mode or grammar that cannot be built (unknown mode, bad schema)."""
+
+
+class JSONRefused(ReactlabError, ValueError):
+    """The strict JSON loader (:func:`reactlab.core.io.loads_strict`) refused a text."""
+
+
+class DuplicateKeyError(JSONRefused):
+    """A JSON object repeats a key (``key``); JSON's "last one wins" is refused."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"duplicate key {key!r}")
+
+
+class NonFiniteConstantError(JSONRefused):
+    """The JSON text holds NaN, Infinity or -Infinity (``name``), which JSON lacks."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"non-standard JSON constant {name}")
+
+
+class StreamError(ReactlabError, ValueError):
+    """An SSE event stream whose events are out of order or which ends too early."""
+
+
+class ToolInputError(ReactlabError, ValueError):
+    """A tool cannot answer for its arguments (an unknown ticker, no data for a date, a
+    zero close); the message (Spanish, the lesson's) goes back to the model as data."""
+
+
+class CalculatorError(ToolInputError):
+    """A refused calculator expression; the message (Spanish) is for the model."""
+
+
+class RequestInvalid(ReactlabError):
+    """A request the API refuses before the model sees it: (status, message, param, code)."""
+
+    def __init__(self, message: str, param: str | None = None, *, status: int = 400,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.param, self.status, self.code = message, param, status, code
+
+
+class BudgetExceeded(ReactlabError):
+    """Raised inside the transport when a request would exceed the token budget: control
+    flow of the loop, which ends the run with ``budget_exceeded``."""
+
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(f"request of {tokens} tokens exceeds the {limit} tokens left")
+        self.tokens = tokens
+        self.limit = limit
+
+
 class BackendError(ReactlabError):
     """A backend call failed. Raise a subclass; its ``kind`` classifies the failure.
 
@@ -97,11 +202,11 @@ class BackendError(ReactlabError):
 
     @staticmethod
     def of_kind(kind: str, message: str, *, status: int | None = None) -> BackendError:
-        """The error of subclass ``kind`` (ValueError for an unknown kind)."""
+        """The error of subclass ``kind`` (UsageError for an unknown kind)."""
         try:
             cls = _BY_KIND[kind]
         except KeyError:
-            raise ValueError(f"unknown backend error kind: {kind}") from None
+            raise UsageError(f"unknown backend error kind: {kind}") from None
         return cls(message, status=status)
 
     def gave_up(self, attempts: int, history: list[dict[str, Any]], retryable: bool) -> None:

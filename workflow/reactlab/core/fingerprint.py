@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from reactlab.core.errors import UsageError
+
 PACKAGE = "reactlab"
 _DOTTED = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
 
@@ -84,7 +86,7 @@ def closure(root: Path, entries: Iterable[str],
     todo = list(entries)
     for entry in todo:
         if module_file(root, entry) is None:
-            raise ValueError(f"fingerprint: no module {entry} under {root}")
+            raise UsageError(f"fingerprint: no module {entry} under {root}")
     seen: set[Path] = set()
     while todo:
         module = todo.pop()

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from reactlab.core.errors import DuplicateKeyError, NonFiniteConstantError  # re-exported
+
 __all__ = [
     "DuplicateKeyError", "NonFiniteConstantError", "atomic_dir", "atomic_path", "dir_tmp_name",
     "loads_strict", "write_bytes_atomic", "write_json_atomic", "write_text_atomic",
@@ -144,22 +146,6 @@ def atomic_dir(out_dir: str | Path, *, replace: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object repeats a key (``key``); JSON's "last one wins" is refused."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        super().__init__(f"duplicate key {key!r}")
-
-
-class NonFiniteConstantError(ValueError):
-    """The JSON text holds NaN, Infinity or -Infinity (``name``), which JSON lacks."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"non-standard JSON constant {name}")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

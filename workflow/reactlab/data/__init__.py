@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from reactlab.config import GENERATED_DATA
 from reactlab.core.errors import DataError
 from reactlab.core.io import atomic_path
+
+if TYPE_CHECKING:  # numpy and pandas are imported where they are used (lazy imports)
+    import numpy as np
+    import pandas as pd
 
 __all__ = [
     "BUSI_ANCHORS",
@@ -230,13 +232,19 @@ def _bridge(logp: np.ndarray, anchors: dict[int, float]) -> np.ndarray:
     bridge correction of the random walk), and held constant before the first and after
     the last anchor, so that the path passes through every anchor without a jump.
     """
+    import numpy as np
+
     idx = np.array(sorted(anchors))
     offsets = np.array([anchors[i] - logp[i] for i in idx])
     positions = np.arange(len(logp))
-    return logp + np.interp(positions, idx, offsets)
+    bridged: np.ndarray = logp + np.interp(positions, idx, offsets)
+    return bridged
 
 
 def _prices(rng: np.random.Generator, companies: list[tuple[str, str]]) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
+
     days = pd.bdate_range(FIRST_DAY, LAST_DAY)
     n_days = len(days)
     market = rng.normal(0.0003, 0.009, n_days)
@@ -322,6 +330,9 @@ def _headline(rng: np.random.Generator, name: str, when: pd.Timestamp, close: fl
 
 def _news(rng: np.random.Generator, companies: list[tuple[str, str]],
           prices: pd.DataFrame) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
+
     days = pd.bdate_range(FIRST_DAY, LAST_DAY).as_unit("ns")
     bdays = days.asi8
     day_ns = 86_400 * 10**9
@@ -419,6 +430,8 @@ def generate(seed: int = 6) -> tuple[pd.DataFrame, pd.DataFrame]:
     The pinned values (BUSI's name, its four anchor closes, the takeover headline) hold
     for every seed; everything else varies with it.
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     companies = _companies(rng)
     prices = _prices(rng, companies)
@@ -483,6 +496,8 @@ def lesson_warnings(prices: pd.DataFrame | None, news: pd.DataFrame | None) -> l
     without them is usable, but its tables cannot match the lesson's (or tests/golden).
     ``None`` stands for a generated file, which holds them by construction.
     """
+    import pandas as pd
+
     missing = []
     if prices is not None:
         busi = prices[prices.ticker == BUSI_TICKER].set_index("fecha")["cierre"]
@@ -514,6 +529,8 @@ def _no_nulls(s: pd.Series, source: str) -> None:
 
 
 def _as_text(s: pd.Series, source: str) -> pd.Series:
+    import pandas as pd
+
     _no_nulls(s, source)
     if not (pd.api.types.is_string_dtype(s) or s.dtype == object):
         raise DataError(f"{source}: column '{s.name}' must hold text, not {s.dtype}")
@@ -529,6 +546,8 @@ def _to_datetime(s: pd.Series, source: str, *, utc: bool) -> pd.Series:
     A naive input is taken as UTC when ``utc``; an aware input keeps its wall-clock time
     when ``not utc``.
     """
+    import pandas as pd
+
     _no_nulls(s, source)
     try:
         if isinstance(s.dtype, pd.DatetimeTZDtype):
@@ -554,6 +573,9 @@ def check_prices(df: pd.DataFrame, source: str = "prices") -> pd.DataFrame:
     Returns a new frame with columns fecha (datetime64[ns], normalised to midnight),
     ticker (str), empresa (str, if present) and cierre (float64), sorted by ticker, fecha.
     """
+    import numpy as np
+    import pandas as pd
+
     _require_columns(df, _PRICES_REQUIRED, source)
     _not_empty(df, source)
     out = pd.DataFrame(index=df.index)
@@ -590,6 +612,8 @@ def check_news(df: pd.DataFrame, source: str = "news") -> pd.DataFrame:
     UTC), ticker (str), titular (str) and fuente (str, if present), sorted by ts, ticker
     with a stable sort (rows of one ticker keep their relative order on equal ts).
     """
+    import pandas as pd
+
     _require_columns(df, _NEWS_REQUIRED, source)
     _not_empty(df, source)
     out = pd.DataFrame(index=df.index)
@@ -602,6 +626,8 @@ def check_news(df: pd.DataFrame, source: str = "news") -> pd.DataFrame:
 
 
 def _read(path: Path | str) -> tuple[pd.DataFrame, str]:
+    import pandas as pd
+
     path = Path(path)
     source = str(path)
     if not path.is_file():

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from reactlab.core.errors import CommandFailed
+
 ROOT = Path(__file__).resolve().parents[3]
 
 #: Files whose edit the benchmark (and tests/test_reruns.py) counts the reruns of.
@@ -79,13 +81,13 @@ def planned_jobs(workdir: Path, *extra: str) -> dict[str, int]:
                           cwd=workdir, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        raise RuntimeError(f"snakemake -n failed in {workdir}:\n{out[-3000:]}")
+        raise CommandFailed(f"snakemake -n failed in {workdir}:\n{out[-3000:]}")
     if "Nothing to be done" in out:
         return {}
     tables = re.findall(r"^Job stats:\njob\s+count\n[- ]+\n((?:\S+\s+\d+\n)+)", out,
                         flags=re.M)
     if not tables:
-        raise RuntimeError(f"no job stats in the dry run of {workdir}:\n{out[-3000:]}")
+        raise CommandFailed(f"no job stats in the dry run of {workdir}:\n{out[-3000:]}")
     jobs = {rule: int(n) for rule, n in
             (line.split() for line in tables[-1].strip().splitlines())}
     jobs.pop("total", None)

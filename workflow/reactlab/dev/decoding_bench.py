@@ -32,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from reactlab.core.errors import InternalError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, tool_schemas
 
 MODES_BENCHED = ("forced", "union", "structural", "forced_scored")
@@ -93,7 +94,7 @@ def replay(lm: Any, prompt: list[int], tokens: list[int], grammar: Any) -> tuple
                 mask += time.perf_counter() - t0
             choice = int(torch.argmax(logits, dim=-1))
             if proc is not None and choice != tok:
-                raise RuntimeError(f"masked replay chose {choice}, the generation chose {tok}")
+                raise InternalError(f"masked replay chose {choice}, the generation chose {tok}")
             seen.append(tok)
             if tok == lm.eos_token_id:
                 break

@@ -34,6 +34,7 @@ from typing import Any
 
 from reactlab.backends.registry import PROVIDERS
 from reactlab.config.scripts import ROOT_NAMES, Script
+from reactlab.core.errors import UsageError
 
 TICKER = "BUSI"
 TOOLS = ["precio", "buscar_noticias", "calculadora"]
@@ -62,7 +63,7 @@ def _windows(n: int) -> list[tuple[str, str]]:
     span = WINDOW
     while len(out) < n:
         if span >= len(days):
-            raise ValueError(f"cannot make {n} distinct date windows")
+            raise UsageError(f"cannot make {n} distinct date windows")
         for i in range(len(days) - span):
             out.append((days[i].isoformat(), days[i + span].isoformat()))
             if len(out) == n:
@@ -74,11 +75,11 @@ def _windows(n: int) -> list[tuple[str, str]]:
 def _script_entry(scenarios: Mapping[str, Any], sid: str) -> Mapping[str, Any] | None:
     """The scenario's own steps, or those of the scenario it extends; None for a
     `strategy` scenario (real models only) or a broken `extends`."""
-    entry = scenarios[sid]
+    entry: Mapping[str, Any] = scenarios[sid]
     if "strategy" in entry:
         return None
     if "extends" in entry:
-        base = scenarios.get(entry["extends"])
+        base: Mapping[str, Any] | None = scenarios.get(entry["extends"])
         if base is None or "steps" not in base:
             return None
         return base
@@ -87,7 +88,8 @@ def _script_entry(scenarios: Mapping[str, Any], sid: str) -> Mapping[str, Any] |
 
 def _compatible(scenarios: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(scenarios for every scripted backend, fault scenarios for API backends only)."""
-    plain, faulty = [], []
+    plain: list[str] = []
+    faulty: list[str] = []
     for sid, entry in scenarios.items():
         script = _script_entry(scenarios, sid)
         if script is None:
@@ -116,13 +118,13 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     base has no scripted backend or lacks the figure's scenarios.
     """
     if n_runs < 2:
-        raise ValueError("n_runs must be at least 2 (the figure's loop and reference)")
+        raise UsageError("n_runs must be at least 2 (the figure's loop and reference)")
     cfg = copy.deepcopy(dict(base))
     backends = {name: b for name, b in cfg["backends"].items()
                 if b.get("mode") in SCRIPTED_MODES}
     api = [name for name, b in backends.items() if PROVIDERS[b["provider"]].http]
     if not backends:
-        raise ValueError("the base configuration has no scripted or simulated backend")
+        raise UsageError("the base configuration has no scripted or simulated backend")
     cfg["backends"] = backends
     # The analysis sections may name dropped backends: keep only what still exists.
     if cfg.get("pricing"):
@@ -139,7 +141,7 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     fig_backend = fig["backend"] if fig["backend"] in api else (api or list(backends))[0]
     for key in ("loop", "reference"):
         if fig[key] not in plain:
-            raise ValueError(f"figure.{key} {fig[key]!r} is not a scenario the generated "
+            raise UsageError(f"figure.{key} {fig[key]!r} is not a scenario the generated "
                              f"tasks can run")
 
     # One task's runs, the figure's two first (so that a partial first task has them).

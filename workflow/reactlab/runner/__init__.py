@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab.core.errors import UsageError
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
@@ -88,7 +89,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     from reactlab.backends.recording import Recorder, RecordingError, Replay
 
     if recording is not None and replay is not None:
-        raise ValueError("run_to_trace: give `recording` or `replay`, not both")
+        raise UsageError("run_to_trace: give `recording` or `replay`, not both")
     strategy = strategy_named(spec.script.get("strategy", "react"))
     writer = TraceWriter(out)
     writer.add(header(spec))

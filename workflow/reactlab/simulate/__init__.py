@@ -20,6 +20,7 @@ from typing import Any
 
 from reactlab.config.faults import Fault, FaultPlan
 from reactlab.config.scripts import Action, Script
+from reactlab.core.errors import RequestInvalid, UsageError
 
 HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
              "<h1>Please sign in to continue</h1>"
@@ -46,15 +47,6 @@ class ScriptedPolicy:
         """The answer's ``model`` for a request for ``model`` (KeyError when not served)."""
         self.scripts[model]
         return self.answer_names.get(model, model)
-
-
-class RequestInvalid(Exception):
-    """A request the API refuses before the model sees it: (status, message, param, code)."""
-
-    def __init__(self, message: str, param: str | None = None, *, status: int = 400,
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.param, self.status, self.code = message, param, status, code
 
 
 #: Deepest JSON nesting a tool output may have for the simulated model to read it as JSON;
@@ -184,7 +176,7 @@ def unstreamed(content: bytes) -> bytes:
             except ValueError:
                 pass
             at = content.find(member, at + 1)
-    raise ValueError("cannot locate the request body's \"stream\" member")
+    raise UsageError("cannot locate the request body's \"stream\" member")
 
 
 def tokens_of(text: str) -> int:

@@ -59,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
-from reactlab.core.errors import ConfigError
+from reactlab.core.errors import CommandFailed, ConfigError, ReactlabError
 from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
@@ -239,7 +239,7 @@ def _api_for_path(path: str) -> _Api:
     return _ANTHROPIC if path.startswith("/v1/messages") else _OPENAI
 
 
-class _TooLarge(Exception):
+class _TooLarge(ReactlabError):
     pass
 
 
@@ -486,7 +486,7 @@ class ServerThread:
             self.stop()
             why = repr(self._error) if self._error is not None else (
                 f"not started after {self.startup_timeout} s")
-            raise RuntimeError(f"the reactlab server on {self.host}:{self.port} did not "
+            raise CommandFailed(f"the reactlab server on {self.host}:{self.port} did not "
                                f"start: {why}")
         self.port = server.servers[0].sockets[0].getsockname()[1]
         return self

@@ -33,10 +33,8 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-import pandas as pd
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -48,7 +46,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from reactlab import data
+from reactlab.core.errors import CalculatorError, JSONRefused, ToolInputError
 from reactlab.core.io import DuplicateKeyError, NonFiniteConstantError, loads_strict
+
+if TYPE_CHECKING:  # numpy and pandas are imported where they are used (lazy imports)
+    import numpy as np
+    import pandas as pd
 
 __all__ = [
     "DATE_PATTERN",
@@ -219,10 +222,6 @@ _ALLOWED_CHARS = frozenset("0123456789.eE+-*/() \t\n\r")
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 
-class CalculatorError(ValueError):
-    """A refused expression; the message (Spanish) is for the model."""
-
-
 def _finite(x: int | float) -> int | float:
     if isinstance(x, float) and not math.isfinite(x):
         raise CalculatorError(_MSG_NOT_FINITE)
@@ -282,7 +281,7 @@ def _evaluate(root: ast.expr) -> int | float:
     while stack:
         n, ready = stack.pop()
         if isinstance(n, ast.Constant):
-            values.append(_finite(n.value))
+            values.append(_finite(cast(int | float, n.value)))  # _check_tree: a number
         elif isinstance(n, ast.BinOp):
             if ready:
                 right = values.pop()
@@ -342,8 +341,8 @@ _MSG_TOO_NESTED = "JSON demasiado anidado"
 _MAX_JSON_DIGITS = 1000
 
 
-class _ArgumentsError(ValueError):
-    pass
+class _ArgumentsError(JSONRefused):
+    """Argument text the strict reader refuses (its Spanish message is for the model)."""
 
 
 def _finite_float(text: str) -> float:
@@ -359,7 +358,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def parse_arguments_strict(text: str) -> dict[str, Any] | str:
+def parse_arguments_strict(text: object) -> dict[str, Any] | str:
     """A tool call's argument text as a dict, or a Spanish error message for the model.
 
     Stricter than ``json.loads``: a key repeated in an object ("clave duplicada: fecha"),
@@ -398,6 +397,8 @@ def _ns(t: pd.Timestamp) -> int:
     Works for timestamps outside the datetime64[ns] range too (pandas parses dates
     into microseconds), so comparisons never overflow.
     """
+    import numpy as np
+
     d = t.to_datetime64()
     unit, count = np.datetime_data(d.dtype)
     return int(d.astype(np.int64)) * _NS_PER_UNIT[unit] * count
@@ -423,6 +424,8 @@ class _Headlines:
 
 
 def _dates(values: np.ndarray) -> list[str]:
+    import numpy as np
+
     return [str(s) for s in np.datetime_as_string(values, unit="D")]
 
 
@@ -440,6 +443,8 @@ class ToolBox:
     """
 
     def __init__(self, prices: pd.DataFrame, news: pd.DataFrame) -> None:
+        import numpy as np
+
         prices = data.check_prices(prices, "prices")
         news = data.check_news(news, "news")
         self._date_dtype = str(prices["fecha"].dtype)
@@ -482,7 +487,7 @@ class ToolBox:
             blobs = [Path(p).read_bytes() for p in (prices_path, news_path)]
         except OSError:
             return cls.from_files(prices_path, news_path)  # its DataError names the file
-        key = tuple(hashlib.sha256(b).hexdigest() for b in blobs)
+        key = (hashlib.sha256(blobs[0]).hexdigest(), hashlib.sha256(blobs[1]).hexdigest())
         with _SHARED_LOCK:
             box = _SHARED.get(key)
             if box is None:
@@ -502,16 +507,18 @@ class ToolBox:
 
     def precio(self, ticker: str, fecha: str) -> dict[str, Any]:
         """Close of the last session on or before ``fecha``."""
+        import pandas as pd
+
         if ticker not in self._tickers:
-            raise ValueError(f"ticker desconocido: {ticker}")
+            raise ToolInputError(f"ticker desconocido: {ticker}")
         # The lesson compares the naive datetime column with the string, which pandas
         # parses with Timestamp(); an unparsable or tz-aware one is an invalid comparison.
         try:
             t = pd.Timestamp(fecha)
             if t is not pd.NaT and t.tzinfo is not None:
-                raise ValueError(fecha)
+                raise ToolInputError(fecha)
         except (ValueError, TypeError):
-            raise TypeError(
+            raise ToolInputError(
                 f"Invalid comparison between dtype={self._date_dtype} "
                 f"and {type(fecha).__name__}"
             ) from None
@@ -519,14 +526,16 @@ class ToolBox:
         # Timestamp("NaT") compares False with everything: no session qualifies.
         i = 0 if t is pd.NaT else bisect.bisect_right(s.ns, _ns(t))
         if i == 0:
-            raise ValueError(f"sin datos hasta {fecha}")
+            raise ToolInputError(f"sin datos hasta {fecha}")
         return {"ticker": ticker, "fecha": s.dates[i - 1], "cierre": round(s.closes[i - 1], 2)}
 
     def buscar_noticias(self, ticker: str, desde: str, hasta: str) -> list[dict[str, str]]:
         """At most five distinct headlines of ``ticker`` from ``desde`` to ``hasta``
         (both included, UTC dates), syndicated copies removed, first copy kept."""
+        import pandas as pd
+
         if ticker not in self._tickers:
-            raise ValueError(f"ticker desconocido: {ticker}")
+            raise ToolInputError(f"ticker desconocido: {ticker}")
         start = pd.Timestamp(desde, tz="UTC")
         stop = pd.Timestamp(hasta, tz="UTC") + pd.Timedelta(days=1)
         h = self._news.get(ticker)
@@ -554,7 +563,7 @@ class ToolBox:
         """Percentage change of the close between two dates, computed from two closes."""
         a, b = self.precio(ticker, desde), self.precio(ticker, hasta)
         if a["cierre"] == 0:  # a positive close below 0.005 rounds to 0
-            raise ValueError(f"cierre nulo el {a['fecha']}: no hay variación porcentual")
+            raise ToolInputError(f"cierre nulo el {a['fecha']}: no hay variación porcentual")
         return {"desde": a, "hasta": b, "variacion_pct":
                 round(100 * (b["cierre"] / a["cierre"] - 1), 2)}
 

@@ -14,6 +14,7 @@ are left out of the JSON when they are ``None``.
 
 from __future__ import annotations
 
+import builtins
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -57,7 +58,7 @@ class _Record:
         return out
 
     @classmethod
-    def from_json(cls: type[R], obj: Mapping[str, Any]) -> R:
+    def from_json(cls: builtins.type[R], obj: Mapping[str, Any]) -> R:
         if obj.get("type") != cls.type:
             raise TraceError(f"not a {cls.type} record: type {obj.get('type')!r}")
         names = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]

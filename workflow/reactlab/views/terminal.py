@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Finding, Verification, VerifiedRun, read_verification
+from reactlab.core.errors import UsageError
 from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
 from reactlab.views.common import finding_spans, guardrail_parts, visible
 
@@ -39,7 +40,7 @@ _SGR = {"bold": "1", "dim": "2", "underline": "4", "red": "31", "green": "32",
 def use_color(mode: str, stream: TextIO) -> bool:
     """``always`` / ``never``, or for ``auto``: a TTY, ``NO_COLOR`` unset, ``TERM`` not dumb."""
     if mode not in COLORS:
-        raise ValueError(f"color must be one of {', '.join(COLORS)}, not {mode!r}")
+        raise UsageError(f"color must be one of {', '.join(COLORS)}, not {mode!r}")
     if mode != "auto":
         return mode == "always"
     isatty = getattr(stream, "isatty", None)

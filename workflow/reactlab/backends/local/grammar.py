@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactlab.core.errors import DecodingError, InternalError
+
 __all__ = [
     "CALL_PREFIX",
     "CALL_SUFFIX",
@@ -56,10 +58,6 @@ CONSTRAINED = frozenset(MODES) - {"free"}
 CALL_PREFIX = "<tool_call>\n"
 CALL_SUFFIX = "\n</tool_call>"
 SEPARATORS = (", ", ": ")  # json.dumps defaults: what the prompt's example shows
-
-
-class DecodingError(ValueError):
-    """A decoding mode or grammar that cannot be built (unknown mode, bad schema)."""
 
 
 def xgrammar_version() -> str:
@@ -221,13 +219,13 @@ def make_processor(spec: GrammarSpec) -> Any:
 
         def _accept(self, token: int) -> None:
             if not self.matcher.is_terminated() and not self.matcher.accept_token(token):
-                raise RuntimeError(f"grammar rejected token {token} it had allowed")
+                raise InternalError(f"grammar rejected token {token} it had allowed")
             self.accepted += 1
 
         def __call__(self, input_ids: Any, scores: Any) -> Any:
             t0 = time.perf_counter()
             if input_ids.shape[0] != 1:
-                raise RuntimeError("constrained decoding runs one sequence at a time")
+                raise InternalError("constrained decoding runs one sequence at a time")
             if self.started:
                 self._accept(int(input_ids[0, -1]))
             self.started = True

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactlab.core.errors import ReactlabError
 from reactlab.core.io import loads_strict
 
 __all__ = [
@@ -133,7 +134,7 @@ class ParseResult:
     content: str = ""
 
 
-class _Invalid(Exception):
+class _Invalid(ReactlabError):
     pass
 
 

@@ -37,7 +37,7 @@ from reactlab.backends.local.hermes import (
     render_tool_response,
     render_tools_system,
 )
-from reactlab.core.errors import ModelNotFound
+from reactlab.core.errors import InternalError, ModelNotFound, UsageError
 from reactlab.core.io import atomic_dir
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path
         if verify:
             got = _verify_folder(tmp)
             if got != expected:
-                raise RuntimeError(f"converted model diverges from the GGUF load on the "
+                raise InternalError(f"converted model diverges from the GGUF load on the "
                                    f"verification prompt: {got} != {expected}")
         provenance = {
             "source": gguf_file.name,
@@ -309,7 +309,7 @@ class LocalModel:
         call the model seeds torch's generator with sha256(seed, n), so each call's draws
         depend only on the run's seed and the call's position, never on earlier calls."""
         if temperature <= 0:
-            raise ValueError("temperature must be > 0 to sample")
+            raise UsageError("temperature must be > 0 to sample")
         self._sampling = (temperature, top_p, seed)
         self._calls = 0
 
@@ -496,7 +496,7 @@ class LocalModel:
 
         torch = _torch()
         if not ids:
-            raise ValueError("empty prompt")
+            raise UsageError("empty prompt")
         cache, kept = self._reusable_cache(ids)
         self._cache, self._cache_ids = None, []  # invalid until this call succeeds
         if cache is None:

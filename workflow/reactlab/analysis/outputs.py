@@ -1,0 +1,131 @@
+"""The registry of the pipeline's tables and figures: one entry per kind, read by the
+Snakemake rules (``workflow/rules/common.smk``, ``report.smk``) and by the CLI.
+
+A table is written by :func:`reactlab.analysis.tables.build` (all tables at once); a
+figure is drawn from one table by its ``draw`` function. Adding a figure is one entry
+in :data:`FIGURES` (its drawing function and its caption ``workflow/report/<kind>.rst``);
+the rule, the CLI choice and the target list follow from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reactlab.core.errors import UsageError
+
+#: ``draw(table_csv, out_png, figure_section) -> out_png``: writes the PNG and its SVG.
+Draw = Callable[[str | Path, str | Path, Mapping[str, Any]], Path]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A CSV table under ``results/tables/``; ``caption`` names its ``workflow/report``
+    page (without ``.rst``)."""
+
+    name: str
+    caption: str
+
+    @property
+    def path(self) -> str:
+        return f"results/tables/{self.name}.csv"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure drawn from the table ``source``; ``draw`` is its drawing function, which
+    reads the config's ``figure`` section when ``uses_figure_section``."""
+
+    kind: str
+    source: str
+    draw: Draw
+    uses_figure_section: bool = False
+
+    @property
+    def caption(self) -> str:
+        return self.kind
+
+    @property
+    def paths(self) -> tuple[str, str]:
+        """Its PNG and SVG under ``results/figures/``."""
+        return (f"results/figures/{self.kind}.png", f"results/figures/{self.kind}.svg")
+
+
+def _cumulative_tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import figures
+
+    return figures.cumulative_tokens(table, out, figure)
+
+
+def _outcomes(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import figures
+
+    return figures.outcomes(table, out)
+
+
+def _tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import figures
+
+    return figures.tokens(table, out)
+
+
+def _defences(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import figures
+
+    return figures.defences(table, out)
+
+
+def _success_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import trial_figures
+
+    return trial_figures.success_rates(table, out)
+
+
+#: Every table, in the order ``tables.build`` writes them.
+TABLES: tuple[Table, ...] = (
+    Table("runs", "runs"),
+    Table("summary_by_scenario", "summary_by_scenario"),
+    Table("summary_by_backend", "summary_by_backend"),
+    Table("summary_by_defences", "summary_by_defences"),
+    Table("steps", "steps"),
+    Table("cumulative_tokens", "cumulative_tokens_table"),
+    Table("trials", "trials"),
+    Table("summary_trials", "summary_trials"),
+    Table("paired", "paired"),
+)
+
+#: Every figure by kind, with the table it is drawn from.
+FIGURES: dict[str, Figure] = {f.kind: f for f in (
+    Figure("cumulative_tokens", "cumulative_tokens", _cumulative_tokens,
+           uses_figure_section=True),
+    Figure("outcomes", "runs", _outcomes),
+    Figure("tokens", "runs", _tokens),
+    Figure("defences", "summary_by_defences", _defences),
+    Figure("success_rates", "summary_trials", _success_rates),
+)}
+
+
+def table_paths() -> list[str]:
+    return [t.path for t in TABLES]
+
+
+def figure_paths() -> list[str]:
+    """Every figure's PNG and SVG, figure by figure."""
+    return [p for f in FIGURES.values() for p in f.paths]
+
+
+def draw(kind: str, table_csv: str | Path, out_png: str | Path,
+         figure: Mapping[str, Any]) -> Path:
+    """Draw figure ``kind`` from ``table_csv`` into ``out_png`` (and its SVG twin), after
+    checking that the table is the one the tables job published."""
+    from reactlab.analysis.figures import check_source
+
+    try:
+        entry = FIGURES[kind]
+    except KeyError:
+        raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURES)})"
+                         ) from None
+    check_source(table_csv)
+    return entry.draw(table_csv, out_png, figure)

@@ -1,0 +1,133 @@
+"""The body of each Snakemake rule: one function per rule, called from its ``run:`` block.
+
+A rule's ``run:`` block is one call to a function here (``snakemake --lint`` wants short
+``run:`` blocks; docs/workflow.md, "Recovery and lints"). Each function writes the job's
+log through :func:`reactlab.core.joblog.job_log` (jobs run as threads of the Snakemake
+process with the default profile) and calls the package function the CLI calls too.
+A job that must have its own process (a real-model run: torch on its own threads; a
+live run) runs ``python -m reactlab`` with the same interpreter and copies that
+process's output into the log and onto stderr.
+
+Like ``cli.py``, this is application glue: the rules' ``code`` fingerprints cover the
+package functions called here, not this module (editing it reruns nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from reactlab.core.errors import CommandFailed
+from reactlab.core.joblog import job_log
+
+#: pyplot keeps global state: figure jobs that run as threads draw one at a time.
+FIGURE_LOCK = threading.Lock()
+
+#: The variables through which numerical libraries pick their thread count; a job in its
+#: own process gets the rule's ``threads`` in each (as Snakemake's ``shell`` sets them).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def own_process(args: Sequence[str], log: str | Path, threads: int = 1) -> None:
+    """Run ``python -m reactlab ARGS`` with this interpreter; its output (stdout and
+    stderr) goes to ``log`` and to stderr. :class:`CommandFailed` when it fails."""
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
+    cmd = [sys.executable, "-m", "reactlab", *args]
+    with open(log, "w", encoding="utf-8") as fh, subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            fh.flush()
+            sys.stderr.write(line)
+    if proc.returncode != 0:
+        raise CommandFailed(f"`reactlab {args[0]}` exited with status {proc.returncode}; "
+                            f"its output is in {log}")
+
+
+def generate_data(prices: str, seed: int, log: str) -> None:
+    """Rule generate_data: the synthetic parquet files, beside ``prices``."""
+    from reactlab import data
+
+    with job_log(log, "data") as say:
+        written = data.write(Path(prices).parent, seed)
+        say(f"wrote {written[0]} and {written[1]} (seed {seed})")
+
+
+def convert_model(out: str, log: str, threads: int) -> None:
+    """Rule convert_smollm2: the default GGUF model to a safetensors folder (own
+    process: it loads torch)."""
+    own_process(["convert-model", "--out", out], log, threads)
+
+
+def needs_own_process(spec: str) -> bool:
+    """Whether a run job gets its own process: a real-model run (torch on the threads the
+    job reserved)."""
+    from reactlab.config import RunSpec
+
+    return bool(RunSpec.from_json(spec).backend_config["mode"] == "model")
+
+
+def run_agent(spec: str, prices: str, news: str, out: str, log: str, threads: int = 1, *,
+              recording: str | None = None, replay: str | None = None) -> None:
+    """Rules run_agent, run_live and replay_live: one run, its trace at ``out``. A
+    real-model run or a live one has its own process; any other is a thread here."""
+    if recording is not None or replay is not None or needs_own_process(spec):
+        args = ["run", "--spec", spec, "--prices", prices, "--news", news, "--out", out]
+        if recording is not None:
+            args += ["--recording", recording]
+        if replay is not None:
+            args += ["--replay", replay]
+        own_process(args, log, threads)
+        return
+    from reactlab.runner import run_job
+
+    with job_log(log, "run") as say:
+        say(run_job(spec, prices, news, out))
+
+
+def verify(trace: str, out: str, log: str) -> None:
+    """Rule verify: check one trace's final answer, write its verification."""
+    from reactlab.analysis.verify import verify_job
+
+    with job_log(log, "verify") as say:
+        say(verify_job(trace, out))
+
+
+def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis: str,
+           out_dir: str, log: str) -> None:
+    """Rule tables: every table of :data:`reactlab.analysis.outputs.TABLES` into
+    ``out_dir`` (``figure`` and ``analysis``: the config sections as JSON)."""
+    from reactlab.analysis import tables as tablesmod
+
+    with job_log(log, "tables") as say:
+        written = tablesmod.build(zip(traces, verified, strict=True), json.loads(figure),
+                                  out_dir, json.loads(analysis))
+        say(f"wrote {len(written)} tables to {out_dir}")
+
+
+def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
+    """Rules figure_<kind>: draw ``kind`` (PNG and SVG) from its table."""
+    from reactlab.analysis.outputs import draw
+
+    with job_log(log, "figure") as say, FIGURE_LOCK:
+        draw(kind, table, png, json.loads(figure))
+        say(f"drew {png} and {Path(png).with_suffix('.svg')}")
+
+
+def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str) -> None:
+    """Rule viewer: the static HTML pages and their index."""
+    from reactlab.views import html
+
+    with job_log(log, "viewer") as say:
+        written = html.build(zip(traces, verified, strict=True), out)
+        say(f"wrote {written[0]} and {len(written) - 1} run pages")
