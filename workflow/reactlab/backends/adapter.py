@@ -78,7 +78,7 @@ class ApiSession:
     sdk: ClassVar[ModuleType]
     #: The base URL the SDK is given in ``simulated`` mode (never contacted).
     simulated_base_url: ClassVar[str]
-    #: The request field that carries the system prompt.
+    #: The request field that carries the system prompt (see :meth:`add_system_prompt`).
     system_field: ClassVar[str]
     #: What a broken answer can raise inside the SDK or while reading the parsed object.
     catch: ClassVar[tuple[type[BaseException], ...]]
@@ -114,7 +114,7 @@ class ApiSession:
             self.extra["tools"] = [self.tool_definition(n, d, s)
                                    for n, d, s in tool_definitions(spec)]
         if spec.agent["send_system_prompt"]:
-            self.extra[self.system_field] = spec.agent["system_prompt"]
+            self.add_system_prompt(spec.agent["system_prompt"])
         # Sampling settings of a live backend (the schema allows them nowhere else). The
         # APIs take no seed, so a live trial's seed is recorded in its trace only.
         for name in ("temperature", "top_p"):
@@ -122,6 +122,11 @@ class ApiSession:
                 self.extra[name] = settings[name]
 
     # --- the hooks of a wire API ---------------------------------------------------------
+
+    def add_system_prompt(self, text: str) -> None:
+        """Send ``text`` as the system prompt: in the request field ``system_field`` (an
+        API that takes it as a message overrides this and puts it in ``history``)."""
+        self.extra[self.system_field] = text
 
     def make_client(self, key: str, base_url: str | None, http: Any) -> Any:
         """The SDK client on ``http`` (``max_retries=0``: the retries are ours)."""
