@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from reactlab.core.errors import ConfigError
 
@@ -79,13 +88,36 @@ def _backend(name: str, *, optional: bool = False) -> Any:
 
 
 class Settings(BaseModel):
-    """A frozen, strict settings model (a bool is no int, an int no str)."""
+    """A frozen, strict settings model (a bool is no int, an int no str).
+
+    It remembers the fields it was given and their order: :meth:`to_dict` gives them
+    back as given (a trace header holds that dict, so its bytes stay those of the config
+    slice or of the spec JSON the job read). Equality ignores the order.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        built = handler(data)
+        if isinstance(data, Mapping):
+            built._order = tuple(data)
+        return built
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as given (optional fields that were left out stay out)."""
-        return self.model_dump(mode="python", exclude_unset=True)
+        """The fields as given, in the order given (fields left out stay out)."""
+        given = self.model_fields_set
+        names = [n for n in self._order if n in given]
+        names += [n for n in type(self).model_fields if n in given and n not in names]
+        return {n: (v.to_dict() if isinstance(v := getattr(self, n), Settings) else v)
+                for n in names}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable values (steps) inside
 
     def replace(self, **changes: Any) -> Any:
         """A copy with ``changes``, validated again."""
