@@ -58,7 +58,7 @@ def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
     """Every scripted run of the shipped matrix, written and read back, by (task, scenario)."""
     cfg = load(ROOT / "config.yaml")
     # a real model is not a script: no parity to expect
-    scripted = [s for s in cfg.runs if s.backend_config["mode"] != "model"]
+    scripted = [s for s in cfg.runs if s.backend_config.mode != "model"]
     by_pair: dict[tuple[str, str], dict[str, trace.Trace]] = defaultdict(dict)
     for ran in run_specs(scripted, toolbox, tmp_path_factory.mktemp("traces")):
         tr = trace.read(ran.trace)
@@ -90,8 +90,8 @@ def bodies(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 def _run(spec: RunSpec, toolbox: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
-    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], lambda r: records.append(r.to_json()))
+    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits.max_steps,
+                    spec.limits.token_budget, lambda r: records.append(r.to_json()))
     return end.to_json(), records
 
 
@@ -311,6 +311,9 @@ def test_registry_lists_the_providers_the_config_schema_accepts() -> None:
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     backend = schema["properties"]["backends"]["additionalProperties"]
     assert backend["properties"]["provider"]["enum"] == list(PROVIDERS)
+    assert schema["$defs"]["http_provider"]["enum"] == [n for n, p in PROVIDERS.items() if p.http]
+    assert schema["$defs"]["inprocess_provider"]["enum"] == [
+        n for n, p in PROVIDERS.items() if not p.http]
 
 
 def test_registry_entries_load_and_unknown_names_are_refused() -> None:

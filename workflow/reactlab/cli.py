@@ -74,7 +74,7 @@ def _cmd_recover(a: argparse.Namespace) -> None:
 
     cfg = config.load(a.config, a.configfile)
     live = cfg.raw.get("live", {})
-    costly = [r.key for r in cfg.runs if r.backend_config["mode"] == "live"
+    costly = [r.key for r in cfg.runs if r.backend_config.mode == "live"
               and not live.get("replay", False)]
     lock = recovery.start([r.key for r in cfg.runs], tables=outputs.table_paths(),
                           figures=outputs.figure_paths(), viewer="results/viewer",

@@ -74,7 +74,7 @@ def needs_own_process(spec: str) -> bool:
     job reserved)."""
     from reactlab.config import RunSpec
 
-    return bool(RunSpec.from_json(spec).backend_config["mode"] == "model")
+    return RunSpec.from_json(spec).backend_config.mode == "model"
 
 
 def run_agent(spec: str, prices: str, news: str, out: str, log: str, threads: int = 1, *,
