@@ -39,6 +39,7 @@ from reactlab.backends import (
 )
 from reactlab.config.faults import FaultPlan
 from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
+from reactlab.simulate import cut_json
 
 if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
@@ -79,8 +80,16 @@ def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
     if not isinstance(content, list):
         raise protocol_error(None, "the response has no `content` list")
     calls = []
-    for b in content:
+    cut_off = getattr(r, "stop_reason", None) == "max_tokens"
+    for i, b in enumerate(content):
         if getattr(b, "type", None) == "tool_use":
+            if cut_off and i == len(content) - 1 and isinstance(b.input, dict):
+                # The answer ran out of tokens inside this call: its input holds only the
+                # members complete before the cut, so the call is malformed. `raw` is that
+                # input as text cut before its closing brace (what a stream carries).
+                calls.append(ToolCall(id=b.id, name=b.name, arguments=None,
+                                      raw=cut_json(b.input)))
+                continue
             args, raw = parse_arguments(b.input)
             calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
     text = "".join(b.text for b in content if getattr(b, "type", None) == "text")

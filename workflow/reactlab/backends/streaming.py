@@ -7,7 +7,8 @@ the non-streamed request would have given it:
 * the Responses API's final object is the ``response.completed`` event's ``response``;
 * a Messages API answer is accumulated from ``message_start``, ``content_block_*`` (text
   and ``input_json_delta`` pieces) and ``message_delta`` events; a tool call whose
-  accumulated JSON is not an object keeps the raw text, as a non-streamed answer does;
+  accumulated JSON does not parse (cut off at ``max_tokens``) holds the members complete
+  before the cut, as the non-streamed answer's ``input`` does;
 * a 200 that is not an event stream (a broken body, an HTML page from a proxy) is read as
   the SDK reads a non-streamed answer, so it fails the same way.
 
@@ -18,13 +19,12 @@ non-streamed one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 from reactlab.agent.types import RequestMeter
-from reactlab.simulate import unstreamed
+from reactlab.simulate import partial_object, unstreamed
 
 __all__ = ["messages_final", "metering_hook", "responses_final", "unstreamed"]
 
@@ -102,15 +102,15 @@ def messages_final(client: Any, raw: Any) -> Any:
                 pieces[event.index].append(delta.partial_json)
         elif event.type == "content_block_stop" and event.index in pieces:
             text = "".join(pieces.pop(event.index))
-            try:
-                value = json.loads(text) if text else {}
-            except ValueError:
-                value = text
-            message["content"][event.index]["input"] = value if isinstance(value, dict) else text
+            # Arguments that do not parse (a stream cut off at max_tokens) are read as the
+            # SDK's own accumulator reads them: the members complete before the cut.
+            message["content"][event.index]["input"] = partial_object(text) if text else {}
         elif event.type == "message_delta":
             message["stop_reason"] = event.delta.stop_reason
             message["stop_sequence"] = event.delta.stop_sequence
             message["usage"]["output_tokens"] = event.usage.output_tokens
+            if event.usage.input_tokens is not None:
+                message["usage"]["input_tokens"] = event.usage.input_tokens
         elif event.type == "message_stop":
             stopped = True
     if message is None or not stopped:

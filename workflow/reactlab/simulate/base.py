@@ -20,6 +20,10 @@ input_tokens)``
 ``broken_source(answer)``   the answer a broken-body fault is cut from
 ``missing(path)``,          the API's RequestInvalid for a missing field / a field of the
 ``wrong_type(path, …)``     wrong type (used by :meth:`~Simulator.need`)
+``content_type_refusal``    the API's RequestInvalid for a body not sent as JSON
+``expand(body, store)``     the request with server-kept state spliced in (optional)
+``remember(store, body,     keep an answer for later requests (optional)
+answer)``
 ==========================  ==============================================================
 
 :class:`OpenAIErrors` implements the error hooks in the OpenAI APIs' shape, for the
@@ -30,6 +34,7 @@ instance (``SIMULATOR = MySimulator()``); its bound :meth:`~Simulator.handler` a
 
 from __future__ import annotations
 
+import json
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -38,8 +43,10 @@ from reactlab.simulate import (
     FaultInjector,
     Handler,
     RequestInvalid,
+    ResponseStore,
     ScriptedPolicy,
     broken_body,
+    content_type_refused,
     read_request,
     retry_after_headers,
     sse,
@@ -100,6 +107,20 @@ class Simulator:
         """The API's refusal of a field of the wrong type (``expected`` in its words)."""
         raise NotImplementedError
 
+    def content_type_refusal(self, content_type: str | None) -> RequestInvalid:
+        """The API's refusal of a body whose Content-Type is not ``application/json``."""
+        return content_type_refused(content_type)
+
+    def expand(self, body: dict[str, Any], store: ResponseStore | None) -> dict[str, Any] | None:
+        """The request with the state a server keeps spliced in (e.g. the conversation of
+        ``previous_response_id``), None when the request uses none; RequestInvalid when
+        it names state that is not there."""
+        return None
+
+    def remember(self, store: ResponseStore, body: dict[str, Any],
+                 answer: dict[str, Any]) -> None:
+        """Keep a 200 answer for later requests (default: nothing is kept)."""
+
     # --- shared -------------------------------------------------------------------------
 
     def need(self, d: dict[str, Any], key: str, kind: type | tuple[type, ...],
@@ -114,7 +135,7 @@ class Simulator:
 
     def read(self, raw: bytes, content_type: str | None) -> dict[str, Any]:
         """The validated JSON body of a request (RequestInvalid otherwise)."""
-        body = read_request(raw, content_type)
+        body = read_request(raw, content_type, self.content_type_refusal)
         self.validate(body)
         return body
 
@@ -132,17 +153,25 @@ class Simulator:
         resp.extensions[ANSWER] = payload
         return resp
 
-    def handler(self, policy: ScriptedPolicy) -> Handler:
-        """A ``MockTransport`` handler serving ``policy`` (stateless: each request holds
-        the whole conversation)."""
+    def handler(self, policy: ScriptedPolicy, store: ResponseStore | None = None) -> Handler:
+        """A ``MockTransport`` handler serving ``policy``: stateless (each request holds
+        the whole conversation) unless a ``store`` is given, as the server does."""
 
         def handle(request: Any) -> Any:
             try:
                 body = self.read(request.content, request.headers.get("content-type"))
+                expanded = self.expand(body, store)
             except RequestInvalid as exc:
                 return self.refused(exc)
-            status, payload = self.respond(
-                policy, body, tokens_of(unstreamed(request.content).decode("utf-8")))
+            if expanded is None:
+                counted = unstreamed(request.content).decode("utf-8")
+            else:
+                body = expanded
+                counted = json.dumps({k: v for k, v in body.items() if k != "stream"},
+                                     ensure_ascii=False)
+            status, payload = self.respond(policy, body, tokens_of(counted))
+            if status == 200 and store is not None:
+                self.remember(store, body, payload)
             return self.reply(status, payload, body.get("stream") is True)
 
         return handle
@@ -223,3 +252,11 @@ class OpenAIErrors:
         got = "null" if value is None else type(value).__name__
         return RequestInvalid(f"Invalid type for '{path}': expected {expected}, but got "
                               f"{got} instead.", path, code="invalid_type")
+
+    def content_type_refusal(self, content_type: str | None) -> RequestInvalid:
+        shown = (content_type or "")[:80]
+        return RequestInvalid(
+            f"Unsupported content type: '{shown}'. This API method only accepts "
+            "'application/json' requests, but you specified the header 'Content-Type: "
+            f"{shown}'. Please try again with a supported content type.",
+            code="unsupported_content_type")

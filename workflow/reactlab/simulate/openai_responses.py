@@ -20,7 +20,10 @@ import httpx
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     RequestInvalid,
+    ResponseStore,
     ScriptedPolicy,
+    ToolChoice,
+    content_id,
     count_runs,
     pair_results,
     parse_tool_output,
@@ -120,10 +123,9 @@ def validate(body: dict[str, Any]) -> None:
             raise RequestInvalid("Invalid 'max_output_tokens': integer below minimum value. "
                                  f"Expected a value >= 16, but got {mot} instead.",
                                  "max_output_tokens", code="integer_below_min_value")
-    if body.get("previous_response_id") is not None:
-        raise RequestInvalid("previous_response_id is not supported: the simulator keeps no "
-                             "state; send the whole conversation in 'input'.",
-                             "previous_response_id", code="unsupported_parameter")
+    prev = body.get("previous_response_id")
+    if prev is not None and not isinstance(prev, str):
+        raise _type_error("previous_response_id", "a string", prev)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -133,6 +135,7 @@ def validate(body: dict[str, Any]) -> None:
                 raise _type_error(f"tools[{i}]", "an object", tool)
             if _need(tool, "type", str, "a string", f"tools[{i}]") == "function":
                 _need(tool, "name", str, "a string", f"tools[{i}]")
+    _validate_tool_choice(body)
     if isinstance(body["input"], str):
         return
     for i, item in enumerate(body["input"]):
@@ -163,6 +166,45 @@ def validate(body: dict[str, Any]) -> None:
                 _parts(output, f"{where}.output", {"input_text", "input_image", "input_file"})
         elif kind == "item_reference":
             _need(item, "id", str, "a string", where)
+
+
+_CHOICES = ("none", "auto", "required")
+
+
+def _validate_tool_choice(body: dict[str, Any]) -> None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, str) and choice not in _CHOICES:
+        raise RequestInvalid(f"Invalid value: '{choice[:40]}'. Supported values are: "
+                             "'none', 'auto', and 'required'.", "tool_choice",
+                             code="invalid_value")
+    if isinstance(choice, dict):
+        kind = _need(choice, "type", str, "a string", "tool_choice")
+        if kind == "function":
+            name = _need(choice, "name", str, "a string", "tool_choice")
+            if name not in offered(body):
+                raise RequestInvalid(f"Tool choice '{name[:64]}' not found in 'tools' "
+                                     "parameter.", "tool_choice")
+
+
+def offered(body: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the function tools a (validated) request offers, in order."""
+    return tuple(t["name"] for t in body.get("tools") or ()
+                 if t.get("type") == "function" and isinstance(t.get("name"), str))
+
+
+def tool_choice(body: dict[str, Any]) -> ToolChoice:
+    """What a (validated) request lets the model do with its tools: ``tool_choice``
+    (``none`` / ``auto`` / ``required`` / a function / ``allowed_tools`` in ``required``
+    mode) and ``parallel_tool_calls``."""
+    choice, mode, name = body.get("tool_choice"), "auto", None
+    if choice in ("none", "required"):
+        mode = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        mode, name = "tool", choice["name"]
+    elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and (
+            choice.get("mode") == "required"):
+        mode = "required"
+    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body))
 
 
 def output_text(output: Any) -> str:
@@ -197,9 +239,10 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     results = [parse_tool_output(o) for o in outputs]
     seen = "\n".join(outputs)
     turn = count_runs([_is_assistant(x) for x in items])
+    calls_made = sum(x.get("type") == "function_call" for x in items)
     model = body.get("model")
     try:
-        action = policy.act(model, turn, results, seen)
+        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
     except KeyError:
         return 404, error_body("invalid_request_error", f"The model `{model}` does not exist",
@@ -209,9 +252,11 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     except RecursionError:
         return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
                                "for the scripted model", "input", "script_error")
-    n = len(results)
+    # Call ids number the calls of the conversation (n calls made before this turn), so
+    # they are unique in it; the answer's ids derive from the request (content_id).
+    n, key = calls_made, content_id(body)
     if action.text is not None:
-        output = [{"type": "message", "id": "msg_1", "role": "assistant",
+        output = [{"type": "message", "id": f"msg_{key}", "role": "assistant",
                    "status": "completed", "content": [
                        {"type": "output_text", "text": action.text, "annotations": []}]}]
         spent = tokens_of(action.text)
@@ -220,10 +265,41 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
                    "name": c.name, "arguments": c.arguments_text(), "status": "completed"}
                   for i, c in enumerate(action.calls)]
         spent = sum(tokens_of(o["name"]) + tokens_of(o["arguments"]) for o in output)
-    return 200, {"id": "resp_sim", "object": "response", "created_at": 0,
+    return 200, {"id": f"resp_{key}", "object": "response", "created_at": 0,
                  "status": "completed", "model": resolved, "output": output,
-                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                 "parallel_tool_calls": body.get("parallel_tool_calls", True),
+                 "previous_response_id": body.get("previous_response_id"),
+                 "store": body.get("store", True),
+                 "tool_choice": body.get("tool_choice", "auto"),
+                 "tools": body.get("tools", []),
                  "usage": usage(input_tokens, spent)}
+
+
+# The members a broken-body fault's bytes are cut from are frozen at these values: the
+# fault stands for a proxy's damage, whose bytes (quoted by traces) must not depend on the
+# request's tools or on the answer's ids.
+_BROKEN_FROZEN = {"id": "resp_sim", "parallel_tool_calls": True, "tool_choice": "auto",
+                  "tools": []}
+
+
+def previous_not_found(prev: str) -> RequestInvalid:
+    """The API's refusal of an unknown ``previous_response_id``."""
+    return RequestInvalid(f"Previous response with id '{prev[:80]}' not found.",
+                          "previous_response_id", code="previous_response_not_found")
+
+
+def expand(body: dict[str, Any], store: ResponseStore | None) -> dict[str, Any] | None:
+    """``body`` with the conversation of its ``previous_response_id`` put before its
+    input (the stored request's input, then that answer's output); None without one."""
+    prev = body.get("previous_response_id")
+    if prev is None:
+        return None
+    stored = store.get(prev) if store is not None else None
+    if stored is None:
+        raise previous_not_found(prev)
+    conversation, answer = stored
+    return {**body, "input": [*conversation, *answer["output"], *_items(body)],
+            "previous_response_id": prev}
 
 
 def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -289,10 +365,26 @@ class ResponsesSimulator(OpenAIErrors, Simulator):
         return events(answer)
 
     def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
-        # Cut from the answer as it was before usage was counted (no `usage` key), so a
-        # fault's bytes, and the traces that quote them, stay as they were.
+        # Cut from the answer as it was before usage was counted (no `usage` key) and with
+        # the request-dependent members frozen, so a fault's bytes, and the traces that
+        # quote them, depend on the script's answer only.
         answer.pop("usage", None)
+        if "output" in answer:
+            answer.pop("previous_response_id", None)
+            answer.pop("store", None)
+            answer.update(_BROKEN_FROZEN)
+            answer["output"] = [{**o, "id": "msg_1"} if o.get("type") == "message" else o
+                                for o in answer["output"]]
         return answer
+
+    def expand(self, body: dict[str, Any],
+               store: ResponseStore | None) -> dict[str, Any] | None:
+        return expand(body, store)
+
+    def remember(self, store: ResponseStore, body: dict[str, Any],
+                 answer: dict[str, Any]) -> None:
+        if body.get("store") is not False:
+            store.put(answer["id"], _items(body), answer)
 
 
 SIMULATOR = ResponsesSimulator()

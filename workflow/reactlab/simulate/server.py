@@ -60,7 +60,7 @@ from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import ConfigError
-from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
+from reactlab.simulate import RequestInvalid, ScriptedPolicy
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
 
@@ -216,19 +216,16 @@ class _Api:
                             message, param=param, code=code)
 
     def refused(self, exc: RequestInvalid) -> JSONResponse:
-        """The API's 4xx for a request its validation refused."""
-        if self.anthropic:
-            return self.error(exc.status, exc.message)
-        return self.error(exc.status, exc.message, param=exc.param, code=exc.code)
+        """The API's 4xx for a request its validation refused (the simulator's shape)."""
+        return _JSONResponse(self.sim.SIMULATOR.refusal(exc), status_code=exc.status)
 
     def check(self, raw: bytes, content_type: str | None) -> dict[str, Any] | JSONResponse:
-        """The validated JSON body of a request, or the API's 4xx for it."""
+        """The validated JSON body of a request (its Content-Type checked as the API
+        does), or the API's 4xx for it."""
         try:
-            body = read_request(raw, content_type)
-            self.sim.validate(body)
+            return self.sim.SIMULATOR.read(raw, content_type)
         except RequestInvalid as exc:
             return self.refused(exc)
-        return body
 
 
 _OPENAI = _Api("openai", sim_openai, httpx.Request)
