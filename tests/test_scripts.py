@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reactlab.config.scripts import Action, Script, ScriptedCall, render, template_names
+from reactlab.config.scripts import Script, ScriptedCall, render, template_names
 from reactlab.core.errors import ScriptError
 
 PARAMS = {"ticker": "BUSI", "desde": "2024-03-15", "hasta": "2024-03-22"}
