@@ -67,15 +67,10 @@ from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import ConfigError
-from reactlab.simulate import (
-    RequestInvalid,
-    ResponseStore,
-    ScriptedPolicy,
-    read_request,
-    tokens_of,
-)
+from reactlab.simulate import RequestInvalid, ResponseStore, ScriptedPolicy
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
+from reactlab.simulate.routes import extra_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -367,71 +362,6 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
     async def healthz(request: Request) -> Response:
         return _JSONResponse({"status": "ok", "models": len(models)})
 
-    async def count_endpoint(request: Request, api: _Api) -> Response:
-        """``POST /v1/messages/count_tokens`` and ``POST /v1/responses/input_tokens``: the
-        o200k_base tokens of the body (with a ``previous_response_id``'s conversation
-        spliced in), the count a request's ``usage.input_tokens`` reports."""
-        try:
-            raw = await _read_body(request)
-        except _TooLarge:
-            return api.error(413, f"Request exceeds the maximum size of {MAX_BODY} bytes",
-                             kind="request_too_large" if api.anthropic else None)
-        sim = api.sim.SIMULATOR
-        try:
-            body = read_request(raw, request.headers.get("content-type"),
-                                sim.content_type_refusal)
-            if api.anthropic:
-                sim_anthropic.validate(body, count_only=True)
-            else:
-                sim.validate({"model": "", **body})  # the model is optional here
-            expanded = sim.expand(body, store)
-        except RequestInvalid as exc:
-            return api.refused(exc)
-        name = body.get("model")
-        _note(request, model=name)
-        if name is not None and name not in models:
-            status, payload = api.sim.respond(_NO_SCRIPTS, {**body, "model": name})
-            return _JSONResponse(payload, status_code=status)
-        text = (raw.decode("utf-8") if expanded is None
-                else json.dumps(expanded, ensure_ascii=False))
-        if api.anthropic:
-            return _JSONResponse({"input_tokens": tokens_of(text)})
-        return _JSONResponse({"object": "response.input_tokens",
-                              "input_tokens": tokens_of(text)})
-
-    async def count_tokens(request: Request) -> Response:
-        return await count_endpoint(request, _ANTHROPIC)
-
-    async def input_tokens(request: Request) -> Response:
-        return await count_endpoint(request, _OPENAI)
-
-    async def get_model(request: Request) -> Response:
-        name = request.path_params["model_id"]
-        anthropic = "anthropic-version" in request.headers
-        if name not in models:
-            if anthropic:
-                return anthropic_error(404, f"model: {name[:200]}", "not_found_error")
-            return openai_error(404, "invalid_request_error", f"The model '{name[:200]}' does "
-                                "not exist", param="model", code="model_not_found")
-        if anthropic:
-            return _JSONResponse({"type": "model", "id": name, "display_name": name,
-                                  "created_at": "1970-01-01T00:00:00Z"})
-        return _JSONResponse({"id": name, "object": "model", "created": 0,
-                              "owned_by": "reactlab"})
-
-    async def get_response(request: Request) -> Response:
-        rid = request.path_params["response_id"]
-        stored = store.get(rid)
-        if stored is None:
-            return openai_error(404, "invalid_request_error",
-                                f"Response with id '{rid[:200]}' not found.")
-        return _JSONResponse(stored[1])
-
-    async def index(request: Request) -> Response:
-        return _JSONResponse({"object": "reactlab.simulator", "models": len(models),
-                              "routes": [f"{' '.join(sorted(r.methods or ()))} {r.path}"
-                                         for r in routes if isinstance(r, Route)]})
-
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         api = _api_for_path(request.url.path)
@@ -451,12 +381,8 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/", index, methods=["GET"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-        Route("/v1/responses/input_tokens", input_tokens, methods=["POST"]),
-        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
-        Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
     ]
+    routes += extra_routes(models, store, lambda: routes)
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
     app.add_middleware(_LogRequests)
     app.state.models = models
