@@ -4,7 +4,10 @@ Each simulator is a plain function ``handler(request) -> response`` for an httpx
 ``MockTransport``: it reads the request body the official SDK serialised, asks a
 :class:`ScriptedPolicy` for the next action, and answers in the provider's documented
 wire shape (the lesson's shapes, field for field). No state is kept between requests:
-like a real API, everything the policy needs is in the conversation it is sent.
+like a real API, everything the policy needs is in the conversation it is sent (the
+server alone keeps Responses answers for ``previous_response_id``: :class:`ResponseStore`).
+The scripted model obeys the request's ``tool_choice`` and parallel-call flags
+(:class:`ToolChoice`).
 
 Faults (:mod:`reactlab.config.faults`) are injected *around* a handler by :class:`FaultInjector`,
 the one stateful piece: it counts the attempts of a run, and on an attempt that meets a

@@ -8,6 +8,13 @@ the ``tool_use`` blocks by ``tool_use_id``, in any order. Every answer carries `
 ``input_tokens`` are the o200k_base tokens of the request body (the count a trace
 records for it), ``output_tokens`` those of the answer's text, or of each call's name and
 input. ``"stream": true`` gets the same answer as server-sent events (:func:`events`).
+
+Only shapes the API can emit: a ``tool_use.input`` is always an object, so a scripted
+call whose arguments are not a JSON object is played as an answer cut off at
+``max_tokens`` inside that call (its ``input`` the members complete before the cut; its
+streamed ``input_json_delta`` text does not parse). ``tool_choice`` (auto / any / tool /
+none) and ``disable_parallel_tool_use`` are obeyed; ``thread`` is refused with
+``thread_unsupported_request``; the message ``id`` derives from the request.
 """
 
 from __future__ import annotations

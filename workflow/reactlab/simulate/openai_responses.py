@@ -8,7 +8,11 @@ parts) are matched to the ``function_call`` items by ``call_id``, in any order. 
 answer carries ``usage``: ``input_tokens`` are the o200k_base tokens of the request body
 (the count a trace records for it), ``output_tokens`` those of the answer's text, or of
 each call's name and arguments. ``"stream": true`` gets the same answer as server-sent
-events (:func:`events`), in the documented order.
+events (:func:`events`), in the documented order. ``tool_choice`` and
+``parallel_tool_calls`` are obeyed and echoed as sent, with ``tools``; the response
+``id`` derives from the request; ``previous_response_id`` is served from a server's
+:class:`~reactlab.simulate.ResponseStore` (in process there is none: the API's 400
+``previous_response_not_found``).
 """
 
 from __future__ import annotations
