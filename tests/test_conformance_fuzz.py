@@ -7,7 +7,10 @@ JSON, the right JSON in UTF-16/32 or under another content type, JSON nested pas
 recursion limit, non-positive token limits, tool results for calls that do not exist.
 Every one must get a 4xx in the API's documented error shape (never a 5xx, never a
 scripted answer), the in-process simulator must answer it identically, and the server
-must still be healthy afterwards. Loopback only; bounded (``COUNT`` per endpoint).
+must still be healthy afterwards. The other routes (``count_tokens``, ``input_tokens``,
+``GET /v1/models/{id}``, ``GET /v1/responses/{id}``, ``previous_response_id``) get
+malformed bodies and hostile ids: never a 5xx. Loopback only; bounded (``COUNT`` per
+endpoint).
 """
 
 from __future__ import annotations
@@ -175,3 +178,52 @@ def test_fuzzed_bodies_get_a_shaped_4xx(api: str, loopback: None) -> None:
                                                 "messages": [{"role": "user", "content": "x"}]})
         assert ok.status_code == 200, ok.text
     assert sum(statuses.values()) == COUNT and set(statuses) == {400}
+
+
+def _shaped_or_ok(api: str, status: int, payload: Any) -> None:
+    """A 200, or a 4xx in the API's error shape (type as the status says); never a 5xx."""
+    assert status < 500, (status, payload)
+    if status == 200:
+        return
+    if api == "openai":
+        assert set(payload) == {"error"}
+        assert set(payload["error"]) == {"message", "type", "param", "code"}
+    else:
+        assert set(payload) == {"type", "error"} and payload["type"] == "error"
+        assert isinstance(payload["error"]["message"], str)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_fuzzed_requests_to_the_other_routes_never_get_a_5xx(api: str, loopback: None) -> None:
+    """The token-counting routes get the malformed bodies; the GET routes by id, random
+    and hostile ids; ``previous_response_id`` random ids. 0 × 5xx, the server healthy."""
+    rng = random.Random(f"{SEED}-{api}-routes")
+    count_path = "/v1/responses/input_tokens" if api == "openai" else "/v1/messages/count_tokens"
+    ids = ["x", "resp_" + "0" * 40, "a..b", "%00", "a/b/c", "é" * 50,
+           "correcto", "variacion_busi/correcto", "x" * 5000]
+    statuses: dict[int, int] = {}
+    headers = {"anthropic-version": "2023-06-01"} if api == "anthropic" else {}
+    with ServerThread(SHIPPED) as server, httpx.Client(timeout=TIMEOUT) as http:
+        for _ in range(COUNT // 3):
+            content, ctype = malformed(api, rng)
+            resp = http.post(server.url + count_path, content=content,
+                             headers={} if ctype is None else {"content-type": ctype})
+            _shaped_or_ok(api, resp.status_code, resp.json())
+            statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+        for rid in ids + [f"r{rng.randrange(10 ** 9)}" for _ in range(20)]:
+            paths = [f"/v1/models/{rid}"] + ([f"/v1/responses/{rid}"] if api == "openai"
+                                            else [])
+            for path in paths:
+                resp = http.get(server.url + path, headers=headers)
+                assert resp.status_code in (200, 404), (path, resp.status_code)
+                _shaped_or_ok(api, resp.status_code, resp.json())
+                statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+            if api == "openai":
+                resp = http.post(server.url + "/v1/responses", json={
+                    "model": "correcto", "input": "x", "previous_response_id": rid})
+                assert resp.status_code == 400, resp.text
+                assert resp.json()["error"]["code"] == "previous_response_not_found"
+        assert http.get(server.url + "/healthz").json()["status"] == "ok"
+        assert http.get(server.url + "/").status_code == 200
+    assert not any(s >= 500 for s in statuses), statuses
+    assert any(400 <= s < 500 for s in statuses) and 200 in statuses

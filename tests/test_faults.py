@@ -269,13 +269,18 @@ def test_broken_bodies_are_200s(provider: str) -> None:
     truncated, html, missing, empty = (handle(request) for _ in range(4))
     whole = handle(request).content
     # Broken bodies are cut from the answer as it was before usage was counted (no usage
-    # in a Responses answer, zeros in a Messages one), so fault traces keep their bytes.
+    # in a Responses answer, zeros in a Messages one) and with its ids and request echoes
+    # frozen, so fault traces keep their bytes.
     answer = json.loads(whole)
     assert answer["usage"]["input_tokens"] > 0
     if provider == "openai":
-        del answer["usage"]
+        for key in ("usage", "previous_response_id", "store"):
+            del answer[key]
+        answer.update(id="resp_sim", parallel_tool_calls=True, tool_choice="auto", tools=[])
+        answer["output"][0]["id"] = "msg_1"
     else:
         answer["usage"] = {"input_tokens": 0, "output_tokens": 0}
+        answer["id"] = "msg_sim"
     whole = _LIB[provider].Response(200, json=answer).content
     assert all(r.status_code == 200 for r in (truncated, html, missing, empty))
     assert truncated.content and whole.startswith(truncated.content)

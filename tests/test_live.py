@@ -137,7 +137,9 @@ class FakeAPI:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 api.requests.append({"path": self.path, "headers": headers, "body": body})
-                request = api.lib.Request("POST", api.root + self.path, content=body)
+                request = api.lib.Request("POST", api.root + self.path, content=body,
+                                          headers={"content-type":
+                                                   headers.get("content-type", "")})
                 try:
                     if self.path != PATHS[api.provider]:
                         response = api.lib.Response(404, json={"error": "no such path"})

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reactlab.config.scripts import Action, Script, ScriptedCall, render, template_names
+from reactlab.config.scripts import Script, ScriptedCall, render, template_names
 from reactlab.core.errors import ScriptError
 
 PARAMS = {"ticker": "BUSI", "desde": "2024-03-15", "hasta": "2024-03-22"}
@@ -90,15 +90,38 @@ def test_repeat_last_repeats_beyond_the_end() -> None:
         "primero", "último BUSI", "último BUSI", "último BUSI", "último BUSI"]
 
 
-def test_running_out_of_steps_names_script_and_step() -> None:
-    script = _script([{"answer": "a"}, {"answer": "b"}], name="corto")
-    assert script.action(1, PARAMS, QUESTION, []) == Action(text="b")
+def test_past_the_end_the_final_answer_is_repeated() -> None:
+    script = _script([{"calls": [{"name": "precio", "arguments": {}}]},
+                      {"answer": "fin {ticker}"}], name="corto")
+    assert [script.action(t, PARAMS, QUESTION, []).text for t in (1, 2, 3, 9)] == [
+        "fin BUSI"] * 4
+
+
+def test_running_out_of_steps_that_end_with_calls_names_script_and_step() -> None:
+    script = _script([{"answer": "a"}, {"calls": [{"name": "precio", "arguments": {}}]}],
+                     name="corto")
+    assert script.action(1, PARAMS, QUESTION, []).calls[0].name == "precio"
     with pytest.raises(ScriptError) as info:
         script.action(2, PARAMS, QUESTION, [])
     msg = str(info.value)
     assert "'corto'" in msg
     assert "2 steps" in msg
     assert "turn 3" in msg
+
+
+def test_foreign_results_are_read_leniently() -> None:
+    """Results not shaped like the lesson's: the scripted model still answers."""
+    script = _script([{"calls": [{"name": "calculadora", "arguments": {
+        "expresion": "({ok[1][cierre]}/{ok[0][cierre]} - 1)*100"}}]},
+        {"answer": "varió un {ok[2]:.2f} %; {ok[5][x]}"}])
+    call = script.action(0, PARAMS, QUESTION, [191.5, 203.9]).calls[0]
+    assert call.arguments == {"expresion": "(203.9/191.5 - 1)*100"}  # a bare number stands
+    answer = script.action(1, PARAMS, QUESTION, [191.5, 203.9, {"texto": "6,45"}]).text
+    assert answer == "varió un {'texto': '6,45'} %; ?"  # unfilled field: '?'
+    # with the lesson's results a field that cannot be filled stays a script error
+    with pytest.raises(ScriptError, match="no item 5"):
+        script.action(1, PARAMS, QUESTION, [{"resultado": 1}, {"resultado": 2},
+                                             {"resultado": 3}])
 
 
 def test_attribute_access_is_refused() -> None:

@@ -579,11 +579,11 @@ MALFORMED_OPENAI: list[tuple[str, Any]] = [
     ("max_output_tokens -1", {**_OK_OPENAI, "max_output_tokens": -1}),
     ("stream 'yes'", {**_OK_OPENAI, "stream": "yes"}),
     ("tools {}", {**_OK_OPENAI, "tools": {}}),
-    ("deep tool output", {**_OK_OPENAI, "input": [
-        {"role": "user", "content": "x"},
-        {"type": "function_call", "call_id": "c", "name": "precio", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c", "output": _DEEP}]}),
 ]
+DEEP_OPENAI = {**_OK_OPENAI, "input": [
+    {"role": "user", "content": "x"},
+    {"type": "function_call", "call_id": "c", "name": "precio", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c", "output": _DEEP}]}
 MALFORMED_ANTHROPIC: list[tuple[str, Any]] = [
     ("null body", None),
     ("messages [null]", {**_OK_ANTHROPIC, "messages": [None]}),
@@ -598,13 +598,29 @@ MALFORMED_ANTHROPIC: list[tuple[str, Any]] = [
     ("max_tokens true", {**_OK_ANTHROPIC, "max_tokens": True}),
     ("bad role", {**_OK_ANTHROPIC, "messages": [{"role": "system", "content": "x"}]}),
     ("system 5", {**_OK_ANTHROPIC, "system": 5}),
-    ("deep tool result", {**_OK_ANTHROPIC, "messages": [
+    ("tool_use input a string", {**_OK_ANTHROPIC, "messages": [
         {"role": "user", "content": "x"},
         {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "t", "name": "precio", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t", "content": _DEEP}]}]}),
+            {"type": "tool_use", "id": "t", "name": "precio", "input": '{"ticker": '}]}]}),
 ]
+DEEP_ANTHROPIC = {**_OK_ANTHROPIC, "messages": [
+    {"role": "user", "content": "x"},
+    {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "precio", "input": {}}]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": _DEEP}]}]}
+
+
+def test_deep_tool_output_is_read_as_text_and_answered_leniently(server: ServerThread,
+                                                                 loopback: None) -> None:
+    """JSON nested too deeply is read as text: a result not in the lesson's shape, so the
+    scripted model goes on, writing the fields it cannot fill as '?' (no 4xx, no 5xx)."""
+    resp = post(server, "/v1/responses", json.dumps(DEEP_OPENAI).encode())
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["output"][0]["arguments"] == '{"expresion": "(?/? - 1)*100"}'
+    resp = post(server, "/v1/messages", json.dumps(DEEP_ANTHROPIC).encode())
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["content"][0]["input"] == {"expresion": "(?/? - 1)*100"}
 
 
 @pytest.mark.parametrize(("what", "body"), MALFORMED_OPENAI, ids=[w for w, _ in MALFORMED_OPENAI])
@@ -636,9 +652,14 @@ def test_bodies_not_sent_as_utf8_json_are_refused(server: ServerThread, loopback
         resp = post(server, path, json.dumps(body).encode(encoding), content_type)
         assert resp.status_code == 400, (path, resp.text)
         check(resp.json())
-        # the same body as UTF-8 JSON is served (also without a content type)
+        # the same body as UTF-8 JSON is served; without a content type it is refused
         assert post(server, path, json.dumps(body).encode()).status_code == 200
-        assert post(server, path, json.dumps(body).encode(), None).status_code == 200
+        refused = post(server, path, json.dumps(body).encode(), None)
+        assert refused.status_code == 400
+        check(refused.json())
+    refused = post(server, "/v1/responses", json.dumps(_OK_OPENAI).encode(), "text/plain")
+    assert refused.json()["error"]["code"] == "unsupported_content_type"
+    assert "Unsupported content type: 'text/plain'" in refused.json()["error"]["message"]
 
 
 def test_usage_counts_the_request_body_and_the_answer(server: ServerThread) -> None:

@@ -12,7 +12,6 @@ transport, metering, retries and error translation are the shared base's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
 from reactlab.backends.adapter import Answer, ApiSession
 from reactlab.core.errors import StreamError
+from reactlab.simulate import cut_json, partial_object
 from reactlab.simulate.apis import ANTHROPIC_MESSAGES
 
 if TYPE_CHECKING:
@@ -43,8 +43,16 @@ def read_message(r: Any) -> Answer:
     if not isinstance(content, list):
         raise protocol_error(None, "the response has no `content` list")
     calls = []
-    for b in content:
+    cut_off = getattr(r, "stop_reason", None) == "max_tokens"
+    for i, b in enumerate(content):
         if getattr(b, "type", None) == "tool_use":
+            if cut_off and i == len(content) - 1 and isinstance(b.input, dict):
+                # The answer ran out of tokens inside this call: its input holds only the
+                # members complete before the cut, so the call is malformed. `raw` is that
+                # input as text cut before its closing brace (what a stream carries).
+                calls.append(ToolCall(id=b.id, name=b.name, arguments=None,
+                                      raw=cut_json(b.input)))
+                continue
             args, raw = parse_arguments(b.input)
             calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
     text = "".join(b.text for b in content if getattr(b, "type", None) == "text")
@@ -56,7 +64,8 @@ def messages_final(client: Any, raw: Any) -> Any:
     """The Messages API answer of a streamed request (``with_raw_response`` result),
     accumulated from ``message_start``, ``content_block_*`` (text and
     ``input_json_delta`` pieces) and ``message_delta`` events; a tool call whose
-    accumulated JSON is not an object keeps the raw text, as a non-streamed answer does."""
+    accumulated JSON does not parse (cut off at ``max_tokens``) holds the members complete
+    before the cut, as the non-streamed answer's ``input`` does."""
     http = raw.http_response
     if not streaming.is_event_stream(http):
         return streaming.plain_answer(client, http, Message)
@@ -81,15 +90,15 @@ def messages_final(client: Any, raw: Any) -> Any:
                 pieces[event.index].append(delta.partial_json)
         elif event.type == "content_block_stop" and event.index in pieces:
             text = "".join(pieces.pop(event.index))
-            try:
-                value = json.loads(text) if text else {}
-            except ValueError:
-                value = text
-            message["content"][event.index]["input"] = value if isinstance(value, dict) else text
+            # Arguments that do not parse (a stream cut off at max_tokens) are read as the
+            # SDK's own accumulator reads them: the members complete before the cut.
+            message["content"][event.index]["input"] = partial_object(text) if text else {}
         elif event.type == "message_delta":
             message["stop_reason"] = event.delta.stop_reason
             message["stop_sequence"] = event.delta.stop_sequence
             message["usage"]["output_tokens"] = event.usage.output_tokens
+            if event.usage.input_tokens is not None:
+                message["usage"]["input_tokens"] = event.usage.input_tokens
         elif event.type == "message_stop":
             stopped = True
     if message is None or not stopped:

@@ -15,6 +15,21 @@ Strings in a step are templates in Python's format syntax over a small namespace
 
 Only item access (``[0]``, ``[cierre]``) is allowed, never attributes, so a config file
 cannot reach Python internals.
+
+Past its last step a script without ``repeat_last`` plays its last step again: asked to
+go on after its final answer (agents with a submit step do that), the scripted model
+repeats that answer. A script whose last step asks for calls has no answer to repeat
+and refuses (ScriptError), as before.
+
+**Results not shaped like the lesson's.** A client with its own tools may send back
+results that are not ``{"resultado": ...}`` / ``{"error": ...}`` (a bare number, free
+text read as ``{"texto": ...}``, another object). Then the scripted model still answers,
+leniently: when the step cannot be rendered from the lesson-shaped results alone, such a
+result counts in ``ok`` as itself; a key or index looked up in a plain value (a number, a
+string) gives the value itself, so ``{ok[0][cierre]}`` of a bare ``191.5`` is ``191.5``;
+a field the results still cannot fill is written ``?`` (its format spec dropped). What it
+answers is then for the verifier to judge. With the lesson's results only, a field that
+cannot be filled stays a ScriptError (a bug in the script).
 """
 
 from __future__ import annotations
@@ -51,7 +66,17 @@ class Action:
     text: str | None = None
 
 
+class _Unfilled:
+    """A field that foreign results cannot fill (lenient rendering): written ``?``."""
+
+
+_UNFILLED = _Unfilled()
+
+
 class _ItemOnlyFormatter(string.Formatter):
+    def __init__(self, lenient: bool = False) -> None:
+        self.lenient = lenient
+
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         first, rest = string._string.formatter_field_name_split(field_name)  # type: ignore[attr-defined]
         if first not in kwargs:
@@ -60,19 +85,39 @@ class _ItemOnlyFormatter(string.Formatter):
         for is_attr, key in rest:
             if is_attr:
                 raise ScriptError(f"attribute access is not allowed in {{{field_name}}}")
+            if self.lenient and (isinstance(obj, str) or not isinstance(obj, Mapping | Sequence)):
+                continue  # a plain value stands for itself
             if isinstance(obj, Sequence) and not isinstance(obj, str):
                 try:
                     key = int(key)
                 except (TypeError, ValueError) as exc:
+                    if self.lenient:
+                        return _UNFILLED, first
                     raise ScriptError(f"{{{field_name}}}: index {key!r} is not an integer") from exc
             try:
                 obj = obj[key]
             except (IndexError, KeyError, TypeError) as exc:
+                if self.lenient:
+                    return _UNFILLED, first
                 raise ScriptError(f"{{{field_name}}}: no item {key!r} in {obj!r}") from exc
         return obj, first
 
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        return value if value is _UNFILLED else super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        if value is _UNFILLED:
+            return "?"
+        if self.lenient:
+            try:
+                return super().format_field(value, format_spec)
+            except (ValueError, TypeError):
+                return str(value)
+        return super().format_field(value, format_spec)
+
 
 _FORMATTER = _ItemOnlyFormatter()
+_LENIENT = _ItemOnlyFormatter(lenient=True)
 
 
 def template_names(text: str) -> set[str]:
@@ -92,20 +137,36 @@ def template_names(text: str) -> set[str]:
     return names
 
 
-def render(value: Any, namespace: Mapping[str, Any]) -> Any:
-    """Render every string inside ``value`` (recursively) against ``namespace``."""
+def render(value: Any, namespace: Mapping[str, Any], lenient: bool = False) -> Any:
+    """Render every string inside ``value`` (recursively) against ``namespace``.
+
+    ``lenient``: a field the namespace cannot fill is written ``?`` instead of raising
+    (see the module docstring).
+    """
     if isinstance(value, str):
         try:
-            return _FORMATTER.vformat(value, (), namespace)
+            return (_LENIENT if lenient else _FORMATTER).vformat(value, (), namespace)
         except ScriptError:
             raise
         except (ValueError, TypeError) as exc:
             raise ScriptError(f"cannot render {value!r}: {exc}") from exc
     if isinstance(value, list):
-        return [render(v, namespace) for v in value]
+        return [render(v, namespace, lenient) for v in value]
     if isinstance(value, dict):
-        return {k: render(v, namespace) for k, v in value.items()}
+        return {k: render(v, namespace, lenient) for k, v in value.items()}
     return value
+
+
+def is_lesson_result(result: Any) -> bool:
+    """A tool result in the lesson's shape: ``{"resultado": ...}`` or ``{"error": ...}``."""
+    return isinstance(result, Mapping) and ("resultado" in result or "error" in result)
+
+
+def successes(results: Sequence[Any], foreign: bool = False) -> list[Any]:
+    """``ok``: the ``resultado`` of each successful result; with ``foreign``, a result
+    not in the lesson's shape counts as itself."""
+    return [r["resultado"] if is_lesson_result(r) else r for r in results
+            if ("resultado" in r if is_lesson_result(r) else foreign)]
 
 
 def strings_in(value: Any) -> list[str]:
@@ -134,45 +195,64 @@ class Script:
         """Every root name the script's templates use."""
         return {n for step in self.steps for s in strings_in(step) for n in template_names(s)}
 
+    def step_at(self, turn: int, seen: str = "") -> Mapping[str, Any]:
+        """The step played on turn ``turn`` (branches resolved against ``seen``)."""
+        past_end = turn >= len(self.steps)
+        step = self.steps[min(turn, len(self.steps) - 1)]
+        while "branch" in step:
+            branch = step["branch"]
+            step = branch["then"] if branch["if_seen"] in seen else branch["else"]
+        if past_end and not self.repeat_last and "answer" not in step:
+            raise ScriptError(
+                f"script {self.name!r} has {len(self.steps)} steps, ends with calls and has "
+                f"no repeat_last; the conversation asks for turn {turn + 1}")
+        return step
+
     def action(self, turn: int, params: Mapping[str, Any], question: str,
-               results: Sequence[Mapping[str, Any]], seen: str = "") -> Action:
+               results: Sequence[Any], seen: str = "", *,
+               lenient: bool | None = None) -> Action:
         """The action for assistant turn ``turn`` (0-based) given the results so far.
 
         ``seen`` is the tool output text exactly as the model was sent it; a ``branch``
         step picks ``then`` when its ``if_seen`` text appears there, ``else`` otherwise
-        (this is how a scripted model "obeys" an instruction it can see verbatim).
+        (this is how a scripted model "obeys" an instruction it can see verbatim). Past
+        the last step the last step is played again (see the module docstring).
+        ``lenient`` (default: when some result is not in the lesson's shape) writes a
+        field the results cannot fill as ``?``.
         """
-        if turn >= len(self.steps):
-            if not self.repeat_last:
-                raise ScriptError(
-                    f"script {self.name!r} has {len(self.steps)} steps and no repeat_last; "
-                    f"the conversation asks for turn {turn + 1}"
-                )
-            turn = len(self.steps) - 1
-        step = self.steps[turn]
-        while "branch" in step:
-            branch = step["branch"]
-            step = branch["then"] if branch["if_seen"] in seen else branch["else"]
+        return self.play(self.step_at(turn, seen), turn, params, question, results, lenient)
+
+    def play(self, step: Mapping[str, Any], turn: int, params: Mapping[str, Any],
+             question: str, results: Sequence[Any], lenient: bool | None = None) -> Action:
+        """``step`` (a resolved step of this script, played on ``turn``) rendered."""
+        where = f"script {self.name!r}, step {min(turn, len(self.steps) - 1) + 1}"
+        try:
+            return self._render(step, params, question, results, False)
+        except ScriptError as exc:
+            if lenient is None:
+                lenient = not all(is_lesson_result(r) for r in results)
+            if not lenient:
+                raise ScriptError(f"{where}: {exc}") from exc
+        return self._render(step, params, question, results, True)
+
+    @staticmethod
+    def _render(step: Mapping[str, Any], params: Mapping[str, Any], question: str,
+                results: Sequence[Any], lenient: bool) -> Action:
         namespace = {
             **params,
             "question": question,
             "results": list(results),
-            "ok": [r["resultado"] for r in results if isinstance(r, Mapping) and "resultado" in r],
+            "ok": successes(results, foreign=lenient),
         }
-        where = f"script {self.name!r}, step {turn + 1}"
-        try:
-            if "answer" in step:
-                return Action(text=render(step["answer"], namespace))
-            calls = tuple(
-                ScriptedCall(
-                    name=render(c["name"], namespace),
-                    arguments=render(c.get("arguments", {}), namespace)
-                    if "raw_arguments" not in c else None,
-                    raw_arguments=render(c["raw_arguments"], namespace)
-                    if "raw_arguments" in c else None,
-                )
-                for c in step["calls"]
+        if "answer" in step:
+            return Action(text=render(step["answer"], namespace, lenient))
+        return Action(calls=tuple(
+            ScriptedCall(
+                name=render(c["name"], namespace, lenient),
+                arguments=render(c.get("arguments", {}), namespace, lenient)
+                if "raw_arguments" not in c else None,
+                raw_arguments=render(c["raw_arguments"], namespace, lenient)
+                if "raw_arguments" in c else None,
             )
-        except ScriptError as exc:
-            raise ScriptError(f"{where}: {exc}") from exc
-        return Action(calls=calls)
+            for c in step["calls"]
+        ))

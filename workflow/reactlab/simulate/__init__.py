@@ -4,7 +4,10 @@ Each simulator is a plain function ``handler(request) -> response`` for an httpx
 ``MockTransport``: it reads the request body the official SDK serialised, asks a
 :class:`ScriptedPolicy` for the next action, and answers in the provider's documented
 wire shape (the lesson's shapes, field for field). No state is kept between requests:
-like a real API, everything the policy needs is in the conversation it is sent.
+like a real API, everything the policy needs is in the conversation it is sent (the
+server alone keeps Responses answers for ``previous_response_id``: :class:`ResponseStore`).
+The scripted model obeys the request's ``tool_choice`` and parallel-call flags
+(:class:`ToolChoice`).
 
 Faults (:mod:`reactlab.config.faults`) are injected *around* a handler by :class:`FaultInjector`,
 the one stateful piece: it counts the attempts of a run, and on an attempt that meets a
@@ -14,12 +17,13 @@ fault answers (or raises) what the fault says instead of, or from, the policy's 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from reactlab.config.faults import Fault, FaultPlan
-from reactlab.config.scripts import Action, Script
+from reactlab.config.scripts import Action, Script, ScriptedCall
 from reactlab.core.errors import RequestInvalid, UsageError
 
 HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
@@ -38,15 +42,117 @@ class ScriptedPolicy:
     #: the server answers an alias with the script that plays, as a real API would.
     answer_names: Mapping[str, str] = field(default_factory=dict)
 
-    def act(self, model: str, turn: int, results: Sequence[Mapping[str, Any]],
-            seen: str = "") -> Action:
-        """Raises KeyError for an unknown model, ScriptError when the script cannot go on."""
-        return self.scripts[model].action(turn, self.params, self.question, results, seen)
+    def act(self, model: str, turn: int, results: Sequence[Any], seen: str = "",
+            choice: ToolChoice | None = None, calls_made: int = 0) -> Action:
+        """The scripted model's action on assistant turn ``turn``, obeying ``choice``.
+
+        ``calls_made`` is the number of tool calls the assistant already made in the
+        conversation (what a script played one call per turn has reached). Raises
+        KeyError for an unknown model, ScriptError when the script cannot go on.
+        """
+        script = self.scripts[model]
+        choice = choice or AUTO
+        if choice.parallel:
+            action = script.action(turn, self.params, self.question, results, seen)
+        else:
+            action = self._one_call_per_turn(script, calls_made, results, seen)
+        return choice.apply(action, script, turn, self.params, self.question, results, seen)
+
+    def _one_call_per_turn(self, script: Script, calls_made: int, results: Sequence[Any],
+                           seen: str) -> Action:
+        """The script played one call per turn: the step that ``calls_made`` reaches,
+        and in it the first call not made yet (an answer step is played as it is)."""
+        left, step = calls_made, 0
+        while True:
+            action = script.action(step, self.params, self.question, results, seen)
+            if action.text is not None or left < len(action.calls):
+                return action if action.text is not None else Action(
+                    calls=(action.calls[left],))
+            left -= len(action.calls)
+            step += 1
 
     def resolve(self, model: str) -> str:
         """The answer's ``model`` for a request for ``model`` (KeyError when not served)."""
         self.scripts[model]
         return self.answer_names.get(model, model)
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """What a request lets the scripted model do with its tools, neutral across APIs.
+
+    ``mode``: ``auto`` (the script decides), ``none`` (no call: the model answers),
+    ``required`` (at least one call), ``tool`` (a call to ``name``); ``parallel``: False
+    when the request allows one call per turn (Responses / Chat ``parallel_tool_calls:
+    false``, Messages ``disable_parallel_tool_use: true``); ``offered``: the names of
+    the tools the request offers, in order.
+
+    How the scripted model obeys (:meth:`apply`):
+
+    * ``none`` — a step with calls is replaced by the script's next answer (rendered
+      leniently: a field the results cannot fill yet is written ``?``); a script with no
+      answer ahead (``bucle``) answers with empty text;
+    * ``required`` — an answer step is replaced by the calls of the latest calls step
+      before it (the model calls again instead of answering; the loop's repeated-call
+      guard sees them); a script without a calls step calls the first offered tool with
+      ``{}``;
+    * ``tool`` — only the step's calls to ``name`` are kept; when it has none, the
+      script's first call to ``name`` in any step, else ``name`` with ``{}``;
+    * ``parallel`` False — at most one call per turn: the script's calls are played one
+      per turn, in order (:meth:`ScriptedPolicy.act`), and a forced choice keeps its
+      first call.
+    """
+
+    mode: str = "auto"
+    name: str | None = None
+    parallel: bool = True
+    offered: tuple[str, ...] = ()
+
+    def apply(self, action: Action, script: Script, turn: int, params: Mapping[str, Any],
+              question: str, results: Sequence[Any], seen: str) -> Action:
+        """``action`` (what the script does on ``turn``) as this choice lets it be."""
+        if self.mode == "none" and action.text is None:
+            action = self._next_answer(script, turn, params, question, results, seen)
+        elif self.mode == "required" and action.text is not None:
+            action = self._earlier_calls(script, turn, params, question, results, seen)
+        elif self.mode == "tool" and self.name is not None:
+            kept = tuple(c for c in action.calls if c.name == self.name)
+            action = Action(calls=kept) if kept else self._call_to(
+                self.name, script, params, question, results, seen)
+        if not self.parallel and len(action.calls) > 1:
+            action = Action(calls=action.calls[:1])
+        return action
+
+    @staticmethod
+    def _next_answer(script: Script, turn: int, params: Mapping[str, Any], question: str,
+                     results: Sequence[Any], seen: str) -> Action:
+        for k in range(turn, len(script.steps)):
+            step = script.step_at(k, seen)
+            if "answer" in step:
+                return script.play(step, k, params, question, results, lenient=True)
+        return Action(text="")
+
+    def _earlier_calls(self, script: Script, turn: int, params: Mapping[str, Any],
+                       question: str, results: Sequence[Any], seen: str) -> Action:
+        for k in range(min(turn, len(script.steps)) - 1, -1, -1):
+            step = script.step_at(k, seen)
+            if "calls" in step:
+                return script.play(step, k, params, question, results, lenient=True)
+        first = self.offered[0] if self.offered else None
+        return Action(calls=(ScriptedCall(first, {}),)) if first else Action(text="")
+
+    @staticmethod
+    def _call_to(name: str, script: Script, params: Mapping[str, Any], question: str,
+                 results: Sequence[Any], seen: str) -> Action:
+        for k, step in enumerate(script.steps):
+            step = script.step_at(k, seen)
+            if "calls" in step and any(c.get("name") == name for c in step["calls"]):
+                calls = script.play(step, k, params, question, results, lenient=True).calls
+                return Action(calls=tuple(c for c in calls if c.name == name)[:1])
+        return Action(calls=(ScriptedCall(name, {}),))
+
+
+AUTO = ToolChoice()
 
 
 #: Deepest JSON nesting a tool output may have for the simulated model to read it as JSON;
@@ -82,19 +188,26 @@ def parse_tool_output(text: Any) -> Any:
     return value if _depth(value) <= MAX_OUTPUT_DEPTH else {"texto": text}
 
 
-def read_request(raw: bytes, content_type: str | None) -> dict[str, Any]:
+def content_type_refused(content_type: str | None) -> RequestInvalid:
+    """The refusal of a body not declared ``application/json`` (Messages API wording)."""
+    return RequestInvalid("Content-Type must be application/json (got "
+                          f"{(content_type or 'none')[:80]!r})", status=400,
+                          code="invalid_content_type")
+
+
+def read_request(raw: bytes, content_type: str | None,
+                 refuse: Callable[[str | None], RequestInvalid] = content_type_refused,
+                 ) -> dict[str, Any]:
     """The JSON object of a request body; RequestInvalid for anything else.
 
-    A declared content type must be ``application/json`` (a ``charset`` other than UTF-8
-    is refused; a request without the header is read as JSON), and the body UTF-8 JSON:
-    ``json.loads`` would otherwise guess UTF-16/32 from the bytes. JSON nested past
-    Python's recursion limit is refused, not crashed on.
+    The content type must be ``application/json`` (``refuse(content_type)`` is raised
+    otherwise, a missing header included; a ``charset`` other than UTF-8 is refused),
+    and the body UTF-8 JSON: ``json.loads`` would otherwise guess UTF-16/32 from the
+    bytes. JSON nested past Python's recursion limit is refused, not crashed on.
     """
-    media, _, params = (content_type or "application/json").partition(";")
+    media, _, params = (content_type or "").partition(";")
     if media.strip().lower() != "application/json":
-        raise RequestInvalid("Content-Type must be application/json (got "
-                             f"{(content_type or 'none')[:80]!r})", status=400,
-                             code="invalid_content_type")
+        raise refuse(content_type)
     charset = params.strip().lower().removeprefix("charset=").strip('"')
     if params.strip() and charset not in ("utf-8", "utf8"):
         raise RequestInvalid(f"unsupported charset {charset[:40]!r}: the body must be UTF-8",
@@ -136,6 +249,131 @@ def pair_results(call_ids: Sequence[str], outputs: Sequence[tuple[str, str]],
                                  code="invalid_value")
         by_id[cid] = text
     return [by_id[c] for c in dict.fromkeys(call_ids) if c in by_id]
+
+
+def content_id(body: Mapping[str, Any], size: int = 40) -> str:
+    """A deterministic id of a request (hex digits of a SHA-256 of its JSON, without its
+    ``stream`` member): unique per conversation, equal for the streamed and the plain
+    request, never random (an id can reach a trace)."""
+    import hashlib
+
+    canonical = json.dumps({k: v for k, v in body.items() if k != "stream"},
+                           sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:size]
+
+
+class ResponseStore:
+    """A bounded in-memory store of answers by id (least recently used dropped): what a
+    server keeps for ``GET /v1/responses/{id}`` and ``previous_response_id``."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[list[Any], dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: str, conversation: list[Any], answer: dict[str, Any]) -> None:
+        """Keep ``answer`` and the input ``conversation`` it answered."""
+        with self._lock:
+            self._items[key] = (conversation, answer)
+            self._items.move_to_end(key)
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+
+    def get(self, key: str) -> tuple[list[Any], dict[str, Any]] | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+
+def _string_end(text: str, start: int) -> int | None:
+    """The index after the string literal opening at ``start`` (None if it is cut off)."""
+    i, n = start + 1, len(text)
+    while i < n:
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    return None
+
+
+_SCALAR = re.compile(r"-?[0-9][0-9.eE+-]*|true|false|null")
+
+
+def partial_object(text: str) -> dict[str, Any]:
+    """The object a JSON text cut off part-way holds so far: the members complete before
+    the cut (an incomplete last member is dropped), as an SDK's partial parsing reads a
+    tool call's streamed arguments cut off at ``max_tokens``. ``{}`` when no object
+    begins. One pass, no recursion.
+    """
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    else:
+        return whole if isinstance(whole, dict) else {}
+    stack: list[str] = []
+    keyed: list[bool] = []  # per open object: its key is read, its value not yet
+    cut: tuple[int, str] | None = None
+
+    def mark(pos: int) -> None:
+        nonlocal cut
+        cut = (pos, "".join("}" if c == "{" else "]" for c in reversed(stack)))
+
+    def value_done(pos: int) -> None:
+        if stack and stack[-1] == "{":
+            keyed[-1] = False
+        mark(pos)
+
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in " \t\r\n:,":
+            i += 1
+        elif ch == '"':
+            end = _string_end(text, i)
+            if end is None:
+                break
+            if stack and stack[-1] == "{" and not keyed[-1]:
+                keyed[-1] = True
+            else:
+                value_done(end)
+            i = end
+        elif ch in "{[":
+            stack.append(ch)
+            keyed.append(False)
+            mark(i + 1)
+            i += 1
+        elif ch in "}]" and stack:
+            stack.pop()
+            keyed.pop()
+            value_done(i + 1)
+            i += 1
+        else:
+            m = _SCALAR.match(text, i)
+            if m is None or m.end() >= n:
+                break  # not JSON here, or a scalar the cut may have shortened
+            value_done(m.end())
+            i = m.end()
+    if cut is None or not text.lstrip().startswith("{"):
+        return {}
+    try:
+        value = json.loads(text[:cut[0]] + cut[1])
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def cut_json(value: Mapping[str, Any]) -> str:
+    """A tool call's arguments as text cut off before its closing brace: what a stream
+    cut off at ``max_tokens`` carries (:func:`partial_object` reads it back)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))[:-1]
 
 
 def text_chunks(text: str, size: int = 24) -> list[str]:

@@ -8,6 +8,13 @@ the ``tool_use`` blocks by ``tool_use_id``, in any order. Every answer carries `
 ``input_tokens`` are the o200k_base tokens of the request body (the count a trace
 records for it), ``output_tokens`` those of the answer's text, or of each call's name and
 input. ``"stream": true`` gets the same answer as server-sent events (:func:`events`).
+
+Only shapes the API can emit: a ``tool_use.input`` is always an object, so a scripted
+call whose arguments are not a JSON object is played as an answer cut off at
+``max_tokens`` inside that call (its ``input`` the members complete before the cut; its
+streamed ``input_json_delta`` text does not parse). ``tool_choice`` (auto / any / tool /
+none) and ``disable_parallel_tool_use`` are obeyed; ``thread`` is refused with
+``thread_unsupported_request``; the message ``id`` derives from the request.
 """
 
 from __future__ import annotations
@@ -17,24 +24,23 @@ from typing import Any
 
 import httpx2
 
-from reactlab.config.faults import Fault, FaultPlan
+from reactlab.config.faults import Fault
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
-    FaultInjector,
-    Handler,
     RequestInvalid,
     ScriptedPolicy,
-    broken_body,
+    ToolChoice,
+    content_id,
     count_runs,
+    cut_json,
     pair_results,
     parse_tool_output,
-    read_request,
+    partial_object,
     retry_after_headers,
-    sse,
     text_chunks,
     tokens_of,
-    unstreamed,
 )
+from reactlab.simulate.base import Simulator
 
 _BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
                 "redacted_thinking", "search_result"}
@@ -75,12 +81,7 @@ def _bad(where: str, expected: str) -> RequestInvalid:
 
 def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
           where: str) -> Any:
-    value = d.get(key)
-    if value is None:
-        raise RequestInvalid(f"{where}.{key}: Field required", f"{where}.{key}")
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise _bad(f"{where}.{key}", expected)
-    return value
+    return SIMULATOR.need(d, key, kind, expected, where)
 
 
 def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
@@ -102,6 +103,8 @@ def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
             _need(block, "name", str, "a valid string", bw)
             if "input" not in block:
                 raise RequestInvalid(f"{bw}.input: Field required", f"{bw}.input")
+            if not isinstance(block["input"], dict):
+                raise _bad(f"{bw}.input", "a valid dictionary")
         elif kind == "tool_result":
             _need(block, "tool_use_id", str, "a valid string", bw)
             content = block.get("content")
@@ -111,17 +114,31 @@ def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
                 raise _bad(f"{bw}.is_error", "a valid boolean")
 
 
-def validate(body: dict[str, Any]) -> None:
-    """RequestInvalid (naming the field, as the API does) for a malformed request body."""
-    for name, kind, expected in (("model", str, "a valid string"),
-                                 ("messages", list, "a valid list"),
-                                 ("max_tokens", int, "a valid integer")):
+THREAD_UNSUPPORTED = "thread_unsupported_request"
+_CHOICE_TYPES = ("auto", "any", "tool", "none")
+
+
+def validate(body: dict[str, Any], *, count_only: bool = False) -> None:
+    """RequestInvalid (naming the field, as the API does) for a malformed request body.
+
+    ``count_only``: a ``count_tokens`` body (no ``max_tokens``). A request that continues
+    a server-side ``thread`` is refused with ``thread_unsupported_request`` (the scripted
+    model keeps no threads; clients then resend the whole conversation).
+    """
+    if body.get("thread") is not None:
+        raise RequestInvalid("thread: this model keeps no server-side threads; resend the "
+                             "whole conversation without `thread`", "thread",
+                             code=THREAD_UNSUPPORTED)
+    required = (("model", str, "a valid string"), ("messages", list, "a valid list"))
+    if not count_only:
+        required += (("max_tokens", int, "a valid integer"),)
+    for name, kind, expected in required:
         value = body.get(name)
         if value is None:
             raise RequestInvalid(f"{name}: Field required", name)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise _bad(name, expected)
-    if body["max_tokens"] < 1:
+    if not count_only and body["max_tokens"] < 1:
         raise RequestInvalid("max_tokens: Input should be greater than or equal to 1",
                              "max_tokens")
     for name, (kind, expected) in _OPTIONAL.items():
@@ -139,6 +156,18 @@ def validate(body: dict[str, Any]) -> None:
             if not isinstance(tool, dict):
                 raise _bad(f"tools.{i}", "a valid dictionary")
             _need(tool, "name", str, "a valid string", f"tools.{i}")
+    choice = body.get("tool_choice")
+    if choice is not None:
+        kind = _need(choice, "type", str, "a valid string", "tool_choice")
+        if kind not in _CHOICE_TYPES:
+            raise RequestInvalid(f"tool_choice.type: Input tag '{kind[:40]}' found using "
+                                 "'type' does not match any of the expected tags: 'auto', "
+                                 "'any', 'tool', 'none'", "tool_choice.type")
+        if kind == "tool":
+            _need(choice, "name", str, "a valid string", "tool_choice")
+        dp = choice.get("disable_parallel_tool_use")
+        if dp is not None and not isinstance(dp, bool):
+            raise _bad("tool_choice.disable_parallel_tool_use", "a valid boolean")
     for i, message in enumerate(body["messages"]):
         where = f"messages.{i}"
         if not isinstance(message, dict):
@@ -152,6 +181,16 @@ def validate(body: dict[str, Any]) -> None:
         content = message["content"]
         if not isinstance(content, str):
             _blocks(content, f"{where}.content", _BLOCK_TYPES)
+
+
+def tool_choice(body: dict[str, Any]) -> ToolChoice:
+    """What a (validated) request lets the model do with its tools (``tool_choice``:
+    auto / any / tool / none, and ``disable_parallel_tool_use``)."""
+    choice = body.get("tool_choice") or {}
+    mode = {"any": "required", "tool": "tool", "none": "none"}.get(choice.get("type"), "auto")
+    offered = tuple(t["name"] for t in body.get("tools") or () if isinstance(t, dict))
+    return ToolChoice(mode, choice.get("name") if mode == "tool" else None,
+                      choice.get("disable_parallel_tool_use") is not True, offered)
 
 
 def result_text(content: Any) -> str:
@@ -182,9 +221,10 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     results = [parse_tool_output(o) for o in outputs]
     seen = "\n".join(outputs)
     turn = count_runs([m.get("role") == "assistant" for m in messages])
+    calls_made = sum(b.get("type") == "tool_use" for b in blocks)
     model = body.get("model")
     try:
-        action = policy.act(model, turn, results, seen)
+        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
     except KeyError:
         return 404, error_body("not_found_error", f"model: {model}")
@@ -193,31 +233,49 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     except RecursionError:
         return 400, error_body("invalid_request_error",
                                "a tool result is nested too deeply for the scripted model")
-    n = len(results)
+    # Call ids number the calls of the conversation (n made before this turn): unique in it.
+    n = calls_made
     if action.text is not None:
         content, stop = [{"type": "text", "text": action.text}], "end_turn"
         spent = tokens_of(action.text)
     else:
         content = []
         spent = 0
+        stop = "tool_use"
         for i, c in enumerate(action.calls):
-            args: Any = c.arguments if c.raw_arguments is None else c.raw_arguments
+            args = c.arguments if c.raw_arguments is None else _object_or_none(c.raw_arguments)
+            spent += tokens_of(c.name) + tokens_of(c.arguments_text())
+            if args is None:
+                # Arguments that are not a JSON object: the API always sends an object, so
+                # the scripted model runs out of tokens inside them instead. The answer
+                # stops at max_tokens on this block (later calls are cut off); its input is
+                # what was complete before the cut (partial_object).
+                content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name,
+                                "input": partial_object(c.arguments_text())})
+                stop = "max_tokens"
+                break
             content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name,
                             "input": args})
-            spent += tokens_of(c.name) + tokens_of(c.arguments_text())
-        stop = "tool_use"
-    return 200, {"id": "msg_sim", "type": "message", "role": "assistant", "model": resolved,
-                 "content": content, "stop_reason": stop, "stop_sequence": None,
+    return 200, {"id": f"msg_{content_id(body)}", "type": "message", "role": "assistant",
+                 "model": resolved, "content": content, "stop_reason": stop,
+                 "stop_sequence": None,
                  "usage": {"input_tokens": input_tokens, "output_tokens": spent}}
 
 
-def input_json(value: Any) -> str:
-    """A tool_use ``input`` as the JSON text its ``input_json_delta``s carry.
+def _object_or_none(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
-    A scripted call with raw (invalid) arguments streams that raw text itself.
-    """
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
-                                                           separators=(",", ":"))
+
+def input_json(value: Any, cut: bool = False) -> str:
+    """A tool_use ``input`` as the JSON text its ``input_json_delta``s carry; ``cut``: the
+    text of a block cut off at ``max_tokens``, which does not parse (:func:`cut_json`)."""
+    if cut:
+        return cut_json(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -225,12 +283,16 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
     message_start (usage with the input tokens), per content block content_block_start,
     content_block_delta (text_delta / input_json_delta)…, content_block_stop, then
-    message_delta (stop_reason, cumulative usage) and message_stop.
+    message_delta (stop_reason, cumulative usage: input and output tokens) and
+    message_stop. A tool_use block cut off at ``max_tokens`` streams JSON that does not
+    parse (the members complete before the cut, without the closing brace).
     """
     usage = answer["usage"]
     out: list[dict[str, Any]] = [{"type": "message_start", "message": {
         **answer, "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {**usage, "output_tokens": 0}}}]
+    last = len(answer["content"]) - 1
+    cut_off = answer["stop_reason"] == "max_tokens"
     for i, block in enumerate(answer["content"]):
         if block["type"] == "text":
             out.append({"type": "content_block_start", "index": i,
@@ -243,36 +305,15 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
                         "content_block": {**block, "input": {}}})
             out += [{"type": "content_block_delta", "index": i,
                      "delta": {"type": "input_json_delta", "partial_json": piece}}
-                    for piece in text_chunks(input_json(block["input"]))]
+                    for piece in text_chunks(input_json(block["input"],
+                                                        cut_off and i == last))]
         out.append({"type": "content_block_stop", "index": i})
     out.append({"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"],
                                                    "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]}})
+                "usage": {"input_tokens": usage["input_tokens"],
+                          "output_tokens": usage["output_tokens"]}})
     out.append({"type": "message_stop"})
     return out
-
-
-def handler(policy: ScriptedPolicy):
-    """An ``httpx2.MockTransport`` handler serving ``policy``."""
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        try:
-            body = read_request(request.content, request.headers.get("content-type"))
-            validate(body)
-        except RequestInvalid as exc:
-            return httpx2.Response(exc.status, json=error_body(
-                error_type(exc.status), exc.message))
-        status, payload = respond(policy, body,
-                                  tokens_of(unstreamed(request.content).decode("utf-8")))
-        if status == 200 and body.get("stream") is True:
-            resp = httpx2.Response(200, headers={"content-type": "text/event-stream"},
-                                   content=sse(events(payload)))
-        else:
-            resp = httpx2.Response(status, json=payload)
-        resp.extensions["reactlab.answer"] = payload
-        return resp
-
-    return handle
 
 
 # The documented error type of each status (the Messages API's error shapes).
@@ -294,31 +335,54 @@ def error_type(status: int) -> str:
     return _STATUS_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
 
 
-def fault_response(fault: Fault, request: httpx2.Request, handle: Handler) -> httpx2.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt.
+class MessagesSimulator(Simulator):
+    """The Messages API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
-    A broken body is the same bytes whether the request asked for a stream or not (what
-    a proxy answers in the API's place does not depend on it).
-    """
-    if fault.raises == "connect":
-        raise httpx2.ConnectError("simulated fault: connection refused", request=request)
-    if fault.raises == "timeout":
-        raise httpx2.ReadTimeout("simulated fault: read timed out", request=request)
-    if fault.status is not None:
+    name = "anthropic"
+    http = httpx2
+    broken_member = "content"
+
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
+
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
+
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return events(answer)
+
+    def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
+        body = error_body(error_type(exc.status), exc.message)
+        if exc.code == THREAD_UNSUPPORTED:
+            body["error"]["details"] = {"error_code": THREAD_UNSUPPORTED}
+        return body
+
+    def status_fault(self, fault: Fault) -> tuple[dict[str, Any], dict[str, str]]:
+        assert fault.status is not None
         kind = error_type(fault.status)
-        return httpx2.Response(
-            fault.status, headers={"request-id": "req_sim", **retry_after_headers(fault)},
-            json={"type": "error", "error": {
-                "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}})
-    real = handle(request)
-    answer = dict(real.extensions.get("reactlab.answer") or {})
-    if "usage" in answer:
-        answer["usage"] = _BROKEN_USAGE
-    plain = httpx2.Response(real.status_code, json=answer).read() if answer else real.read()
-    content, ctype = broken_body(fault, plain, "content")
-    return httpx2.Response(200, headers={"content-type": ctype}, content=content)
+        return ({"type": "error", "error": {
+                    "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}},
+                {"request-id": "req_sim", **retry_after_headers(fault)})
+
+    def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if "usage" in answer:
+            answer["usage"] = _BROKEN_USAGE
+        if answer.get("type") == "message":
+            answer["id"] = "msg_sim"  # frozen: the fault's bytes depend on the script only
+        return answer
+
+    def missing(self, path: str) -> RequestInvalid:
+        return RequestInvalid(f"{path}: Field required", path)
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        return _bad(path, expected)
 
 
-def with_faults(handle: Handler, plan: FaultPlan) -> FaultInjector:
-    """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
-    return FaultInjector(handle, plan, step_of, fault_response)
+SIMULATOR = MessagesSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults

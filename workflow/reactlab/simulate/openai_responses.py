@@ -8,7 +8,11 @@ parts) are matched to the ``function_call`` items by ``call_id``, in any order. 
 answer carries ``usage``: ``input_tokens`` are the o200k_base tokens of the request body
 (the count a trace records for it), ``output_tokens`` those of the answer's text, or of
 each call's name and arguments. ``"stream": true`` gets the same answer as server-sent
-events (:func:`events`), in the documented order.
+events (:func:`events`), in the documented order. ``tool_choice`` and
+``parallel_tool_calls`` are obeyed and echoed as sent, with ``tools``; the response
+``id`` derives from the request; ``previous_response_id`` is served from a server's
+:class:`~reactlab.simulate.ResponseStore` (in process there is none: the API's 400
+``previous_response_not_found``).
 """
 
 from __future__ import annotations
@@ -17,24 +21,20 @@ from typing import Any
 
 import httpx
 
-from reactlab.config.faults import Fault, FaultPlan
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
-    FaultInjector,
-    Handler,
     RequestInvalid,
+    ResponseStore,
     ScriptedPolicy,
-    broken_body,
+    ToolChoice,
+    content_id,
     count_runs,
     pair_results,
     parse_tool_output,
-    read_request,
-    retry_after_headers,
-    sse,
     text_chunks,
     tokens_of,
-    unstreamed,
 )
+from reactlab.simulate.base import OpenAIErrors, Simulator, openai_error_body
 
 _ASSISTANT_TYPES = {"function_call", "reasoning"}
 _ROLES = {"user", "assistant", "system", "developer"}
@@ -63,15 +63,7 @@ def _is_assistant(item: Any) -> bool:
     return item.get("role") == "assistant"
 
 
-def _error(status: int, kind: str, message: str, *, code: str | None = None,
-           param: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, headers=headers, json=error_body(kind, message, param, code))
-
-
-def error_body(kind: str, message: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
-    """The Responses API's error shape."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+error_body = openai_error_body  # the Responses API's error shape
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
@@ -88,20 +80,12 @@ def step_of(body: dict[str, Any]) -> int:
 
 
 def _type_error(param: str, expected: str, value: Any) -> RequestInvalid:
-    got = "null" if value is None else type(value).__name__
-    return RequestInvalid(f"Invalid type for '{param}': expected {expected}, but got {got} "
-                          "instead.", param, code="invalid_type")
+    return SIMULATOR.wrong_type(param, expected, value)
 
 
 def _need(item: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
           where: str) -> Any:
-    value = item.get(key)
-    if value is None:
-        raise RequestInvalid(f"Missing required parameter: '{where}.{key}'.", f"{where}.{key}",
-                             code="missing_required_parameter")
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise _type_error(f"{where}.{key}", expected, value)
-    return value
+    return SIMULATOR.need(item, key, kind, expected, where)
 
 
 def _parts(parts: Any, where: str, allowed: set[str]) -> None:
@@ -143,10 +127,9 @@ def validate(body: dict[str, Any]) -> None:
             raise RequestInvalid("Invalid 'max_output_tokens': integer below minimum value. "
                                  f"Expected a value >= 16, but got {mot} instead.",
                                  "max_output_tokens", code="integer_below_min_value")
-    if body.get("previous_response_id") is not None:
-        raise RequestInvalid("previous_response_id is not supported: the simulator keeps no "
-                             "state; send the whole conversation in 'input'.",
-                             "previous_response_id", code="unsupported_parameter")
+    prev = body.get("previous_response_id")
+    if prev is not None and not isinstance(prev, str):
+        raise _type_error("previous_response_id", "a string", prev)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -156,6 +139,7 @@ def validate(body: dict[str, Any]) -> None:
                 raise _type_error(f"tools[{i}]", "an object", tool)
             if _need(tool, "type", str, "a string", f"tools[{i}]") == "function":
                 _need(tool, "name", str, "a string", f"tools[{i}]")
+    _validate_tool_choice(body)
     if isinstance(body["input"], str):
         return
     for i, item in enumerate(body["input"]):
@@ -186,6 +170,45 @@ def validate(body: dict[str, Any]) -> None:
                 _parts(output, f"{where}.output", {"input_text", "input_image", "input_file"})
         elif kind == "item_reference":
             _need(item, "id", str, "a string", where)
+
+
+_CHOICES = ("none", "auto", "required")
+
+
+def _validate_tool_choice(body: dict[str, Any]) -> None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, str) and choice not in _CHOICES:
+        raise RequestInvalid(f"Invalid value: '{choice[:40]}'. Supported values are: "
+                             "'none', 'auto', and 'required'.", "tool_choice",
+                             code="invalid_value")
+    if isinstance(choice, dict):
+        kind = _need(choice, "type", str, "a string", "tool_choice")
+        if kind == "function":
+            name = _need(choice, "name", str, "a string", "tool_choice")
+            if name not in offered(body):
+                raise RequestInvalid(f"Tool choice '{name[:64]}' not found in 'tools' "
+                                     "parameter.", "tool_choice")
+
+
+def offered(body: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the function tools a (validated) request offers, in order."""
+    return tuple(t["name"] for t in body.get("tools") or ()
+                 if t.get("type") == "function" and isinstance(t.get("name"), str))
+
+
+def tool_choice(body: dict[str, Any]) -> ToolChoice:
+    """What a (validated) request lets the model do with its tools: ``tool_choice``
+    (``none`` / ``auto`` / ``required`` / a function / ``allowed_tools`` in ``required``
+    mode) and ``parallel_tool_calls``."""
+    choice, mode, name = body.get("tool_choice"), "auto", None
+    if choice in ("none", "required"):
+        mode = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        mode, name = "tool", choice["name"]
+    elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and (
+            choice.get("mode") == "required"):
+        mode = "required"
+    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body))
 
 
 def output_text(output: Any) -> str:
@@ -220,9 +243,10 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     results = [parse_tool_output(o) for o in outputs]
     seen = "\n".join(outputs)
     turn = count_runs([_is_assistant(x) for x in items])
+    calls_made = sum(x.get("type") == "function_call" for x in items)
     model = body.get("model")
     try:
-        action = policy.act(model, turn, results, seen)
+        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
     except KeyError:
         return 404, error_body("invalid_request_error", f"The model `{model}` does not exist",
@@ -232,9 +256,11 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     except RecursionError:
         return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
                                "for the scripted model", "input", "script_error")
-    n = len(results)
+    # Call ids number the calls of the conversation (n calls made before this turn), so
+    # they are unique in it; the answer's ids derive from the request (content_id).
+    n, key = calls_made, content_id(body)
     if action.text is not None:
-        output = [{"type": "message", "id": "msg_1", "role": "assistant",
+        output = [{"type": "message", "id": f"msg_{key}", "role": "assistant",
                    "status": "completed", "content": [
                        {"type": "output_text", "text": action.text, "annotations": []}]}]
         spent = tokens_of(action.text)
@@ -243,10 +269,41 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
                    "name": c.name, "arguments": c.arguments_text(), "status": "completed"}
                   for i, c in enumerate(action.calls)]
         spent = sum(tokens_of(o["name"]) + tokens_of(o["arguments"]) for o in output)
-    return 200, {"id": "resp_sim", "object": "response", "created_at": 0,
+    return 200, {"id": f"resp_{key}", "object": "response", "created_at": 0,
                  "status": "completed", "model": resolved, "output": output,
-                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                 "parallel_tool_calls": body.get("parallel_tool_calls", True),
+                 "previous_response_id": body.get("previous_response_id"),
+                 "store": body.get("store", True),
+                 "tool_choice": body.get("tool_choice", "auto"),
+                 "tools": body.get("tools", []),
                  "usage": usage(input_tokens, spent)}
+
+
+# The members a broken-body fault's bytes are cut from are frozen at these values: the
+# fault stands for a proxy's damage, whose bytes (quoted by traces) must not depend on the
+# request's tools or on the answer's ids.
+_BROKEN_FROZEN = {"id": "resp_sim", "parallel_tool_calls": True, "tool_choice": "auto",
+                  "tools": []}
+
+
+def previous_not_found(prev: str) -> RequestInvalid:
+    """The API's refusal of an unknown ``previous_response_id``."""
+    return RequestInvalid(f"Previous response with id '{prev[:80]}' not found.",
+                          "previous_response_id", code="previous_response_not_found")
+
+
+def expand(body: dict[str, Any], store: ResponseStore | None) -> dict[str, Any] | None:
+    """``body`` with the conversation of its ``previous_response_id`` put before its
+    input (the stored request's input, then that answer's output); None without one."""
+    prev = body.get("previous_response_id")
+    if prev is None:
+        return None
+    stored = store.get(prev) if store is not None else None
+    if stored is None:
+        raise previous_not_found(prev)
+    conversation, answer = stored
+    return {**body, "input": [*conversation, *answer["output"], *_items(body)],
+            "previous_response_id": prev}
 
 
 def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -291,75 +348,50 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def handler(policy: ScriptedPolicy):
-    """An ``httpx.MockTransport`` handler serving ``policy``."""
+class ResponsesSimulator(OpenAIErrors, Simulator):
+    """The Responses API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        try:
-            body = read_request(request.content, request.headers.get("content-type"))
-            validate(body)
-        except RequestInvalid as exc:
-            return _error(exc.status, "invalid_request_error", exc.message, code=exc.code,
-                          param=exc.param)
-        status, payload = respond(policy, body,
-                                  tokens_of(unstreamed(request.content).decode("utf-8")))
-        if status == 200 and body.get("stream") is True:
-            resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=sse(events(payload)))
-        else:
-            resp = httpx.Response(status, json=payload)
-        resp.extensions["reactlab.answer"] = payload
-        return resp
+    name = "openai"
+    http = httpx
+    broken_member = "output"
 
-    return handle
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
 
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
 
-# The error the real API sends for each status: (type, code, message).
-_STATUS_ERRORS: dict[int, tuple[str, str | None, str]] = {
-    400: ("invalid_request_error", None, "Invalid request (simulated fault)."),
-    401: ("invalid_request_error", "invalid_api_key",
-          "Incorrect API key provided (simulated fault)."),
-    403: ("invalid_request_error", "unsupported_country_region_territory",
-          "Country, region, or territory not supported (simulated fault)."),
-    404: ("invalid_request_error", "model_not_found",
-          "The model does not exist or you do not have access to it (simulated fault)."),
-    409: ("invalid_request_error", None, "Conflict (simulated fault)."),
-    422: ("invalid_request_error", None, "Unprocessable entity (simulated fault)."),
-    429: ("requests", "rate_limit_exceeded",
-          "Rate limit reached for requests (simulated fault)."),
-    500: ("server_error", None,
-          "The server had an error while processing your request (simulated fault)."),
-    503: ("server_error", None,
-          "The engine is currently overloaded, please try again later (simulated fault)."),
-}
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
 
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return events(answer)
 
-def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> httpx.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt.
+    def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
+        # Cut from the answer as it was before usage was counted (no `usage` key) and with
+        # the request-dependent members frozen, so a fault's bytes, and the traces that
+        # quote them, depend on the script's answer only.
+        answer.pop("usage", None)
+        if "output" in answer:
+            answer.pop("previous_response_id", None)
+            answer.pop("store", None)
+            answer.update(_BROKEN_FROZEN)
+            answer["output"] = [{**o, "id": "msg_1"} if o.get("type") == "message" else o
+                                for o in answer["output"]]
+        return answer
 
-    A broken body is the same bytes whether the request asked for a stream or not (what
-    a proxy answers in the API's place does not depend on it).
-    """
-    if fault.raises == "connect":
-        raise httpx.ConnectError("simulated fault: connection refused", request=request)
-    if fault.raises == "timeout":
-        raise httpx.ReadTimeout("simulated fault: read timed out", request=request)
-    if fault.status is not None:
-        kind, code, message = _STATUS_ERRORS.get(fault.status, (
-            "server_error" if fault.status >= 500 else "invalid_request_error", None,
-            f"HTTP {fault.status} (simulated fault)."))
-        return _error(fault.status, kind, message, code=code,
-                      headers=retry_after_headers(fault))
-    real = handle(request)
-    # Cut from the answer as it was before usage was counted (no `usage` key), so a
-    # fault's bytes, and the traces that quote them, stay as they were.
-    answer = dict(real.extensions.get("reactlab.answer") or {})
-    answer.pop("usage", None)
-    plain = httpx.Response(real.status_code, json=answer).read() if answer else real.read()
-    content, ctype = broken_body(fault, plain, "output")
-    return httpx.Response(200, headers={"content-type": ctype}, content=content)
+    def expand(self, body: dict[str, Any],
+               store: ResponseStore | None) -> dict[str, Any] | None:
+        return expand(body, store)
+
+    def remember(self, store: ResponseStore, body: dict[str, Any],
+                 answer: dict[str, Any]) -> None:
+        if body.get("store") is not False:
+            store.put(answer["id"], _items(body), answer)
 
 
-def with_faults(handle: Handler, plan: FaultPlan) -> FaultInjector:
-    """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
-    return FaultInjector(handle, plan, step_of, fault_response)
+SIMULATOR = ResponsesSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults

@@ -9,7 +9,14 @@ pointing its OpenAI-compatible or Anthropic client at this server:
 * ``GET /v1/models`` — the model names served (OpenAI list shape; the Anthropic shape
   when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does:
   each API's ``models_header``);
-* ``GET /healthz``.
+  ``GET /v1/models/{id}`` — one of them (404 in the API's shape for another name);
+* ``POST /v1/messages/count_tokens``, ``POST /v1/responses/input_tokens`` — the tokens
+  of a request body, the count its ``usage.input_tokens`` reports;
+* ``GET /v1/responses/{id}`` — a Responses answer the server gave (not ``store: false``
+  ones), kept in a bounded in-memory store (the least recently used of 1,024 dropped);
+  ``previous_response_id`` continues such an answer (its input and output are put before
+  the new input), and an unknown id gets the API's 400 ``previous_response_not_found``;
+* ``GET /healthz``, ``GET /`` (what is served).
 
 Answers come from the same :func:`respond` functions (and fault renderers) the
 in-process ``MockTransport`` runs use, so the wire shapes have one implementation.
@@ -60,8 +67,9 @@ from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import CommandFailed, ConfigError, ReactlabError
-from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
+from reactlab.simulate import RequestInvalid, ResponseStore, ScriptedPolicy, read_request
 from reactlab.simulate.apis import WireApi, api_for_path, apis
+from reactlab.simulate.routes import extra_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -189,14 +197,28 @@ def _error(api: WireApi, status: int, message: str, *, param: str | None = None,
                          status_code=status)
 
 
-def _check(api: WireApi, raw: bytes, content_type: str | None) -> dict[str, Any] | JSONResponse:
-    """The validated JSON body of a request, or the API's 4xx for it."""
+def _simulator(api: WireApi) -> Any:
+    """``api``'s simulator object (:class:`reactlab.simulate.base.Simulator`), or None for a
+    simulator module that offers the plain functions (``validate``, ``handler(policy)``)."""
+    return getattr(api.sim(), "SIMULATOR", None)
+
+
+def _check(api: WireApi, raw: bytes, content_type: str | None,
+           store: ResponseStore | None = None) -> dict[str, Any] | JSONResponse:
+    """The validated JSON body of a request (its Content-Type checked as the API does; the
+    state it names in ``store`` spliced in), or the API's 4xx for it."""
+    simulator = _simulator(api)
     try:
-        body = read_request(raw, content_type)
-        api.sim().validate(body)
+        if simulator is None:
+            body = read_request(raw, content_type)
+            api.sim().validate(body)
+            return body
+        body = simulator.read(raw, content_type)
+        return simulator.expand(body, store) or body
     except RequestInvalid as exc:
-        return _error(api, exc.status, exc.message, param=exc.param, code=exc.code)
-    return body
+        if simulator is None:
+            return _error(api, exc.status, exc.message, param=exc.param, code=exc.code)
+        return _JSONResponse(simulator.refusal(exc), status_code=exc.status)
 
 
 class _TooLarge(ReactlabError):
@@ -249,6 +271,7 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
     """The ASGI app serving ``config``'s scripted scenarios (see the module docstring)."""
     models = served_models(config, task)
     runs = _FaultRuns()
+    store = ResponseStore()  # Responses answers, for GET /v1/responses/{id} and chaining
 
     async def api_endpoint(request: Request, api: WireApi) -> Response:
         try:
@@ -256,11 +279,12 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
         except _TooLarge:
             return _error(api, 413, f"Request exceeds the maximum size of {MAX_BODY} bytes")
         url = str(request.url)
-        checked = _check(api, raw, request.headers.get("content-type"))
+        checked = _check(api, raw, request.headers.get("content-type"), store)
         if isinstance(checked, JSONResponse):
             return checked
         body = checked
         sim = api.sim()
+        simulator = _simulator(api)
         name = body["model"]
         _note(request, model=name, **({"stream": True} if body.get("stream") is True else {}))
         served = models.get(name)
@@ -272,7 +296,8 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
         # those of the in-process run.
         policy = ScriptedPolicy({name: served.script}, served.params, served.question,
                                 answer_names={name: served.script.name})
-        handle = sim.handler(policy)
+        handle = (simulator.handler(policy, store) if simulator is not None
+                  else sim.handler(policy))
         step = sim.step_of(body)
         _note(request, task=served.task, scenario=served.scenario, step=step)
         state = None
@@ -331,6 +356,7 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
+    routes += extra_routes(models, store, lambda: routes)
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
     app.add_middleware(_LogRequests)
     app.state.models = models
