@@ -211,7 +211,7 @@ def test_one_log_per_task_and_backend(logs_dir: Path, runs: dict[str, ExportRun]
 
 def test_a_sample_is_the_run_rebuilt_from_its_trace(logs_dir: Path,
                                                     runs: dict[str, ExportRun]) -> None:
-    from inspect_ai.event import ModelEvent, ScoreEvent, ToolEvent
+    from inspect_ai.event import ModelEvent, ScoreEvent, SpanBeginEvent, ToolEvent
 
     logs = _read_logs(logs_dir)
     for key, run in runs.items():
@@ -262,7 +262,14 @@ def test_a_sample_is_the_run_rebuilt_from_its_trace(logs_dir: Path,
         for finding in run.verification.findings:
             assert finding.message in score.explanation, key
         assert score.metadata["findings"] == [f.to_json() for f in run.verification.findings]
-        assert isinstance(sample.events[-1], ScoreEvent)
+        scores = [e for e in sample.events if isinstance(e, ScoreEvent)]
+        assert len(scores) == 1 and scores[0].score.value == score.value, key
+        # Inspect's layout: init, solvers, scorers spans; every event inside one
+        spans = {e.id: e for e in sample.events if isinstance(e, SpanBeginEvent)}
+        assert [s.type for s in spans.values()] == ["init", "solvers", "solver", "scorers",
+                                                     "scorer"], key
+        assert all(e.span_id in spans for e in sample.events), key
+        assert {spans[e.span_id].name for e in models + tools} == {"reactlab_agent_loop"}
         # time is the step axis: never backwards, within the run's steps
         stamps = [e.timestamp for e in sample.events]
         assert stamps == sorted(stamps), key

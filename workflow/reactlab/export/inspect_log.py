@@ -164,11 +164,15 @@ def _guardrail_data(rec: Guardrail) -> dict[str, Any]:
 
 def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
     """The sample (one epoch) of one run."""
+    from inspect_ai.dataset import Sample
     from inspect_ai.event import (
         InfoEvent,
         ModelEvent,
+        SampleInitEvent,
         SampleLimitEvent,
         ScoreEvent,
+        SpanBeginEvent,
+        SpanEndEvent,
         ToolEvent,
     )
     from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit, condense_events
@@ -202,6 +206,32 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
     first.append(ChatMessageUser(id=next_id(), content=tr.header.question, source="input"))
     messages: list[Any] = list(first)
     events: list[Any] = []
+    spans: list[str] = []  # the open spans, innermost last
+
+    def begin(name: str, kind: str, ns: int) -> None:
+        span = next_id()
+        events.append(SpanBeginEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
+                                     working_start=ns / 1e9, id=span, name=name, type=kind,
+                                     parent_id=spans[-1] if spans else None))
+        spans.append(span)
+
+    def finish(ns: int) -> None:
+        span = spans.pop()
+        events.append(SpanEndEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
+                                   working_start=ns / 1e9, id=span))
+
+    def add(event: Any) -> None:
+        event.span_id = spans[-1]
+        events.append(event)
+
+    # Inspect's own layout of a sample's events: init, then the solvers (here the agent
+    # loop), then the scorers, each a span.
+    begin("init", "init", 0)
+    add(SampleInitEvent(uuid=next_id(), timestamp=_at(0), working_start=0.0,
+                        sample=Sample(id=run.scenario, input=list(first), target="")))
+    finish(0)
+    begin("solvers", "solvers", 0)
+    begin("reactlab_agent_loop", "solver", 0)
     usage = ModelUsage()
     output = ModelOutput(model=model)
     error = None
@@ -237,7 +267,7 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
                                     "cumulative_tokens": rec.cumulative_tokens}
             if rec.decoding is not None:
                 meta["decoding"] = rec.decoding
-            events.append(ModelEvent(
+            add(ModelEvent(
                 uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
                 completed=_at(end), working_time=(end - start) / 1e9, model=model,
                 input=list(messages), tools=tools, tool_choice="auto", config=config,
@@ -255,7 +285,7 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
             meta = {"step": rec.step, "status": rec.status}
             if rec.raw is not None:
                 meta["raw"] = rec.raw
-            events.append(ToolEvent(
+            add(ToolEvent(
                 uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
                 completed=_at(end), working_time=(end - start) / 1e9, id=rec.id,
                 function=rec.name or "", arguments=rec.arguments or {}, result=content,
@@ -265,12 +295,12 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
         elif isinstance(rec, Guardrail):
             ns = when((rec.step - 1) * STEP_NS)
             data = _guardrail_data(rec)
-            events.append(InfoEvent(uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
+            add(InfoEvent(uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
                                     source=GUARDRAIL_SOURCE, data=data))
             if rec.rule in _LIMITS:
                 value = (rec.step if rec.rule == "step_limit"
                          else spec["limits"].get("token_budget") or 0)
-                events.append(SampleLimitEvent(
+                add(SampleLimitEvent(
                     uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
                     type=_LIMITS[rec.rule], message=data["text"],  # type: ignore[arg-type]
                     limit=float(value)))
@@ -280,7 +310,7 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
             start, end = step_window(rec.step)
             text = (f"{rec.kind}" + (f" (HTTP {rec.status})" if rec.status is not None else "")
                     + f" after {rec.attempts} attempt(s): {rec.message}")
-            events.append(ModelEvent(
+            add(ModelEvent(
                 uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
                 completed=_at(end), working_time=(end - start) / 1e9, model=model,
                 input=list(messages), tools=tools, tool_choice="auto", config=config,
@@ -293,9 +323,15 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
             raise TypeError(f"unexpected record {rec!r:.80}")
 
     end_ns = when(tr.end.steps * STEP_NS)
+    finish(end_ns)
+    finish(end_ns)
     score = _score(run)
-    events.append(ScoreEvent(uuid=next_id(), timestamp=_at(end_ns), working_start=end_ns / 1e9,
-                             score=score, target="", scorer=SCORER))
+    begin("scorers", "scorers", end_ns)
+    begin(SCORER, "scorer", end_ns)
+    add(ScoreEvent(uuid=next_id(), timestamp=_at(end_ns), working_start=end_ns / 1e9,
+                   score=score, target="", scorer=SCORER))
+    finish(end_ns)
+    finish(end_ns)
     condensed, pools = condense_events(events)
     v = run.verification
     metadata = {
