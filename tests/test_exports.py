@@ -558,3 +558,50 @@ def test_cli_names_a_missing_verification(toolbox: Any, tmp_path: Path,
     assert "reactlab: error:" in err and "has no verification" in err and made[0][1] in err
     assert main(["export", "inspect", "--results", str(tmp_path / "nothing")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+SMALL = """matrix:
+  - tasks: [variacion_busi]
+    backends: [openai, anthropic, local]
+    scenarios: [correcto, bucle_sin_limite]
+"""
+
+
+@pytest.mark.e2e
+def test_the_exports_target_builds_both_and_a_damaged_copy_is_rebuilt(tmp_path: Path) -> None:
+    from tests.test_pipeline import copy_workflow, snakemake
+
+    copy_workflow(tmp_path)
+    (tmp_path / "small.yaml").write_text(SMALL)
+    overlay = ("--configfile", "small.yaml")
+    # (the target first: --configfile takes every word after it)
+    plan = snakemake(tmp_path, "--dry-run", *overlay)  # the default target: no export
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "export_" not in plan.stdout
+    proc = snakemake(tmp_path, "exports", *overlay)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = tmp_path / "results"
+    assert len(_log_files(results / "inspect")) == 3
+    assert len(list((results / "otel").rglob("*.jsonl"))) == 6
+    # the rule and the command line write the same bytes
+    assert main(["export", "inspect", "--results", str(results), "--out",
+                 str(tmp_path / "cli_inspect")]) == 0
+    assert main(["export", "otel", "--results", str(results), "--out",
+                 str(tmp_path / "cli_otel")]) == 0
+    # (Snakemake marks a folder output with an empty .snakemake_timestamp file)
+    built = {k: {n: b for n, b in _files(results / k).items() if n != ".snakemake_timestamp"}
+             for k in ("inspect", "otel")}
+    assert built["inspect"] == _files(tmp_path / "cli_inspect")
+    assert built["otel"] == _files(tmp_path / "cli_otel")
+    again = snakemake(tmp_path, "exports", "--dry-run", *overlay)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # an edited export is removed before the next run and rebuilt from the traces
+    log = _log_files(results / "inspect")[0]
+    log.write_bytes(log.read_bytes() + b" ")
+    rerun = snakemake(tmp_path, "exports", *overlay)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "checksum mismatch" in rerun.stderr and "results/inspect will be rebuilt" in rerun.stderr
+    assert {n: b for n, b in _files(results / "inspect").items()
+            if n != ".snakemake_timestamp"} == built["inspect"]
