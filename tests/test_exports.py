@@ -92,6 +92,15 @@ def _files(folder: Path) -> dict[str, bytes]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def test_the_export_modules_import_their_libraries_lazily() -> None:
+    from tests.test_imports import HEAVY, _loaded_after
+
+    loaded = _loaded_after("import reactlab.export, reactlab.export.inspect_log, "
+                           "reactlab.export.otel, reactlab.cli")
+    assert "reactlab" in loaded
+    assert not {"inspect_ai", "opentelemetry", "google", *HEAVY} & loaded
+
+
 # --------------------------------------------------------------------------- golden files
 
 def _golden_pairs() -> list[tuple[Path, Path]]:
