@@ -172,6 +172,15 @@ def test_exports_are_byte_identical(pairs: list[tuple[str, str]], logs_dir: Path
         capture_output=True, text=True, timeout=120, check=False)
     assert env_run.returncode == 0, env_run.stderr
     assert _files(tmp_path / "otel_env") == _files(spans_dir)
+    # a disabled SDK records nothing: an error, not empty files
+    disabled = subprocess.run(
+        [sys.executable, "-m", "reactlab", "export", "otel", "--results",
+         str(Path(pairs[0][0]).parents[3]), "--out", str(tmp_path / "otel_off")],
+        env={**os.environ, "OTEL_SDK_DISABLED": "true"}, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert disabled.returncode == 2
+    assert "reactlab: error: the OpenTelemetry SDK is disabled" in disabled.stderr
+    assert not (tmp_path / "otel_off").exists()
 
 
 # --------------------------------------------------------------------------- Inspect
