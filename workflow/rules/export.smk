@@ -1,6 +1,6 @@
 # Exports for other tools (docs/exports.md): Inspect logs (`inspect view`) and
-# OpenTelemetry GenAI spans (OTLP JSON). Not part of `rule all`: they cost more than the
-# rest of results/ is worth in bytes (docs/exports.md, "Cost"); build them with
+# OpenTelemetry GenAI spans (OTLP JSON). Not part of `rule all`: they would more than
+# double the bytes of results/ (docs/exports.md, "Cost"); build them with
 # `make exports` or `snakemake --cores 4 exports`. Each is one `run:` job over all the
 # runs, publishing its folder whole with a checksum manifest.
 
