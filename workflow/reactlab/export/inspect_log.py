@@ -17,15 +17,17 @@ repeated trials an epoch of that sample (epoch 1 for a single run). A sample hol
   its findings as the explanation and in the score's metadata; the guardrail events
   again, with the run's outcome, in the sample's metadata.
 
-Model-event inputs are pooled with Inspect's own ``condense_events`` (each message is
-stored once), as Inspect does for the logs it writes.
+The events sit in Inspect's own span layout (``init``; ``solvers`` with the solver
+``reactlab_agent_loop``; ``scorers`` with ``verifier``), and model-event inputs are
+pooled with Inspect's own ``condense_events`` (each message is stored once), as Inspect
+does for the logs it writes.
 
 Nothing here reads a clock: times are the step axis of :mod:`reactlab.export` and every
 identifier is derived from the run keys and the traces' checksums, so exporting the same
 traces twice writes byte-identical files. File names start with the fixed timestamp
 :data:`STAMP` because ``inspect view`` lists a ``.json`` log only when its name starts
-with one; the rest is Inspect's own pattern ``{task}_{id}``, with ``_`` written ``-``
-inside names as Inspect does.
+with one; the rest is Inspect's own pattern ``{task}_{model}_{id}`` (here the backend in
+the model's place), with ``_`` written ``-`` inside names as Inspect does.
 """
 
 from __future__ import annotations
