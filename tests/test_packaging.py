@@ -22,7 +22,8 @@ def _pins(lines: list[str]) -> dict[str, str]:
 
 def pyproject_pins() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return _pins(project["dependencies"] + project["optional-dependencies"]["dev"])
+    extras = project["optional-dependencies"]
+    return _pins(project["dependencies"] + extras["dev"] + extras["export"])
 
 
 def conda_pins() -> dict[str, str]:
@@ -33,7 +34,8 @@ def conda_pins() -> dict[str, str]:
 
 def test_every_dependency_is_pinned_exactly() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    for dep in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    extras = project["optional-dependencies"]
+    for dep in project["dependencies"] + extras["dev"] + extras["export"]:
         assert "==" in dep, f"{dep} is not pinned"
 
 

@@ -129,6 +129,22 @@ def _cmd_show(a: argparse.Namespace) -> None:
     show(a.trace, a.verified, a.color)
 
 
+def _cmd_export(a: argparse.Namespace) -> None:
+    from reactlab.export import find_pairs
+
+    pairs = find_pairs(a.results)
+    out = a.out or str(Path(a.results) / a.format)
+    traces, verified = [str(t) for t, _ in pairs], [str(v) for _, v in pairs]
+    if a.format == "inspect":
+        from reactlab.export import inspect_log
+
+        print(inspect_log.export_job(traces, verified, out), file=sys.stderr)
+    else:
+        from reactlab.export import otel
+
+        print(otel.export_job(traces, verified, out), file=sys.stderr)
+
+
 def _cmd_bench(a: argparse.Namespace) -> None:
     from reactlab.dev.bench import main as bench_main
 
@@ -212,6 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verified", help="its verification file (default: verify it now)")
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("export", help="write the runs of a results folder as Inspect logs "
+                                      "or OpenTelemetry GenAI spans (docs/exports.md)")
+    s.add_argument("format", choices=["inspect", "otel"])
+    s.add_argument("--results", default="results",
+                   help="the results folder (its traces/ and verified/)")
+    s.add_argument("--out", help="the folder to write (default: RESULTS/inspect or "
+                                 "RESULTS/otel); replaced whole")
+    s.set_defaults(func=_cmd_export)
 
     s = sub.add_parser("bench", help="benchmark the workflow: Snakemake vs one process, the "
                                      "full matrix, a no-op rerun, reruns after code edits")

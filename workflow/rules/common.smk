@@ -57,6 +57,8 @@ CODE = _fingerprints(_PACKAGE, {
     "tables": "reactlab.analysis.tables",
     "figures": "reactlab.analysis.outputs",  # the registry: figures, trial_figures
     "viewer": "reactlab.views.html",
+    "export_inspect": "reactlab.export.inspect_log",
+    "export_otel": "reactlab.export.otel",
 }, cache=".snakemake/reactlab/imports.json")
 
 PRICES = data_file("prices")

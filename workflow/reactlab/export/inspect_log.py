@@ -1,0 +1,456 @@
+"""Inspect logs (``inspect_ai`` 0.3.285): one ``.json`` eval log per (task, backend).
+
+Each run of the group is a sample (id: the scenario) and each trial of a run with
+repeated trials an epoch of that sample (epoch 1 for a single run). A sample holds:
+
+* the conversation rebuilt from the trace: the system prompt where the backend sends one,
+  the question, each model turn (``ChatMessageAssistant`` with its ``ToolCall``\\ s) and
+  each tool result (``ChatMessageTool``, with a ``ToolCallError`` when the call was not
+  executed as asked: invalid arguments, an unknown tool, a tool error, a repeated or
+  blocked call);
+* the events: a ``ModelEvent`` per request (its input, the tools offered, the output and
+  its ``ModelUsage``: the trace's tokens sent and received) or per backend error, a
+  ``ToolEvent`` per call, an ``InfoEvent`` (source ``reactlab guardrail``) per guardrail
+  event with its rule and meaning, a ``SampleLimitEvent`` where the step limit (``turn``)
+  or the token budget (``token``) ended the run, and the ``ScoreEvent``;
+* the verifier's verdict as the score ``verifier`` (``C`` verified, ``I`` rejected) with
+  its findings as the explanation and in the score's metadata; the guardrail events
+  again, with the run's outcome, in the sample's metadata.
+
+The events sit in Inspect's own span layout (``init``; ``solvers`` with the solver
+``reactlab_agent_loop``; ``scorers`` with ``verifier``), and model-event inputs are
+pooled with Inspect's own ``condense_events`` (each message is stored once), as Inspect
+does for the logs it writes.
+
+Nothing here reads a clock: times are the step axis of :mod:`reactlab.export` and every
+identifier is derived from the run keys and the traces' checksums, so exporting the same
+traces twice writes byte-identical files. File names start with the fixed timestamp
+:data:`STAMP` because ``inspect view`` lists a ``.json`` log only when its name starts
+with one; the rest is Inspect's own pattern ``{task}_{model}_{id}`` (here the backend in
+the model's place), with ``_`` written ``-`` inside names as Inspect does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reactlab.export import (
+    EPOCH,
+    STEP_NS,
+    ExportError,
+    ExportRun,
+    derived_id,
+    group_runs,
+    load_runs,
+    require,
+    step_window,
+)
+from reactlab.trace.integrity import publish_dir
+from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
+from reactlab.views.common import GUARDRAIL_TEXT
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
+
+__all__ = ["STAMP", "build_log", "export_job", "log_name", "write_logs"]
+
+STAMP = EPOCH.strftime("%Y-%m-%dT%H-%M-%S+00-00")
+"""The fixed timestamp every log's file name starts with (Inspect's own format)."""
+
+SCORER = "verifier"
+GUARDRAIL_SOURCE = "reactlab guardrail"
+
+# Why a call's result is an error, in Inspect's ToolCallError types.
+_ERROR_TYPES = {"invalid": "parsing", "unknown": "unknown", "error": "unknown",
+                "repeated": "limit", "blocked": "approval"}
+# The guardrails that end a run, as Inspect's sample limits.
+_LIMITS = {"step_limit": "turn", "token_budget": "token"}
+
+
+def _clean(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def log_name(task: str, backend: str) -> str:
+    """The file name of the log of (task, backend): ``{STAMP}_{task}_{backend}_{id}.json``."""
+    return f"{STAMP}_{_clean(task)}_{_clean(backend)}_{task_id(task, backend)}.json"
+
+
+def task_id(task: str, backend: str) -> str:
+    return derived_id("inspect-task", task, backend, length=22)
+
+
+def _at(ns: int) -> datetime:
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def _iso(ns: int) -> str:
+    return _at(ns).isoformat()
+
+
+class _Ids:
+    """Identifiers of one sample's messages and events: a counter under the sample's key."""
+
+    def __init__(self, *scope: object) -> None:
+        self.scope = scope
+        self.n = 0
+
+    def __call__(self) -> str:
+        self.n += 1
+        return derived_id(*self.scope, self.n, length=22)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _generate_config(run: ExportRun) -> Any:
+    from inspect_ai.model import GenerateConfig
+
+    cfg = run.backend_config
+    values: dict[str, Any] = {}
+    max_tokens = cfg.get("max_tokens", cfg.get("max_new_tokens"))
+    if max_tokens is not None:
+        values["max_tokens"] = int(max_tokens)
+    for name in ("temperature", "top_p"):
+        if cfg.get(name) is not None:
+            values[name] = float(cfg[name])
+    if run.spec.get("seed") is not None:
+        values["seed"] = int(run.spec["seed"])
+    return GenerateConfig(**values)
+
+
+def _tools(run: ExportRun) -> list[Any]:
+    """The tools offered to the model (none when the config does not send them)."""
+    from inspect_ai.tool import ToolInfo, ToolParams
+
+    from reactlab.tools import TOOLS, json_schema
+
+    if not run.spec["agent"].get("send_tools", True):
+        return []
+    return [ToolInfo(name=n, description=TOOLS[n].description,
+                     parameters=ToolParams.model_validate(json_schema(n)))
+            for n in run.spec["tools"] if n in TOOLS]
+
+
+def _sends_system_prompt(run: ExportRun) -> bool:
+    """Whether the run's session sends the agent's system prompt (the local sessions of
+    the ReAct loop always do; the API backends when the config says so)."""
+    agent = run.spec["agent"]
+    if run.spec.get("strategy", "react") != "react":
+        return False
+    return run.provider == "local" or bool(agent.get("send_system_prompt"))
+
+
+def _score(run: ExportRun) -> Any:
+    from inspect_ai.scorer import Score
+
+    v = run.verification
+    findings = [f.to_json() for f in v.findings]
+    explanation = ("no findings: every figure in the answer comes from a tool result"
+                   if v.verified else "; ".join(f.message for f in v.findings))
+    return Score(value="C" if v.verified else "I", answer=run.trace.end.answer,
+                 explanation=explanation,
+                 metadata={"verified": v.verified, "findings": findings})
+
+
+def _guardrail_data(rec: Guardrail) -> dict[str, Any]:
+    data = {k: v for k, v in rec.to_json().items() if k != "type"}
+    data["text"] = GUARDRAIL_TEXT.get(rec.rule, rec.rule)
+    return data
+
+
+def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
+    """The sample (one epoch) of one run."""
+    from inspect_ai.dataset import Sample
+    from inspect_ai.event import (
+        InfoEvent,
+        ModelEvent,
+        SampleInitEvent,
+        SampleLimitEvent,
+        ScoreEvent,
+        SpanBeginEvent,
+        SpanEndEvent,
+        ToolEvent,
+    )
+    from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit, condense_events
+    from inspect_ai.model import (
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        ChatMessageSystem,
+        ChatMessageTool,
+        ChatMessageUser,
+        ModelOutput,
+        ModelUsage,
+    )
+    from inspect_ai.tool import ToolCall, ToolCallError
+
+    from reactlab.tools.messages import tool_message
+
+    next_id = _Ids("inspect", eval_id, run.key)
+    tr = run.trace
+    spec = run.spec
+    model = f"{run.provider}/{run.model}"
+    tools = _tools(run)
+    config = _generate_config(run)
+    delimit = bool(spec["agent"].get("defences", {}).get("delimit_tool_output"))
+    ensure_ascii = run.provider != "local"  # as each backend writes tool results
+    calls = run.calls_by_step()
+
+    first: list[Any] = []
+    if _sends_system_prompt(run):
+        first.append(ChatMessageSystem(id=next_id(), content=spec["agent"]["system_prompt"],
+                                       source="input"))
+    first.append(ChatMessageUser(id=next_id(), content=tr.header.question, source="input"))
+    messages: list[Any] = list(first)
+    events: list[Any] = []
+    spans: list[str] = []  # the open spans, innermost last
+
+    def begin(name: str, kind: str, ns: int) -> None:
+        span = next_id()
+        events.append(SpanBeginEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
+                                     working_start=ns / 1e9, id=span, name=name, type=kind,
+                                     parent_id=spans[-1] if spans else None))
+        spans.append(span)
+
+    def finish(ns: int) -> None:
+        span = spans.pop()
+        events.append(SpanEndEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
+                                   working_start=ns / 1e9, id=span))
+
+    def add(event: Any) -> None:
+        event.span_id = spans[-1]
+        events.append(event)
+
+    # Inspect's own layout of a sample's events: init, then the solvers (here the agent
+    # loop), then the scorers, each a span.
+    begin("init", "init", 0)
+    add(SampleInitEvent(uuid=next_id(), timestamp=_at(0), working_start=0.0,
+                        sample=Sample(id=run.scenario, input=list(first), target="")))
+    finish(0)
+    begin("solvers", "solvers", 0)
+    begin("reactlab_agent_loop", "solver", 0)
+    usage = ModelUsage()
+    output = ModelOutput(model=model)
+    error = None
+    limit = None
+    cursor = 0  # ns after the run's start: events never go back in time
+
+    def when(ns: int) -> int:
+        nonlocal cursor
+        cursor = max(cursor, ns)
+        return cursor
+
+    for rec in tr.records:
+        if isinstance(rec, Request):
+            step_calls = calls.get(rec.step, [])
+            assistant = ChatMessageAssistant(
+                id=next_id(), content=rec.text, source="generate", model=run.model,
+                tool_calls=[ToolCall(id=c.id, function=c.name or "",
+                                     arguments=c.arguments or {},
+                                     parse_error=(None if c.arguments is not None
+                                                  else f"arguments not a JSON object: "
+                                                       f"{c.raw!r}"))
+                            for c in step_calls] or None)
+            turn = ModelUsage(input_tokens=rec.tokens_sent, output_tokens=rec.tokens_out,
+                              total_tokens=rec.tokens_sent + rec.tokens_out)
+            usage = usage + turn
+            output = ModelOutput(
+                model=model, completion=rec.text, usage=turn, time=0.5,
+                choices=[ChatCompletionChoice(
+                    message=assistant,
+                    stop_reason="tool_calls" if step_calls else "stop")])
+            start, end = step_window(rec.step)
+            meta: dict[str, Any] = {"step": rec.step, "attempts": rec.attempts,
+                                    "cumulative_tokens": rec.cumulative_tokens}
+            if rec.decoding is not None:
+                meta["decoding"] = rec.decoding
+            add(ModelEvent(
+                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
+                completed=_at(end), working_time=(end - start) / 1e9, model=model,
+                input=list(messages), tools=tools, tool_choice="auto", config=config,
+                output=output, retries=rec.attempts - 1 or None, metadata=meta))
+            messages.append(assistant)
+        elif isinstance(rec, ToolCallRecord):
+            step_calls = calls[rec.step]
+            slot = next(i for i, c in enumerate(step_calls) if c is rec)
+            start, end = step_window(rec.step, slot, len(step_calls))
+            content = tool_message(rec.result, delimit=delimit, ensure_ascii=ensure_ascii)
+            failure = None
+            if rec.status != "ok":
+                failure = ToolCallError(type=_ERROR_TYPES.get(rec.status, "unknown"),  # type: ignore[arg-type]
+                                        message=_text(rec.result.get("error", rec.result)))
+            meta = {"step": rec.step, "status": rec.status}
+            if rec.raw is not None:
+                meta["raw"] = rec.raw
+            add(ToolEvent(
+                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
+                completed=_at(end), working_time=(end - start) / 1e9, id=rec.id,
+                function=rec.name or "", arguments=rec.arguments or {}, result=content,
+                error=failure, failed=True if failure else None, metadata=meta))
+            messages.append(ChatMessageTool(id=next_id(), content=content, tool_call_id=rec.id,
+                                            function=rec.name or "", error=failure))
+        elif isinstance(rec, Guardrail):
+            ns = when((rec.step - 1) * STEP_NS)
+            data = _guardrail_data(rec)
+            add(InfoEvent(uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
+                                    source=GUARDRAIL_SOURCE, data=data))
+            if rec.rule in _LIMITS:
+                value = (rec.step if rec.rule == "step_limit"
+                         else spec["limits"].get("token_budget") or 0)
+                add(SampleLimitEvent(
+                    uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
+                    type=_LIMITS[rec.rule], message=data["text"],  # type: ignore[arg-type]
+                    limit=float(value)))
+                limit = EvalSampleLimit(type=_LIMITS[rec.rule], limit=float(value),  # type: ignore[arg-type]
+                                        reason=data["text"])
+        elif isinstance(rec, Error):
+            start, end = step_window(rec.step)
+            text = (f"{rec.kind}" + (f" (HTTP {rec.status})" if rec.status is not None else "")
+                    + f" after {rec.attempts} attempt(s): {rec.message}")
+            add(ModelEvent(
+                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
+                completed=_at(end), working_time=(end - start) / 1e9, model=model,
+                input=list(messages), tools=tools, tool_choice="auto", config=config,
+                output=ModelOutput(model=model, error=text), error=text,
+                retries=rec.attempts - 1 or None,
+                metadata={"step": rec.step, "kind": rec.kind, "status": rec.status,
+                          "retryable": rec.retryable, "history": rec.history}))
+            error = EvalError(message=text, traceback="", traceback_ansi="")
+        elif not isinstance(rec, Answer):  # the answer is the last assistant message
+            raise TypeError(f"unexpected record {rec!r:.80}")
+
+    end_ns = when(tr.end.steps * STEP_NS)
+    finish(end_ns)
+    finish(end_ns)
+    score = _score(run)
+    begin("scorers", "scorers", end_ns)
+    begin(SCORER, "scorer", end_ns)
+    add(ScoreEvent(uuid=next_id(), timestamp=_at(end_ns), working_start=end_ns / 1e9,
+                   score=score, target="", scorer=SCORER))
+    finish(end_ns)
+    finish(end_ns)
+    condensed, pools = condense_events(events)
+    v = run.verification
+    metadata = {
+        "run": run.key, "task": run.task, "backend": run.backend, "scenario": run.scenario,
+        "trial": run.trial, "termination": tr.end.termination, "steps": tr.end.steps,
+        "tokens_sent": tr.end.tokens_sent, "calls": tr.end.calls, "errors": tr.end.errors,
+        "verified": v.verified, "defences": tr.header.defences,
+        "guardrails": [_guardrail_data(g) for g in run.guardrails()],
+        "config_hash": tr.header.config_hash, "trace_sha256": tr.end.sha256,
+    }
+    return EvalSample(
+        id=run.scenario, epoch=run.trial or 1, input=first, target="", messages=messages,
+        output=output, scores={SCORER: score}, metadata=metadata, events=condensed,
+        events_data=pools, model_usage={model: usage} if tr.requests() else {},
+        started_at=EPOCH.isoformat(), completed_at=_iso(end_ns),
+        total_time=end_ns / 1e9, working_time=end_ns / 1e9,
+        uuid=derived_id("inspect-sample", eval_id, run.key, length=22), error=error,
+        limit=limit)
+
+
+def build_log(runs: Sequence[ExportRun]) -> EvalLog:
+    """The eval log of one (task, backend) group of runs."""
+    from inspect_ai.log import (
+        EvalConfig,
+        EvalDataset,
+        EvalLog,
+        EvalMetric,
+        EvalPlan,
+        EvalPlanStep,
+        EvalResults,
+        EvalScore,
+        EvalSpec,
+        EvalStats,
+    )
+    from inspect_ai.model import ModelUsage
+
+    if not runs or len({(r.task, r.backend) for r in runs}) != 1:
+        raise ExportError("an Inspect log holds the runs of one (task, backend)")
+    head = runs[0]
+    task, backend = head.task, head.backend
+    run_id = derived_id("inspect-run", *(f"{r.key}:{r.trace.end.sha256}" for r in runs),
+                        length=22)
+    eval_id = derived_id("inspect-eval", task, backend, run_id, length=22)
+    seen: dict[tuple[str, int], str] = {}
+    for r in runs:
+        sample = (r.scenario, r.trial or 1)
+        if sample in seen:
+            raise ExportError(f"runs {seen[sample]} and {r.key} would both be epoch "
+                              f"{sample[1]} of sample {sample[0]!r} of {task}/{backend}")
+        seen[sample] = r.key
+    samples = [build_sample(r, eval_id) for r in runs]
+    sample_ids = sorted({str(s.id) for s in samples})
+    epochs = max(s.epoch for s in samples)
+    usage: dict[str, ModelUsage] = {}
+    for s in samples:
+        for name, u in s.model_usage.items():
+            usage[name] = usage[name] + u if name in usage else u
+    verified = sum(r.verification.verified for r in runs)
+    configured = head.backend_config.get("model")
+    group_model = f"{head.provider}/{head.model if configured else head.backend_config['mode']}"
+    versions = head.trace.header.versions
+    spec = EvalSpec(
+        eval_id=eval_id, run_id=run_id, created=EPOCH.isoformat(), task=task,
+        task_id=task_id(task, backend), task_version=0,
+        task_attribs={"question": head.trace.header.question, "tools": list(head.spec["tools"])},
+        dataset=EvalDataset(name=task, samples=len(sample_ids), sample_ids=sample_ids),  # type: ignore[arg-type]
+        model=group_model, model_generate_config=_generate_config(head),
+        config=EvalConfig(epochs=epochs), packages={"reactlab": versions.get("reactlab", "")},
+        metadata={"backend": backend, "backend_config": dict(head.backend_config),
+                  "exported_by": "reactlab export inspect",
+                  "time_axis": "traces carry no clock: each run starts at 2000-01-01T00:00:00Z "
+                               "and each step of the agent loop is one second"})
+    results = EvalResults(
+        total_samples=len(samples), completed_samples=len(samples),
+        scores=[EvalScore(name=SCORER, scorer=SCORER, scored_samples=len(samples),
+                          unscored_samples=0,
+                          metrics={"accuracy": EvalMetric(name="accuracy",
+                                                          value=verified / len(samples))})])
+    last = max(r.trace.end.steps for r in runs) * STEP_NS
+    return EvalLog(
+        status="success", eval=spec,
+        plan=EvalPlan(steps=[EvalPlanStep(solver="reactlab_agent_loop",
+                                          params={"strategy": head.spec.get("strategy",
+                                                                            "react")})]),
+        results=results,
+        stats=EvalStats(started_at=EPOCH.isoformat(), completed_at=_iso(last),
+                        model_usage=usage),
+        samples=samples)
+
+
+def write_logs(pairs: Iterable[tuple[str | Path, str | Path]], out_dir: str | Path
+               ) -> list[Path]:
+    """Write one log per (task, backend) of the (trace, verification) pairs into
+    ``out_dir`` (published whole, with a checksum manifest); returns the paths written."""
+    require("inspect_ai", "the Inspect export")
+    from inspect_ai.log import write_eval_log
+
+    groups = group_runs(load_runs(pairs))
+    out_dir = Path(out_dir)
+    names = [log_name(task, backend) for task, backend in groups]
+
+    def write(tmp: Path) -> list[Path]:
+        paths = []
+        for name, runs in zip(names, groups.values(), strict=True):
+            path = tmp / name
+            write_eval_log(build_log(runs), str(path), format="json")
+            paths.append(path)
+        return paths
+
+    publish_dir(out_dir, write)
+    return [out_dir / n for n in names]
+
+
+def export_job(traces: Sequence[str], verified: Sequence[str], out_dir: str) -> str:
+    """The pipeline's job (and the CLI's): write the logs; returns the summary line."""
+    if len(traces) != len(verified):
+        raise ExportError("export inspect: traces and verifications must pair up")
+    written = write_logs(zip(traces, verified, strict=True), out_dir)
+    return f"wrote {len(written)} Inspect logs ({len(traces)} runs) to {out_dir}"
+
