@@ -40,6 +40,7 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/cluster.smk"
 
 
 rule all:
