@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
@@ -112,6 +112,8 @@ class Cluster:
 
     root: Path
     accounting: bool = False
+    # the daemons this process started, reaped after `stop` (no zombies in a long run)
+    _children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def conf(self) -> Path:
@@ -163,6 +165,7 @@ class Cluster:
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env={**os.environ, **self.env})
         log.close()
+        self._children[name] = proc
         pid = proc.pid
         if user is not None:  # runuser execs nothing: wait for the real daemon
             pid = self._child_of(pid, name)
@@ -198,6 +201,8 @@ class Cluster:
                     time.sleep(0.1)
                 if self.alive(name):
                     os.kill(pids[name], signal.SIGKILL)
+            if name in self._children:
+                self._children.pop(name).wait(timeout=30)
         if self.pids_file.exists():
             self.pids_file.unlink()
         if SYSTEM_CONF.exists() and SYSTEM_CONF.read_text().startswith(
@@ -231,6 +236,9 @@ class Cluster:
             accounting = (f"AccountingStorageType=accounting_storage/slurmdbd\n"
                           f"AccountingStorageHost=127.0.0.1\n"
                           f"AccountingStoragePort={ports['dbd']}\n"
+                          # the munge socket of connections to slurmdbd (AuthInfo's is
+                          # not used for them)
+                          f"AccountingStoragePass={self.munge_socket}\n"
                           "JobAcctGatherType=jobacct_gather/linux\n")
         else:
             accounting = ("AccountingStorageType=accounting_storage/none\n"
