@@ -182,14 +182,13 @@ class PlannedJob:
     threads: int
     resources: dict[str, str]
     priority: int = 0
-    local: bool = False
     fields: dict[str, str] = field(default_factory=dict)
 
 
 def planned_jobs(output: str) -> Iterator[PlannedJob]:
     """Each job block of a dry run: rule, wildcards, threads and resources."""
     for block in re.split(r"^\[[^\]]+\]\n", output, flags=re.M):
-        m = re.match(r"(local)?rule (\w+):\n", block)
+        m = re.match(r"(?:local)?rule (\w+):\n", block)
         if not m:
             continue
         fields = dict(re.findall(r"^    (\w+): (.*)$", block, flags=re.M))
@@ -197,9 +196,9 @@ def planned_jobs(output: str) -> Iterator[PlannedJob]:
         def pairs(text: str) -> dict[str, str]:
             return dict(p.split("=", 1) for p in text.split(", ") if "=" in p)
 
-        yield PlannedJob(m.group(2), pairs(fields.get("wildcards", "")),
+        yield PlannedJob(m.group(1), pairs(fields.get("wildcards", "")),
                          int(fields.get("threads", 1)), pairs(fields.get("resources", "")),
-                         int(fields.get("priority", 0)), m.group(1) is not None, fields)
+                         int(fields.get("priority", 0)), fields)
 
 
 def load_profile(name: str) -> dict:
@@ -377,17 +376,6 @@ def test_slurm_dry_run_plans_the_matrix_in_batches(dry_runs: DryRuns) -> None:
     sim = sorted(f"results/traces/{k}.jsonl" for k in all_runs(dry_runs.workdir) - models)
     assert sorted(traces) == sim
     assert max(sizes) <= batch and max(sizes) - min(sizes) <= 1
-
-
-def test_slurm_light_jobs_run_on_the_submit_host(dry_runs: DryRuns) -> None:
-    """cluster_local=True: data, tables, figures and viewer are local rules; the run
-    jobs are submitted."""
-    assert cluster_setting("cluster_local") is True
-    kinds = {job.rule: job.local for job in planned_jobs(output(dry_runs.slurm))}
-    for rule, local in kinds.items():
-        light = rule in ("generate_data", "tables", "viewer", "all") or rule.startswith(
-            "figure_")
-        assert local == light, (rule, local)
 
 
 def test_slurm_jobs_carry_the_profile_resources(dry_runs: DryRuns) -> None:

@@ -1,6 +1,7 @@
-# How a cluster profile packs the pipeline's jobs (docs/cluster.md). Only `cluster_batch` and
-# `cluster_local` in the config (set by workflow/profiles/slurm through --config) changes anything here; a
-# local run without them plans exactly the jobs of the other rule files.
+# How a cluster profile packs the pipeline's jobs (docs/cluster.md). Only the config keys
+# `cluster_batch` and `cluster_local` (set by workflow/profiles/slurm through --config)
+# change anything here; without them the plan is exactly the one of the other rule files.
+# The `onstart` check at the end acts only under the SLURM executor.
 #
 # On a cluster every job costs a submission, a queue wait, a status poll and two nested
 # Snakemake starts (sbatch runs Snakemake, whose job step runs Snakemake again with
@@ -14,7 +15,7 @@
 #     rules run_agent and verify (same files, byte for byte). Real-model and live runs
 #     keep their own jobs, with their declared threads and memory. Snakemake prefers a
 #     rule without wildcards, so run_batch_<i> wins over run_agent / verify for its files.
-# cluster_local: true  the data generation, tables, figures and viewer (seconds of
+# cluster_local: True  the data generation, tables, figures and viewer (seconds of
 #     pandas and matplotlib in all) run in the Snakemake process that submits the jobs,
 #     instead of as four more rounds of cluster jobs.
 
@@ -22,7 +23,8 @@ BATCH_SIZE = int(config.get("cluster_batch", 0))
 
 
 def _chunks(keys, size):
-    """``keys`` cut into ceil(len/size) consecutive chunks whose sizes differ by at most one."""
+    """``keys`` cut into ceil(len/size) consecutive chunks whose sizes differ by at most
+    one."""
     if not keys:
         return []
     n = -(-len(keys) // size)
