@@ -82,7 +82,7 @@ def install(accounting: bool, say=print) -> None:
     say(f"apt-get install -y {' '.join(missing)}")
     t0 = time.monotonic()
     for cmd in (["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+                ["apt-get", "install", "-y", "-q", *missing]):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}"
@@ -301,9 +301,13 @@ StorageLoc=slurm_acct_db
                 raise Unavailable(f"{SYSTEM_CONF} exists and was not written by this helper "
                                   "(a configured SLURM: use that cluster)")
             if not text.startswith(MARKER + str(self.root) + "\n"):
-                owner = text.splitlines()[0][len(MARKER):]
-                if Path(owner, "pids.json").exists():
-                    raise Unavailable(f"another test cluster ({owner}) is running here")
+                owner = Cluster(Path(text.splitlines()[0][len(MARKER):]))
+                live = [name for name in owner.pids() if owner.alive(name)]
+                if live:  # a stale file of a killed run is taken over
+                    raise Unavailable(
+                        f"another test cluster ({owner.root}: {', '.join(live)}) is running "
+                        f"here; stop it with `python -m tests.cluster.slurm_cluster down "
+                        f"--dir {owner.root}`")
         SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
         tmp = SYSTEM_CONF.with_suffix(".reactlab-tmp")
         shutil.copy(self.conf, tmp)
