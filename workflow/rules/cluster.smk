@@ -37,9 +37,15 @@ def _chunks(keys, size):
     return out
 
 
+def _mode(run):
+    """The backend mode of a run (its backend settings as a mapping or as an object)."""
+    cfg = run.backend_config
+    return cfg["mode"] if isinstance(cfg, dict) else cfg.mode
+
+
 if BATCH_SIZE > 0:
-    BATCHES = _chunks([k for k, r in RUNS.items()
-                       if r.backend_config["mode"] in ("simulated", "scripted")], BATCH_SIZE)
+    BATCHES = _chunks([k for k, r in RUNS.items() if _mode(r) in ("simulated", "scripted")],
+                      BATCH_SIZE)
 
     for _i, _keys in enumerate(BATCHES):
 
