@@ -14,7 +14,9 @@ without its real-model runs) runs in a fresh copy of the workflow through
 - the wall time stays within RATIO_BOUND x the local run's (the measured ratio is printed).
 
 Also proved: where the status command cannot work (sacct without accounting) the run
-stops before submitting anything, with the reason, instead of waiting forever.
+stops before submitting anything, with the reason, instead of waiting forever; and the
+check behind it (workflow/rules/cluster.smk) on the `scontrol show config` of other
+set-ups (short MinJobAge, squeue falling back to sacct), without a cluster.
 
 The lines the test prints (pytest -s; on a failure they are in the assertion message)
 are the evidence: submissions, states, the comparison and both wall times. Skipped only
@@ -33,9 +35,10 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -231,3 +234,43 @@ def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
     assert "this cluster has no accounting" in log, log[-3000:]
     assert "has been submitted with SLURM jobid" not in log, log[-3000:]
     assert not (work / "results" / "traces").exists()
+
+
+# --- the check that refuses a set-up that would hang (no cluster needed) -------------
+
+def _status_check() -> Callable[[str, int, str], str | None]:
+    """slurm_status_problem from workflow/rules/cluster.smk (plain Python between the
+    marker constant and the onstart block; the rest of the file is Snakemake syntax)."""
+    text = (ROOT / "workflow" / "rules" / "cluster.smk").read_text(encoding="utf-8")
+    start, stop = text.index("SLURM_MAX_POLL_S = "), text.index("\nonstart:")
+    namespace: dict[str, object] = {}
+    exec(compile(text[start:stop], "cluster.smk", "exec"), namespace)
+    return cast(Callable[[str, int, str], "str | None"], namespace["slurm_status_problem"])
+
+
+def scontrol_config(accounting: str, min_job_age: str) -> str:
+    """The lines of `scontrol show config` (slurm 22.05) that the check reads."""
+    return (f"AccountingStorageHost   = localhost\n"
+            f"AccountingStorageType   = {accounting}\n"
+            f"MinJobAge               = {min_job_age}\n"
+            f"MpiDefault              = none\n")
+
+
+@pytest.mark.parametrize(("command", "init", "accounting", "age", "expected"), [
+    ("squeue", 1, "accounting_storage/none", "300 sec", None),
+    ("squeue", 1, "accounting_storage/slurmdbd", "300 sec", None),
+    ("sacct", 1, "accounting_storage/slurmdbd", "300 sec", None),
+    ("sacct", 40, "accounting_storage/none", "300 sec", "no accounting"),
+    ("squeue", 1, "accounting_storage/none", "60 sec", "MinJobAge=60 s"),
+    # MinJobAge < 3 x the first wait: the plugin itself switches squeue to sacct
+    ("squeue", 40, "accounting_storage/none", "100 sec", "no accounting"),
+    ("squeue", 40, "accounting_storage/slurmdbd", "100 sec", None),
+    ("squeue", 1, "accounting_storage/none", "0 sec", "no accounting"),
+])
+def test_status_check_refuses_what_would_hang(command: str, init: int, accounting: str,
+                                              age: str, expected: str | None) -> None:
+    problem = _status_check()(command, init, scontrol_config(accounting, age))
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem, problem
