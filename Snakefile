@@ -41,6 +41,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/cluster.smk"
 
 
 rule all:

@@ -5,8 +5,15 @@ can: the profile is read, its executor plugin is loaded and validates its settin
 plan has the same jobs as the default local dry run, and every job carries the
 resources the profile asks for. Every Snakemake runs in a temporary copy of the
 workflow, with (1) a `sitecustomize` that refuses and records any IP connection or DNS
-lookup in the Snakemake process, and (2) fake `sbatch`, `squeue`, `kubectl` ... first on
-PATH that record being called; both records must stay empty.
+lookup in the Snakemake process, and (2) fake SLURM and Kubernetes commands first on
+PATH (so the real ones of a login node are never reached). A fake that would submit,
+cancel or change something (`sbatch`, `srun`, `scancel`, `scontrol update`, `kubectl`
+...) records the try; both records must stay empty. A read-only query (`sinfo`,
+`scontrol show config`, `squeue`, `sacct`, `sacctmgr list`) is what the SLURM plugin
+legitimately asks during a dry run where SLURM is installed: the fakes answer it with
+an error, as a machine without a reachable controller would, and log it apart. `sinfo`
+is faked too, so the plugin sees SLURM installed on every machine and the test plans
+the same way with or without SLURM.
 
 The Kubernetes plugin needs a default storage provider even to dry-run (it assumes no
 shared filesystem). The profile names the fs storage plugin: where
@@ -37,10 +44,16 @@ CLUSTER_PLUGINS = ROOT / tomllib.loads(
     (ROOT / "pyproject.toml").read_text())["tool"]["reactlab"]["cluster-plugins"]
 TIMEOUT = 300  # seconds for one dry run; the default matrix plans in a few seconds
 
-# Commands that would reach a cluster. `sinfo` is left out on purpose: the SLURM
-# plugin probes for it on import (a local `which`) and only then asks scontrol.
-CLUSTER_COMMANDS = ("sbatch", "srun", "squeue", "sacct", "scancel", "scontrol",
-                    "sacctmgr", "sshare", "kubectl")
+# The faked commands. `sinfo` is among them: the SLURM plugin probes for it on import (a
+# local `which`) and, where it exists, asks `scontrol show config` (MinJobAge) during a
+# dry run.
+CLUSTER_COMMANDS = ("sbatch", "srun", "salloc", "squeue", "sacct", "scancel", "scontrol",
+                    "sacctmgr", "sshare", "sinfo", "kubectl")
+# Read-only queries: {command: first arguments that only read} (None: any arguments).
+READ_ONLY: dict[str, tuple[str, ...] | None] = {
+    "sinfo": None, "squeue": None, "sacct": None, "sshare": None,
+    "scontrol": ("show",), "sacctmgr": ("list", "show"),
+}
 
 SITECUSTOMIZE = '''\
 """Test guard: the Snakemake process may not open an IP connection or resolve a name."""
@@ -72,7 +85,17 @@ socket.getaddrinfo = lambda host, *a, **k: _record(f"getaddrinfo {host!r}")
 socket.gethostbyname = lambda host: _record(f"gethostbyname {host!r}")
 '''
 
-FAKE_COMMAND = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\nexit 1\n'
+# A query gets "no controller" (exit 1) and is logged as a query; anything else is
+# logged as an attempt to reach the cluster.
+FAKE_COMMAND = """#!/bin/sh
+case "$1" in
+  {read_only}) echo "$(basename "$0") $*" >> "{queries}"
+        echo "$(basename "$0"): error: Unable to contact slurm controller (test sandbox)" >&2
+        exit 1 ;;
+esac
+echo "$(basename "$0") $*" >> "{log}"
+exit 1
+"""
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -100,6 +123,13 @@ class Sandbox:
     def cmd_log(self) -> Path:
         return self.root / "commands.log"
 
+    @property
+    def query_log(self) -> Path:
+        return self.root / "queries.log"
+
+    def queries(self) -> list[str]:
+        return self.query_log.read_text().splitlines() if self.query_log.exists() else []
+
     def attempts(self) -> list[str]:
         return [line for log in (self.net_log, self.cmd_log) if log.exists()
                 for line in log.read_text().splitlines()]
@@ -113,7 +143,10 @@ def make_sandbox(root: Path) -> Sandbox:
     box = Sandbox(root)
     for name in CLUSTER_COMMANDS:
         path = fakebin / name
-        path.write_text(FAKE_COMMAND.format(log=box.cmd_log))
+        first = READ_ONLY.get(name, ())
+        pattern = "*" if first is None else "|".join(first) or "__never__"
+        path.write_text(FAKE_COMMAND.format(log=box.cmd_log, queries=box.query_log,
+                                            read_only=pattern))
         path.chmod(0o755)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KUBERNETES_", "SLURM_"))}
@@ -149,6 +182,7 @@ class PlannedJob:
     threads: int
     resources: dict[str, str]
     priority: int = 0
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 def planned_jobs(output: str) -> Iterator[PlannedJob]:
@@ -164,7 +198,7 @@ def planned_jobs(output: str) -> Iterator[PlannedJob]:
 
         yield PlannedJob(m.group(1), pairs(fields.get("wildcards", "")),
                          int(fields.get("threads", 1)), pairs(fields.get("resources", "")),
-                         int(fields.get("priority", 0)))
+                         int(fields.get("priority", 0)), fields)
 
 
 def load_profile(name: str) -> dict:
@@ -212,6 +246,19 @@ def model_runs(workdir: Path) -> set[str]:
 
     return {r.key for r in config.load(workdir / "config.yaml").runs
             if r.backend_config.mode == "model"}
+
+
+def all_runs(workdir: Path) -> set[str]:
+    from reactlab import config
+
+    return {r.key for r in config.load(workdir / "config.yaml").runs}
+
+
+def cluster_setting(name: str) -> object:
+    """A `config:` entry of the SLURM profile (KEY=VALUE, as Snakemake's --config)."""
+    entries = dict(e.split("=", 1) for e in load_profile("slurm")["config"])
+    value = entries[name]
+    return {"True": True, "False": False}.get(value, int(value) if value.isdigit() else value)
 
 
 def run_key(job: PlannedJob) -> str:
@@ -301,33 +348,67 @@ def test_no_dry_run_tried_to_reach_a_cluster(dry_runs: DryRuns) -> None:
 
 # --- SLURM ---------------------------------------------------------------------------
 
-def test_slurm_dry_run_plans_the_default_jobs(dry_runs: DryRuns) -> None:
+def test_slurm_dry_run_plans_the_matrix_in_batches(dry_runs: DryRuns) -> None:
+    """The same work as the local plan, packed as the profile says (cluster_batch,
+    workflow/rules/cluster.smk): every simulated or scripted run and its verification in
+    a run_batch_<i> job of at most `cluster_batch` runs, the model runs in run_agent and
+    verify jobs of their own, everything else one job each as locally."""
     out = output(dry_runs.slurm)
     assert dry_runs.slurm.returncode == 0, out[-4000:]
     assert "Using workflow specific profile workflow/profiles/slurm" in out
-    assert job_stats(out) == job_stats(output(dry_runs.default))
+    local, slurm = job_stats(output(dry_runs.default)), job_stats(out)
+    batch = cluster_setting("cluster_batch")
+    models = model_runs(dry_runs.workdir)
+    batches = {rule: n for rule, n in slurm.items() if rule.startswith("run_batch_")}
+    n_sim = local["run_agent"] - len(models)
+    assert len(batches) == -(-n_sim // batch) and set(batches.values()) == {1}
+    assert slurm["run_agent"] == slurm["verify"] == len(models)
+    rest = {r: n for r, n in slurm.items()
+            if r not in batches and r not in ("run_agent", "verify", "total")}
+    assert rest == {r: n for r, n in local.items()
+                    if r not in ("run_agent", "verify", "total")}
+    # each simulated run's trace and verification is an output of exactly one batch
+    traces: list[str] = []
+    sizes = []
+    for job in planned_jobs(out):
+        if job.rule.startswith("run_batch_"):
+            files = job.fields["output"].split(", ")
+            sizes.append(len(files) // 2)
+            traces += [f for f in files if f.startswith("results/traces/")]
+    sim = sorted(f"results/traces/{k}.jsonl" for k in all_runs(dry_runs.workdir) - models)
+    assert sorted(traces) == sim
+    assert max(sizes) <= batch and max(sizes) - min(sizes) <= 1
 
 
 def test_slurm_jobs_carry_the_profile_resources(dry_runs: DryRuns) -> None:
+    """No partition or account is named (the cluster's default partition, the user's
+    default account); model jobs keep their threads and memory."""
     profile = load_profile("slurm")
-    partition = profile["default-resources"]["slurm_partition"]
+    assert not {"slurm_partition", "slurm_account"} & set(profile["default-resources"])
     models = model_runs(dry_runs.workdir)
     jobs = list(planned_jobs(output(dry_runs.slurm)))
-    assert sum(j.rule == "run_agent" for j in jobs) == job_stats(
-        output(dry_runs.default))["run_agent"]
+    assert sum(j.rule == "run_agent" for j in jobs) == len(models)
     for job in jobs:
         if job.rule == "all":
             continue
-        assert job.resources["slurm_partition"] == partition, job
+        assert "slurm_partition" not in job.resources, job
+        assert "slurm_account" not in job.resources, job
         if job.rule == "run_agent":
-            model = run_key(job) in models
-            assert job.threads == (2 if model else 1), job
-            assert job.resources["mem_mb"] == ("4000" if model else "1000"), job
-            assert job.resources["runtime"] == ("30" if model else "10"), job
+            assert run_key(job) in models, job
+            assert job.threads == 2, job
+            assert (job.resources["mem_mb"], job.resources["runtime"]) == ("4000", "30"), job
         elif job.rule == "convert_smollm2":
             assert (job.resources["mem_mb"], job.resources["runtime"]) == ("4000", "15")
         else:  # the defaults, unless a rule declares its own
             assert "mem_mb" in job.resources and "runtime" in job.resources, job
+
+
+def test_slurm_dry_run_only_asks_read_only_questions(dry_runs: DryRuns) -> None:
+    """Where SLURM is installed (here: faked sinfo) the plugin asks `scontrol show
+    config` for MinJobAge during a dry run; that is allowed, nothing else is."""
+    queries = dry_runs.box.queries()
+    assert "scontrol show config" in queries
+    assert {q.split()[0] for q in queries} <= set(READ_ONLY)
 
 
 def test_slurm_plugin_validates_its_settings_in_a_dry_run(dry_runs: DryRuns) -> None:
@@ -407,7 +488,11 @@ def test_the_guards_record_what_they_refuse(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], env=box.env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0 and "network access refused" in proc.stderr
-    proc = subprocess.run(["sbatch", "--wrap", "true"], env=box.env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode != 0
-    assert box.attempts() == ["getaddrinfo '192.0.2.1'", "sbatch --wrap true"]
+    for cmd in (["sbatch", "--wrap", "true"], ["srun", "hostname"],
+                ["scontrol", "update", "nodename=n1", "state=drain"],
+                ["scontrol", "show", "config"], ["sinfo", "-o", "%P"]):
+        proc = subprocess.run(cmd, env=box.env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, cmd
+    assert box.attempts() == ["getaddrinfo '192.0.2.1'", "sbatch --wrap true",
+                              "srun hostname", "scontrol update nodename=n1 state=drain"]
+    assert box.queries() == ["scontrol show config", "sinfo -o %P"]
