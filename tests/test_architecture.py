@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "reactlab"
 # The stages in data-flow order (ARCHITECTURE.md). Top-level modules (the package root,
 # ``__main__`` and ``cli``) are the application: they may import any stage.
 STAGES = ["core", "config", "data", "tools", "trace", "agent", "simulate", "backends",
-          "runner", "analysis", "views", "dev"]
+          "runner", "analysis", "suites", "views", "dev"]
 APP = {"reactlab", "reactlab.__main__", "reactlab.cli"}
 
 
