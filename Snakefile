@@ -40,6 +40,7 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/suites.smk"
 
 
 rule all:
@@ -48,3 +49,4 @@ rule all:
         TABLES,
         FIGURES,
         VIEWER,
+        SUITE_TABLES,

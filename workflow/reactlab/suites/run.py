@@ -175,3 +175,25 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
              (total - t_load) / max(len(specs), 1))
     return (f"{len(specs)} cases of {specs[0].base_key.rsplit('/', 1)[0] if specs else '-'}:"
             f" {calls} calls, {answered} answered in text")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reactlab.suites.run SPECS.json``: run one shard in this process (what a
+    model shard's job does); the outputs are the specs' own trace paths."""
+    import sys
+
+    from reactlab.suites.plan import CaseSpec, shard_paths
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m reactlab.suites.run SPECS.json", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    text = Path(args[0]).read_text(encoding="utf-8")
+    outputs = [shard_paths(CaseSpec.from_dict(d))[0] for d in json.loads(text)]
+    print(run_shard(text, outputs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
