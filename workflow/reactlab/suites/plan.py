@@ -157,7 +157,8 @@ def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
                     "language": "python", "functions": list(case.functions),
                     "possible_answer": None if case.possible_answer is None
                     else list(case.possible_answer),
-                    "tools": bfcl.tool_definitions(case.functions)}
+                    "tools": bfcl.tool_definitions(case.functions),
+                    "batch_size": int(suite.get("batch_size", 1))}
             for backend in suite["backends"]:
                 cfg = raw["backends"][backend]
                 scenarios = ([SCENARIO_MODEL] if cfg["mode"] == "model"

@@ -12,7 +12,9 @@ back: there is no second turn). Who answers:
   local backend;
 * a model backend runs :class:`reactlab.backends.local.LocalModelSession` with the
   case's tools, loaded once per shard (torch, transformers and the weights are paid once
-  per job, not once per case); its decoding mode is the backend's.
+  per job, not once per case); its decoding mode is the backend's. With the suite's
+  ``batch_size`` above 1 the shard's first turns are decoded ``batch_size`` cases at a
+  time (:mod:`reactlab.suites.batch`) and each case's loop receives its turn.
 
 The trace header is the runner's (:func:`reactlab.runner.header`), its spec the case's
 :class:`~reactlab.suites.plan.CaseSpec`: everything the verification needs is in it.
@@ -124,8 +126,11 @@ def case_of(spec: CaseSpec) -> Any:
                      else tuple(s["possible_answer"]))
 
 
-def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None) -> dict[str, Any]:
-    """Run one case and write its trace atomically; returns the end record's data."""
+def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None,
+             turn: ModelTurn | None = None) -> dict[str, Any]:
+    """Run one case and write its trace atomically; returns the end record's data.
+    ``turn``: the case's model turn, already decoded in a batch
+    (:mod:`reactlab.suites.batch`)."""
     from reactlab.agent.loop import run_agent
     from reactlab.agent.types import Session
     from reactlab.runner import header
@@ -134,7 +139,11 @@ def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None) -
     writer = TraceWriter(out)
     writer.add(header(spec))  # type: ignore[arg-type]
     session: Session
-    if spec.backend_config["mode"] == "model":
+    if turn is not None:
+        from reactlab.suites.batch import PrecomputedSession
+
+        session = PrecomputedSession(turn)
+    elif spec.backend_config["mode"] == "model":
         from reactlab.backends.local import LocalModelSession
 
         assert model is not None, "a model case needs the shard's model"
@@ -165,9 +174,15 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
 
         model = load_model(specs[0])  # type: ignore[arg-type]
     t_load = time.perf_counter() - t0
+    turns: list[ModelTurn | None] = [None] * len(specs)
+    batch = int(specs[0].suite.get("batch_size", 1)) if specs else 1
+    if model is not None and batch > 1:
+        from reactlab.suites.batch import first_turns
+
+        turns = first_turns(model, specs, batch)
     calls = answered = 0
-    for spec, out in zip(specs, outputs, strict=True):
-        end = run_case(spec, out, model)
+    for spec, out, turn in zip(specs, outputs, turns, strict=True):
+        end = run_case(spec, out, model, turn)
         calls += end["calls"]
         answered += end["termination"] == "answer"
     total = time.perf_counter() - t0
