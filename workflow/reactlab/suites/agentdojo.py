@@ -79,24 +79,37 @@ def _num(task_id: str) -> int:
 
 
 @cache
-def injections(name: str, user_task: str, injection_task: str) -> dict[str, str]:
-    """The attack's injection texts for this pair (AgentDojo's attack registry)."""
+def _attack(name: str) -> Any:
+    """The suite's attack object, made once (it caches the injection candidates, found by
+    running each user task's ground truth on a canary environment)."""
     from types import SimpleNamespace
 
     from agentdojo.attacks.attack_registry import load_attack
 
+    return load_attack(ATTACK, suite(name), SimpleNamespace(name=ATTACK_MODEL))  # type: ignore[arg-type]
+
+
+@cache
+def injections(name: str, user_task: str, injection_task: str) -> dict[str, str]:
+    """The attack's injection texts for this pair (AgentDojo's attack registry)."""
     s = suite(name)
-    attack = load_attack(ATTACK, s, SimpleNamespace(name=ATTACK_MODEL))  # type: ignore[arg-type]
-    return dict(attack.attack(s.user_tasks[user_task], s.injection_tasks[injection_task]))
+    return dict(_attack(name).attack(s.user_tasks[user_task],
+                                     s.injection_tasks[injection_task]))
 
 
-def environment(pair: Pair) -> tuple[Any, Any]:
-    """(task environment, its copy before the run) with the pair's injections."""
+@cache
+def _environment(pair: Pair) -> Any:
     s = suite(pair.suite)
     env = s.load_and_inject_default_environment(
         injections(pair.suite, pair.user_task, pair.injection_task))
-    task_env = s.user_tasks[pair.user_task].init_environment(env)
-    return task_env, task_env.model_copy(deep=True)
+    return s.user_tasks[pair.user_task].init_environment(env)
+
+
+def environment(pair: Pair) -> tuple[Any, Any]:
+    """(task environment, its copy before the run) with the pair's injections: fresh deep
+    copies of one environment built per pair and process."""
+    base = _environment(pair)
+    return base.model_copy(deep=True), base.model_copy(deep=True)
 
 
 def tool_schemas(name: str) -> list[dict[str, Any]]:
