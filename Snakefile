@@ -42,6 +42,7 @@ include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/cluster.smk"
+include: "workflow/rules/suites.smk"
 
 
 rule all:
@@ -50,3 +51,4 @@ rule all:
         TABLES,
         FIGURES,
         VIEWER,
+        SUITE_TABLES,

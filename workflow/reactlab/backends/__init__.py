@@ -114,7 +114,13 @@ def protocol_error(exc: BaseException | None, detail: str | None = None) -> Prot
 
 
 def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
-    """(name, description, JSON schema) of the task's tools, in the task's order."""
+    """(name, description, JSON schema) of the task's tools, in the task's order.
+
+    A run of an outside suite (:mod:`reactlab.suites`) carries its benchmark's own tool
+    definitions (``tool_schemas``); every other run offers the project's tools by name."""
+    own = getattr(spec, "tool_schemas", None)
+    if own is not None:
+        return [(t["name"], t["description"], t["parameters"]) for t in own]
     from reactlab.tools import TOOLS, json_schema
 
     return [(n, TOOLS[n].description, json_schema(n)) for n in spec.tools]

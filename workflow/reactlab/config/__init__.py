@@ -527,6 +527,9 @@ def parse(raw: Mapping[str, Any]) -> Config:
                               f"{fig['task']}/{fig['backend']}/{fig[name]} is not in the matrix")
     _check_marks(raw, runs)
     check_analysis(raw)
+    from reactlab.config.suites import check_suites
+
+    check_suites(raw)
     return Config(raw=raw, runs=tuple(runs))
 
 

@@ -120,6 +120,9 @@ def generate(n_runs: int, base: Mapping[str, Any]) -> dict[str, Any]:
     if n_runs < 2:
         raise UsageError("n_runs must be at least 2 (the figure's loop and reference)")
     cfg = copy.deepcopy(dict(base))
+    # a matrix of the lesson's runs only: the outside suites (docs/suites.md) add their own
+    # fixed shard jobs, which would blur what the scaling measures
+    cfg.pop("suites", None)
     backends = {name: b for name, b in cfg["backends"].items()
                 if b.get("mode") in SCRIPTED_MODES}
     api = [name for name, b in backends.items() if PROVIDERS[b["provider"]].http]

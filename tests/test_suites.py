@@ -1,0 +1,381 @@
+"""Outside task suites: BFCL's cases through the project's loop, scored by BFCL's checker.
+
+The scripted policies validate the harness against the outside checker: the oracle must
+score 100 % on every case of every category, and each faulty policy must be scored as
+BFCL's matching error type. Tool names with dots and English text cross the Hermes
+parser and the call grammar unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
+
+from reactlab import trace as tracemod
+from reactlab.config import load_yaml, parse
+from reactlab.core.errors import ConfigError
+from reactlab.suites import bfcl
+from reactlab.suites.plan import plan, sample_cases
+from reactlab.suites.run import run_shard
+from reactlab.suites.score import suite_record, verify_shard
+from reactlab.suites.tables import PUBLISHED_SOURCE, build_bfcl
+from tests.conftest import ROOT
+
+ALL_CASES = [c for cat in bfcl.CATEGORIES for c in bfcl.load_cases(cat)]
+
+
+def test_the_package_ships_the_documented_case_counts() -> None:
+    counts = {cat: len(bfcl.load_cases(cat)) for cat in bfcl.CATEGORIES}
+    assert counts == {"simple_python": 400, "multiple": 200, "parallel": 200,
+                      "parallel_multiple": 200, "irrelevance": 240}
+
+
+def test_the_oracle_scores_every_case_by_bfcls_checker() -> None:
+    failed = [c.id for c in ALL_CASES if not bfcl.score(c, bfcl.policy_calls(c, "oracle"))["valid"]]
+    assert failed == []
+
+
+@pytest.mark.parametrize("policy", sorted(bfcl.EXPECTED_ERROR))
+def test_each_faulty_policy_gets_bfcls_matching_error_type(policy: str) -> None:
+    wrong: dict[str, list[str]] = {}
+    for case in ALL_CASES:
+        r = bfcl.score(case, bfcl.policy_calls(case, policy))
+        assert not r["valid"], case.id
+        if case.category == "irrelevance":
+            ok = r["error_type"] == "irrelevance_error:decoder_success"
+        elif "parallel" in case.category:
+            ok = (r["error_type"] == "parallel_function_checker_no_order:cannot_find_match"
+                  and bfcl.EXPECTED_ERROR[policy] in r["sub_error_types"])
+        else:
+            ok = r["error_type"] == bfcl.EXPECTED_ERROR[policy]
+        if not ok:
+            wrong.setdefault(str(r["error_type"]), []).append(case.id)
+    assert wrong == {}
+
+
+def test_a_turn_without_a_decodable_call_is_a_decoder_failure_or_a_correct_refusal() -> None:
+    simple = bfcl.load_cases("simple_python")[0]
+    irrelevant = bfcl.load_cases("irrelevance")[0]
+    assert bfcl.score(simple, [])["error_type"] == "ast_decoder:decoder_failed"
+    bad = [{"name": simple.functions[0]["name"], "arguments": None}]
+    assert bfcl.score(simple, bad)["error_type"] == "ast_decoder:decoder_failed"
+    assert bfcl.score(irrelevant, [])["valid"]
+    assert bfcl.score(irrelevant, [{"name": None, "arguments": None}])["valid"]
+    call = [{"name": irrelevant.functions[0]["name"], "arguments": {}}]
+    assert bfcl.score(irrelevant, call)["error_type"] == "irrelevance_error:decoder_success"
+
+
+def test_function_documents_become_valid_json_schema() -> None:
+    import jsonschema
+    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
+
+    targets = set(GORILLA_TO_OPENAPI.values())
+    seen: set[str] = set()
+
+    def types_of(schema: Any) -> None:
+        if isinstance(schema, dict):
+            if "type" in schema:
+                assert schema["type"] in targets, schema
+                seen.add(schema["type"])
+            for v in schema.get("properties", {}).values():
+                types_of(v)
+            types_of(schema.get("items"))
+
+    for case in ALL_CASES:
+        for tool in bfcl.tool_definitions(case.functions):
+            jsonschema.Draft202012Validator.check_schema(tool["parameters"])
+            assert tool["parameters"]["type"] == "object"
+            types_of(tool["parameters"])
+    assert {"object", "number", "integer", "string", "array", "boolean"} <= seen
+    math = bfcl.load_cases("simple_python")[1]
+    assert bfcl.tool_definitions(math.functions)[0]["name"] == "math.factorial"
+
+
+def test_the_checker_is_imported_without_provider_sdks_or_eval_runner() -> None:
+    code = ("import sys; from reactlab.suites import bfcl\n"
+            "c = bfcl.load_cases('parallel')[0]\n"
+            "assert bfcl.score(c, bfcl.policy_calls(c, 'oracle'))['valid']\n"
+            "bad = {'openai', 'anthropic', 'numpy', 'pandas', 'requests', 'filelock'}\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in bad "
+            "or 'eval_runner' in m or 'model_handler' in m))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ config and plan
+
+
+def suite_config(**overrides: Any) -> dict[str, Any]:
+    raw = load_yaml(ROOT / "config.yaml")
+    raw["suites"]["bfcl"].update(overrides)
+    return raw
+
+
+def test_the_default_config_runs_a_small_scripted_slice() -> None:
+    raw = load_yaml(ROOT / "config.yaml")
+    parse(raw)
+    shards = plan(raw)
+    specs = [s for sh in shards for s in sh.specs]
+    assert {s.backend_config["mode"] for s in specs} == {"scripted"}
+    assert {s.scenario for s in specs} == set(bfcl.POLICIES)
+    assert len(specs) == 2 * len(bfcl.CATEGORIES) * len(bfcl.POLICIES)
+
+
+def test_the_overlay_runs_every_case() -> None:
+    from reactlab.config import merge
+
+    raw = merge(load_yaml(ROOT / "config.yaml"), load_yaml(ROOT / "workflow/configs/bfcl.yaml"))
+    parse(raw)
+    assert raw["suites"]["bfcl"]["sample"] is None
+    models = [b for b in raw["suites"]["bfcl"]["backends"]
+              if raw["backends"][b]["mode"] == "model"]
+    assert {raw["backends"][b].get("decoding", "free") for b in models} == {
+        "free", "union", "forced", "forced_scored"}
+
+
+def test_the_sample_is_seeded_and_grows_without_reshuffling() -> None:
+    cases = bfcl.load_cases("multiple")
+    a = sample_cases(cases, 5, 21)
+    assert [c.id for c in a] == [c.id for c in sample_cases(cases, 5, 21)]
+    assert {c.id for c in a} <= {c.id for c in sample_cases(cases, 9, 21)}
+    assert {c.id for c in a} != {c.id for c in sample_cases(cases, 5, 22)}
+    assert len(sample_cases(cases, None, 21)) == 200
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"backends": ["nadie"]}, "suites.bfcl.backends[0]"),
+    ({"backends": ["openai"]}, "suites.bfcl.backends[0]"),
+    ({"categories": ["simple_java"]}, "suites.bfcl.categories[0]"),
+    ({"sample": 0}, "suites.bfcl.sample"),
+    ({"policies": ["telepathy"]}, "suites.bfcl.policies[0]"),
+    ({"batch_size": 0}, "suites.bfcl.batch_size"),
+])
+def test_a_bad_suite_entry_names_its_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(suite_config(**change))
+    assert info.value.field == field
+
+
+# --------------------------------------------------------------------- through the loop
+
+
+def run_all(raw: dict[str, Any], root: Path) -> list[tuple[str, str]]:
+    pairs = []
+    for shard in plan(raw):
+        traces, verified = shard.traces(str(root)), shard.verified(str(root))
+        run_shard(shard.to_json(), traces)
+        verify_shard(traces, verified)
+        pairs += list(zip(traces, verified, strict=True))
+    return pairs
+
+
+def test_policies_through_the_loop_parser_and_checker(tmp_path: Path) -> None:
+    raw = suite_config(sample=4)
+    pairs = run_all(raw, tmp_path / "r")
+    seen: dict[str, set[bool]] = {}
+    for trace_path, verified_path in pairs:
+        tr = tracemod.read(trace_path)
+        rec = json.loads(Path(verified_path).read_text())
+        assert rec == suite_record(tr, trace_path)
+        seen.setdefault(tr.run["scenario"], set()).add(rec["verified"])
+        calls = tr.tool_calls()
+        # all parsed back (a faulty policy can make two parallel calls identical)
+        assert all(c.status in ("ok", "unknown", "repeated") for c in calls), calls
+        assert all(c.result == {"not_executed": "single-turn case: the call is recorded, "
+                                                "not run"} for c in calls if c.status != "repeated")
+        if rec["category"] != "irrelevance" and tr.run["scenario"] != "wrong_name":
+            offered = {f["name"] for f in tr.header.spec["suite"]["functions"]}
+            assert {c.name for c in calls} <= offered
+    assert seen == {"oracle": {True}, "wrong_type": {False}, "wrong_name": {False},
+                    "missing_argument": {False}}
+    out = build_bfcl(pairs, tmp_path / "tables")
+    rows = list(csv.DictReader(out["bfcl"].open()))
+    oracle = [r for r in rows if r["scenario"] == "oracle" and r["source"] == "measured"]
+    assert {r["category"]: r["accuracy"] for r in oracle} == {
+        **dict.fromkeys(bfcl.CATEGORIES, "1.0"), "non_live_ast": "1.0", "all": "1.0"}
+    published = [r for r in rows if r["source"] == PUBLISHED_SOURCE]
+    assert {r["category"]: r["accuracy"] for r in published}["non_live_ast"] == "0.5319"
+    assert "not like-for-like" in PUBLISHED_SOURCE
+    wrong_type = [r for r in rows if r["scenario"] == "wrong_type" and r["category"] == "multiple"]
+    assert wrong_type[0]["error_types"] == "type_error:simple: 4"
+    assert float(wrong_type[0]["ci_high"]) > 0 and wrong_type[0]["ci_low"] == "0.0"
+
+
+def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:
+    raw = suite_config(sample=1, policies=["oracle"])
+    first = run_all(raw, tmp_path / "a")
+    second = run_all(copy.deepcopy(raw), tmp_path / "b")
+    for (ta, va), (tb, vb) in zip(first, second, strict=True):
+        assert Path(ta).read_bytes() == Path(tb).read_bytes()
+        assert Path(va).read_text().replace(str(tmp_path / "a"), "") == \
+            Path(vb).read_text().replace(str(tmp_path / "b"), "")
+
+
+def test_an_edited_verification_is_refused(tmp_path: Path) -> None:
+    from reactlab.core.errors import TraceError
+
+    pairs = run_all(suite_config(sample=1, policies=["wrong_name"],
+                                 categories=["simple_python"]), tmp_path)
+    _, verified_path = pairs[0]
+    rec = json.loads(Path(verified_path).read_text())
+    rec["verified"] = True
+    Path(verified_path).write_text(json.dumps(rec))
+    with pytest.raises(TraceError, match="differs from verifying"):
+        build_bfcl(pairs, tmp_path / "tables")
+
+
+# ------------------------------------------------------------- parser and grammar
+
+
+def oracle_text(case: bfcl.Case) -> str:
+    return "\n".join(f'<tool_call>\n{{"name": {json.dumps(c["name"])}, "arguments": '
+                     f'{json.dumps(c["arguments"], ensure_ascii=False)}}}\n</tool_call>'
+                     for c in bfcl.policy_calls(case, "oracle"))
+
+
+def test_dotted_names_and_english_pass_the_hermes_parser() -> None:
+    from reactlab.backends.local.hermes import parse_tool_calls
+
+    dotted = [c for c in ALL_CASES if any("." in f["name"] for f in c.functions)
+              and c.possible_answer]
+    assert len(dotted) > 100
+    for case in dotted:
+        parsed = parse_tool_calls(oracle_text(case))
+        assert [(p.name, p.arguments) for p in parsed.calls] == [
+            (c["name"], c["arguments"]) for c in bfcl.policy_calls(case, "oracle")]
+
+
+def test_dotted_names_and_english_pass_the_call_grammar(tmp_path_factory: pytest.TempPathFactory,
+                                                        ) -> None:
+    pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
+    import os
+
+    import xgrammar as xgr
+    from transformers import AutoConfig, AutoTokenizer
+
+    from reactlab.backends.local.grammar import GrammarFactory
+    from reactlab.backends.local.model import ensure_converted
+
+    cache = os.environ.get("REACTLAB_MODEL_CACHE")
+    folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    vocab = int(AutoConfig.from_pretrained(folder, local_files_only=True).vocab_size)
+    factory = GrammarFactory(tok, vocab)
+    cases = [c for c in ALL_CASES if c.category in ("simple_python", "multiple")
+             and any("." in f["name"] for f in c.functions)][:12]
+    assert cases
+    for case in cases:
+        tools = [{"type": "function", "function": t}
+                 for t in bfcl.tool_definitions(case.functions)]
+        matcher = xgr.GrammarMatcher(factory.call(tools).compiled)
+        text = oracle_text(case)
+        assert matcher.accept_string(text), (case.id, text)
+        assert matcher.is_terminated() or matcher.accept_token(tok.eos_token_id), case.id
+
+
+# -------------------------------------------------------------- through Snakemake
+
+
+@pytest.fixture(scope="module")
+def suite_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import yaml
+
+    from reactlab.dev.bench import copy_workflow
+
+    work = tmp_path_factory.mktemp("suites")
+    copy_workflow(work)
+    cfg = work / "config.yaml"
+    raw = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    raw["suites"]["bfcl"]["policies"] = ["oracle", "wrong_type"]
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2",
+                           "results/tables/bfcl.csv"], cwd=work, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+SUITE_JOBS = {"suite_run_bfcl__local__oracle__0000": 1,
+              "suite_run_bfcl__local__wrong_type__0000": 1}
+SUITE_VERIFY = {"suite_verify_bfcl__local__oracle__0000": 1,
+                "suite_verify_bfcl__local__wrong_type__0000": 1}
+
+
+@pytest.mark.e2e
+def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_project: Path) -> None:
+    from reactlab.dev.bench import after_edit, planned_jobs
+
+    rows = list(csv.DictReader((suite_project / "results/tables/bfcl.csv").open()))
+    oracle = {r["category"]: r["accuracy"] for r in rows
+              if r["scenario"] == "oracle" and r["source"] == "measured"}
+    assert set(oracle.values()) == {"1.0"}
+    traces = sorted((suite_project / "results/suites/bfcl/traces").rglob("*.jsonl"))
+    assert len(traces) == 2 * 2 * len(bfcl.CATEGORIES)  # one trace per case and policy
+    target = "results/tables/bfcl.csv"
+
+    def jobs() -> dict[str, int]:
+        return planned_jobs(suite_project, target)
+
+    assert jobs() == {}
+    assert after_edit(suite_project, "workflow/reactlab/suites/tables.py", jobs) == {
+        "suite_tables": 1}
+    assert after_edit(suite_project, "workflow/reactlab/suites/score.py", jobs) == {
+        **SUITE_VERIFY, "suite_tables": 1}
+    assert after_edit(suite_project, "workflow/reactlab/suites/run.py", jobs) == {
+        **SUITE_JOBS, **SUITE_VERIFY, "suite_tables": 1}
+    # a deleted trace reruns its shard only
+    traces[0].unlink()
+    shard = traces[0].parent.name
+    assert jobs() == {f"suite_run_bfcl__local__{shard}__0000": 1,
+                      f"suite_verify_bfcl__local__{shard}__0000": 1, "suite_tables": 1}
+
+
+# ------------------------------------------------------------- the model, batched
+
+
+@pytest.mark.parametrize("decoding", ["free", "forced"])
+def test_batched_first_turns_give_the_one_at_a_time_traces(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, decoding: str) -> None:
+    pytest.importorskip("torch", reason="the local model needs torch")
+    if decoding != "free":
+        pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
+    import os
+
+    from reactlab.backends.local import load_model
+    from reactlab.backends.local.model import ensure_converted
+    from reactlab.suites.batch import first_turns
+    from reactlab.suites.run import run_case
+
+    cache = os.environ.get("REACTLAB_MODEL_CACHE")
+    folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))
+    raw = suite_config(sample=1, categories=["simple_python", "parallel"],
+                       backends=["smollm2"], batch_size=2)
+    raw["suites"]["bfcl"].pop("policies")
+    raw["backends"]["smollm2"] = {**raw["backends"]["smollm2"], "model": str(folder),
+                                  "max_new_tokens": 24,
+                                  **({"decoding": decoding} if decoding != "free" else {})}
+    (shard,) = plan(raw)
+    specs = list(shard.specs)
+    lm = load_model(specs[0])  # type: ignore[arg-type]
+    turns = first_turns(lm, specs, 2)
+    for spec, turn in zip(specs, turns, strict=True):
+        one, many = tmp_path / f"{spec.task}.one.jsonl", tmp_path / f"{spec.task}.many.jsonl"
+        run_case(spec, one, lm)
+        run_case(spec, many, lm, turn)
+        assert one.read_bytes() == many.read_bytes(), spec.task
+        tr = tracemod.read(many)
+        if decoding == "forced":
+            (request,) = tr.requests()
+            assert request.decoding is not None and request.decoding["constrained"]
+            assert request.n_calls == 1  # a forced turn is one well-formed call

@@ -1,0 +1,199 @@
+"""Batched first turns for a shard of single-turn cases: one ``generate`` for N prompts.
+
+A single-turn case needs exactly one model turn, and every case of a shard asks the
+same model. The prompts of ``batch_size`` consecutive cases are left-padded into one
+batch and decoded greedily together (``pad_token_id`` = EOS; the attention mask hides
+the padding, and the model derives positions from it). Each row keeps its own grammar
+under constrained decoding: :class:`BatchProcessor` holds one xgrammar matcher per row
+(the cases' tools differ), fills each row of the token bitmask and leaves the rows that
+finished unmasked (``generate`` overwrites their tokens with padding anyway).
+
+Each row's new tokens are cut after its first EOS, exactly what a one-sequence
+``generate`` returns, and become the same :class:`~reactlab.agent.types.ModelTurn` (text,
+calls, token counts, ``decoding`` record) that
+:class:`reactlab.backends.local.LocalModelSession` builds one case at a time. Greedy
+decoding of a padded row need not give bit-identical logits to the same prompt alone
+(the matrix shapes differ), so a batched run is compared with the one-at-a-time run in
+docs/suites.md rather than assumed equal; a rerun of the same shard is byte-identical
+(same batches, same order). ``forced_scored`` scores every tool name per case first and
+stays one case at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reactlab.agent.types import ModelTurn
+
+if TYPE_CHECKING:
+    from reactlab.backends.local.model import LocalModel
+    from reactlab.suites.plan import CaseSpec
+
+log = logging.getLogger("reactlab.suites")
+
+BATCHED_MODES = ("free", "union", "forced", "structural")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    ids: list[int]
+    grammar: Any  # GrammarSpec or None
+    mode: str
+
+
+def make_batch_processor(grammars: Sequence[Any]) -> Any:
+    """A logits processor for one batched ``generate``: row i masked by ``grammars[i]``
+    (None: that row is free)."""
+    import torch
+    import transformers
+    import xgrammar as xgr
+
+    class BatchProcessor(transformers.LogitsProcessor):
+        def __init__(self) -> None:
+            self.matchers = [None if g is None else xgr.GrammarMatcher(g.compiled)
+                             for g in grammars]
+            vocab = next(g.compiled.tokenizer_info.vocab_size for g in grammars
+                         if g is not None)
+            self.bitmask = xgr.allocate_token_bitmask(len(grammars), vocab)
+            self.started = False
+            self.accepted = [0] * len(grammars)
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            self.bitmask.fill_(-1)  # every token allowed unless a matcher says otherwise
+            for i, m in enumerate(self.matchers):
+                if m is None or m.is_terminated():
+                    continue
+                if self.started:
+                    token = int(input_ids[i, -1])
+                    if not m.accept_token(token):
+                        raise RuntimeError(f"row {i}: grammar rejected token {token} it "
+                                           "had allowed")
+                    self.accepted[i] += 1
+                if not m.is_terminated():
+                    m.fill_next_token_bitmask(self.bitmask, i)
+            self.started = True
+            xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
+            return scores
+
+        def finish(self, row: int, new_ids: list[int]) -> bool:
+            m = self.matchers[row]
+            assert m is not None
+            for token in new_ids[self.accepted[row]:]:
+                if m.is_terminated():
+                    break
+                if not m.accept_token(token):
+                    raise RuntimeError(f"row {row}: grammar rejected token {token}")
+            return bool(m.is_terminated())
+
+    del torch
+    return BatchProcessor()
+
+
+def generate_batch(model: LocalModel, prompts: Sequence[list[int]], max_new_tokens: int,
+                   grammars: Sequence[Any] | None = None) -> tuple[list[list[int]], Any]:
+    """Greedy new tokens for each prompt, decoded as one left-padded batch; each row is
+    cut after its first EOS. Returns (new ids per row, the processor or None)."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    eos = model.eos_token_id
+    width = max(len(p) for p in prompts)
+    x = torch.full((len(prompts), width), eos, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        x[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    extra: dict[str, Any] = {}
+    processor = None
+    if grammars is not None and any(g is not None for g in grammars):
+        processor = make_batch_processor(grammars)
+        extra["logits_processor"] = LogitsProcessorList([processor])
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.model.generate(x, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                   do_sample=False, pad_token_id=eos, **extra)
+    rows = []
+    for i in range(len(prompts)):
+        new = out[i, width:].tolist()
+        if eos in new:
+            new = new[:new.index(eos) + 1]
+        rows.append(new)
+    log.info("batch of %d: prompt width %d, %d new tokens max, %.2f s", len(prompts), width,
+             max(len(r) for r in rows), time.perf_counter() - t0)
+    return rows, processor
+
+
+def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int
+                ) -> list[ModelTurn | None]:
+    """The first model turn of each case, decoded ``batch_size`` cases at a time (None
+    for a case whose mode is not batched: its session decodes it alone)."""
+    from reactlab.backends.local import LocalModelSession, calls_from_text
+    from reactlab.backends.local.grammar import xgrammar_version
+    from reactlab.backends.local.hermes import parse_tool_calls
+
+    prepared: list[Prepared | None] = []
+    for spec in specs:
+        session = LocalModelSession(spec, model)  # type: ignore[arg-type]
+        mode = session.decoding
+        if mode not in BATCHED_MODES:
+            prepared.append(None)
+        elif session.decoder is None:
+            prepared.append(Prepared(model.prompt_ids(session.messages, session.tools or None),
+                                     None, mode))
+        else:
+            prep = session.decoder.prepare(session.messages, required=True)
+            prepared.append(Prepared(prep.ids, prep.grammar, mode))
+    turns: list[ModelTurn | None] = [None] * len(specs)
+    todo = [i for i, p in enumerate(prepared) if p is not None]
+    max_new = {int(s.backend_config.get("max_new_tokens", 80)) for s in specs}
+    if len(max_new) != 1:
+        raise ValueError("a shard's cases share one backend, and so max_new_tokens")
+    for start in range(0, len(todo), batch_size):
+        rows = todo[start:start + batch_size]
+        preps = [prepared[i] for i in rows]
+        grammars = [p.grammar for p in preps if p is not None]
+        new_ids, processor = generate_batch(model, [p.ids for p in preps if p is not None],
+                                            next(iter(max_new)),
+                                            grammars if any(grammars) else None)
+        for j, i in enumerate(rows):
+            p = prepared[i]
+            assert p is not None
+            raw = model.tokenizer.decode(new_ids[j], skip_special_tokens=True)
+            text = raw.strip()
+            decoding = None
+            if p.mode != "free":
+                decoding = {"mode": p.mode, "constrained": p.grammar is not None}
+                if p.grammar is not None and processor is not None:
+                    decoding.update({"grammar_sha256": p.grammar.sha256,
+                                     "xgrammar": xgrammar_version(), "prefix": "",
+                                     "grammar_complete": processor.finish(j, new_ids[j])})
+            parsed = parse_tool_calls(text)
+            calls = calls_from_text(parsed, 0)
+            turns[i] = ModelTurn(text=parsed.content if calls else text, calls=calls,
+                                 tokens_sent=len(p.ids), tokens_out=len(new_ids[j]),
+                                 decoding=decoding)
+    return turns
+
+
+class PrecomputedSession:
+    """A session whose one turn was decoded in a batch (single-turn cases only)."""
+
+    def __init__(self, turn: ModelTurn) -> None:
+        self.turn: ModelTurn | None = turn
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        from reactlab.agent.types import BudgetExceeded
+
+        if self.turn is None:
+            raise RuntimeError("a batched single-turn session has one turn")
+        turn, self.turn = self.turn, None
+        if budget_left is not None and turn.tokens_sent > budget_left:
+            raise BudgetExceeded(turn.tokens_sent, budget_left)
+        return turn
+
+    def add_results(self, outcomes: list[Any]) -> None:
+        """Single turn: results never go back."""
