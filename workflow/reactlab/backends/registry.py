@@ -7,8 +7,8 @@ provider up imports nothing: only :func:`open_session` imports the module, and w
 that provider's SDK alone.
 
 A factory is called as ``factory(spec, sleep=..., recorder=..., replay=...)`` when the
-provider speaks HTTP (the ``openai`` and ``anthropic`` adapters), as ``factory(spec)``
-otherwise.
+provider speaks HTTP (the ``openai``, ``anthropic`` and ``openai_chat`` adapters), as
+``factory(spec)`` otherwise.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
              http=True),
     Provider("anthropic", "reactlab.backends.anthropic_messages", "AnthropicMessagesSession",
              http=True),
+    Provider("openai_chat", "reactlab.backends.openai_chat", "OpenAIChatSession", http=True),
     Provider("local", "reactlab.backends.registry", "open_local", http=False),
 )}
 

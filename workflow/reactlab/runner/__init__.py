@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 _PROVIDER_PACKAGES = {"openai": ("openai", "httpx"), "anthropic": ("anthropic", "httpx2"),
-                      "local": ("transformers", "torch")}
+                      "openai_chat": ("openai", "httpx"), "local": ("transformers", "torch")}
 
 
 @cache
