@@ -53,6 +53,7 @@ if LIVE_BACKENDS and not LIVE.get("replay", False):
         resources:
             openai_slots=provider_slot("openai"),
             anthropic_slots=provider_slot("anthropic"),
+            openai_chat_slots=provider_slot("openai_chat"),
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         shell:

@@ -4,6 +4,7 @@ Another agent framework can be tested against the scenarios of ``config.yaml`` b
 pointing its OpenAI-compatible or Anthropic client at this server:
 
 * ``POST /v1/responses`` — the OpenAI Responses API;
+* ``POST /v1/chat/completions`` — the OpenAI Chat Completions API;
 * ``POST /v1/messages`` — the Anthropic Messages API;
 * ``GET /v1/models`` — the model names served (OpenAI list shape; the Anthropic shape
   when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does);
@@ -62,6 +63,7 @@ from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import ConfigError
 from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
 from reactlab.simulate import anthropic_messages as sim_anthropic
+from reactlab.simulate import openai_chat as sim_chat
 from reactlab.simulate import openai_responses as sim_openai
 
 if TYPE_CHECKING:
@@ -200,7 +202,7 @@ def anthropic_error(status: int, message: str, kind: str | None = None) -> JSONR
 @dataclass(frozen=True)
 class _Api:
     name: str
-    sim: ModuleType  # reactlab.simulate.openai_responses or .anthropic_messages
+    sim: ModuleType  # reactlab.simulate.openai_responses, .openai_chat or .anthropic_messages
     request_cls: Callable[..., Any]  # httpx.Request or httpx2.Request
 
     @property
@@ -232,6 +234,7 @@ class _Api:
 
 
 _OPENAI = _Api("openai", sim_openai, httpx.Request)
+_CHAT = _Api("openai_chat", sim_chat, httpx.Request)
 _ANTHROPIC = _Api("anthropic", sim_anthropic, httpx2.Request)
 
 
@@ -339,6 +342,9 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
     async def messages(request: Request) -> Response:
         return await api_endpoint(request, _ANTHROPIC)
 
+    async def chat_completions(request: Request) -> Response:
+        return await api_endpoint(request, _CHAT)
+
     async def list_models(request: Request) -> Response:
         names = list(models)
         if "anthropic-version" in request.headers:
@@ -371,6 +377,7 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
     routes = [
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route(sim_chat.ROUTE, chat_completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
