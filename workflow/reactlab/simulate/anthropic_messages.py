@@ -17,24 +17,19 @@ from typing import Any
 
 import httpx2
 
-from reactlab.config.faults import Fault, FaultPlan
+from reactlab.config.faults import Fault
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
-    FaultInjector,
-    Handler,
     RequestInvalid,
     ScriptedPolicy,
-    broken_body,
     count_runs,
     pair_results,
     parse_tool_output,
-    read_request,
     retry_after_headers,
-    sse,
     text_chunks,
     tokens_of,
-    unstreamed,
 )
+from reactlab.simulate.base import Simulator
 
 _BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
                 "redacted_thinking", "search_result"}
@@ -75,12 +70,7 @@ def _bad(where: str, expected: str) -> RequestInvalid:
 
 def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
           where: str) -> Any:
-    value = d.get(key)
-    if value is None:
-        raise RequestInvalid(f"{where}.{key}: Field required", f"{where}.{key}")
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise _bad(f"{where}.{key}", expected)
-    return value
+    return SIMULATOR.need(d, key, kind, expected, where)
 
 
 def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
@@ -252,29 +242,6 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def handler(policy: ScriptedPolicy):
-    """An ``httpx2.MockTransport`` handler serving ``policy``."""
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        try:
-            body = read_request(request.content, request.headers.get("content-type"))
-            validate(body)
-        except RequestInvalid as exc:
-            return httpx2.Response(exc.status, json=error_body(
-                error_type(exc.status), exc.message))
-        status, payload = respond(policy, body,
-                                  tokens_of(unstreamed(request.content).decode("utf-8")))
-        if status == 200 and body.get("stream") is True:
-            resp = httpx2.Response(200, headers={"content-type": "text/event-stream"},
-                                   content=sse(events(payload)))
-        else:
-            resp = httpx2.Response(status, json=payload)
-        resp.extensions["reactlab.answer"] = payload
-        return resp
-
-    return handle
-
-
 # The documented error type of each status (the Messages API's error shapes).
 _STATUS_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                  402: "billing_error", 403: "permission_error", 404: "not_found_error",
@@ -294,31 +261,49 @@ def error_type(status: int) -> str:
     return _STATUS_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
 
 
-def fault_response(fault: Fault, request: httpx2.Request, handle: Handler) -> httpx2.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt.
+class MessagesSimulator(Simulator):
+    """The Messages API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
-    A broken body is the same bytes whether the request asked for a stream or not (what
-    a proxy answers in the API's place does not depend on it).
-    """
-    if fault.raises == "connect":
-        raise httpx2.ConnectError("simulated fault: connection refused", request=request)
-    if fault.raises == "timeout":
-        raise httpx2.ReadTimeout("simulated fault: read timed out", request=request)
-    if fault.status is not None:
+    name = "anthropic"
+    http = httpx2
+    broken_member = "content"
+
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
+
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
+
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return events(answer)
+
+    def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
+        return error_body(error_type(exc.status), exc.message)
+
+    def status_fault(self, fault: Fault) -> tuple[dict[str, Any], dict[str, str]]:
+        assert fault.status is not None
         kind = error_type(fault.status)
-        return httpx2.Response(
-            fault.status, headers={"request-id": "req_sim", **retry_after_headers(fault)},
-            json={"type": "error", "error": {
-                "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}})
-    real = handle(request)
-    answer = dict(real.extensions.get("reactlab.answer") or {})
-    if "usage" in answer:
-        answer["usage"] = _BROKEN_USAGE
-    plain = httpx2.Response(real.status_code, json=answer).read() if answer else real.read()
-    content, ctype = broken_body(fault, plain, "content")
-    return httpx2.Response(200, headers={"content-type": ctype}, content=content)
+        return ({"type": "error", "error": {
+                    "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}},
+                {"request-id": "req_sim", **retry_after_headers(fault)})
+
+    def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if "usage" in answer:
+            answer["usage"] = _BROKEN_USAGE
+        return answer
+
+    def missing(self, path: str) -> RequestInvalid:
+        return RequestInvalid(f"{path}: Field required", path)
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        return _bad(path, expected)
 
 
-def with_faults(handle: Handler, plan: FaultPlan) -> FaultInjector:
-    """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
-    return FaultInjector(handle, plan, step_of, fault_response)
+SIMULATOR = MessagesSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults

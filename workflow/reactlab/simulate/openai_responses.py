@@ -17,24 +17,17 @@ from typing import Any
 
 import httpx
 
-from reactlab.config.faults import Fault, FaultPlan
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
-    FaultInjector,
-    Handler,
     RequestInvalid,
     ScriptedPolicy,
-    broken_body,
     count_runs,
     pair_results,
     parse_tool_output,
-    read_request,
-    retry_after_headers,
-    sse,
     text_chunks,
     tokens_of,
-    unstreamed,
 )
+from reactlab.simulate.base import OpenAIErrors, Simulator, openai_error_body
 
 _ASSISTANT_TYPES = {"function_call", "reasoning"}
 _ROLES = {"user", "assistant", "system", "developer"}
@@ -63,15 +56,7 @@ def _is_assistant(item: Any) -> bool:
     return item.get("role") == "assistant"
 
 
-def _error(status: int, kind: str, message: str, *, code: str | None = None,
-           param: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, headers=headers, json=error_body(kind, message, param, code))
-
-
-def error_body(kind: str, message: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
-    """The Responses API's error shape."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+error_body = openai_error_body  # the Responses API's error shape
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
@@ -88,20 +73,12 @@ def step_of(body: dict[str, Any]) -> int:
 
 
 def _type_error(param: str, expected: str, value: Any) -> RequestInvalid:
-    got = "null" if value is None else type(value).__name__
-    return RequestInvalid(f"Invalid type for '{param}': expected {expected}, but got {got} "
-                          "instead.", param, code="invalid_type")
+    return SIMULATOR.wrong_type(param, expected, value)
 
 
 def _need(item: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
           where: str) -> Any:
-    value = item.get(key)
-    if value is None:
-        raise RequestInvalid(f"Missing required parameter: '{where}.{key}'.", f"{where}.{key}",
-                             code="missing_required_parameter")
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise _type_error(f"{where}.{key}", expected, value)
-    return value
+    return SIMULATOR.need(item, key, kind, expected, where)
 
 
 def _parts(parts: Any, where: str, allowed: set[str]) -> None:
@@ -291,75 +268,34 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def handler(policy: ScriptedPolicy):
-    """An ``httpx.MockTransport`` handler serving ``policy``."""
+class ResponsesSimulator(OpenAIErrors, Simulator):
+    """The Responses API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        try:
-            body = read_request(request.content, request.headers.get("content-type"))
-            validate(body)
-        except RequestInvalid as exc:
-            return _error(exc.status, "invalid_request_error", exc.message, code=exc.code,
-                          param=exc.param)
-        status, payload = respond(policy, body,
-                                  tokens_of(unstreamed(request.content).decode("utf-8")))
-        if status == 200 and body.get("stream") is True:
-            resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=sse(events(payload)))
-        else:
-            resp = httpx.Response(status, json=payload)
-        resp.extensions["reactlab.answer"] = payload
-        return resp
+    name = "openai"
+    http = httpx
+    broken_member = "output"
 
-    return handle
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
 
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
 
-# The error the real API sends for each status: (type, code, message).
-_STATUS_ERRORS: dict[int, tuple[str, str | None, str]] = {
-    400: ("invalid_request_error", None, "Invalid request (simulated fault)."),
-    401: ("invalid_request_error", "invalid_api_key",
-          "Incorrect API key provided (simulated fault)."),
-    403: ("invalid_request_error", "unsupported_country_region_territory",
-          "Country, region, or territory not supported (simulated fault)."),
-    404: ("invalid_request_error", "model_not_found",
-          "The model does not exist or you do not have access to it (simulated fault)."),
-    409: ("invalid_request_error", None, "Conflict (simulated fault)."),
-    422: ("invalid_request_error", None, "Unprocessable entity (simulated fault)."),
-    429: ("requests", "rate_limit_exceeded",
-          "Rate limit reached for requests (simulated fault)."),
-    500: ("server_error", None,
-          "The server had an error while processing your request (simulated fault)."),
-    503: ("server_error", None,
-          "The engine is currently overloaded, please try again later (simulated fault)."),
-}
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return events(answer)
+
+    def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
+        # Cut from the answer as it was before usage was counted (no `usage` key), so a
+        # fault's bytes, and the traces that quote them, stay as they were.
+        answer.pop("usage", None)
+        return answer
 
 
-def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> httpx.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt.
-
-    A broken body is the same bytes whether the request asked for a stream or not (what
-    a proxy answers in the API's place does not depend on it).
-    """
-    if fault.raises == "connect":
-        raise httpx.ConnectError("simulated fault: connection refused", request=request)
-    if fault.raises == "timeout":
-        raise httpx.ReadTimeout("simulated fault: read timed out", request=request)
-    if fault.status is not None:
-        kind, code, message = _STATUS_ERRORS.get(fault.status, (
-            "server_error" if fault.status >= 500 else "invalid_request_error", None,
-            f"HTTP {fault.status} (simulated fault)."))
-        return _error(fault.status, kind, message, code=code,
-                      headers=retry_after_headers(fault))
-    real = handle(request)
-    # Cut from the answer as it was before usage was counted (no `usage` key), so a
-    # fault's bytes, and the traces that quote them, stay as they were.
-    answer = dict(real.extensions.get("reactlab.answer") or {})
-    answer.pop("usage", None)
-    plain = httpx.Response(real.status_code, json=answer).read() if answer else real.read()
-    content, ctype = broken_body(fault, plain, "output")
-    return httpx.Response(200, headers={"content-type": ctype}, content=content)
-
-
-def with_faults(handle: Handler, plan: FaultPlan) -> FaultInjector:
-    """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
-    return FaultInjector(handle, plan, step_of, fault_response)
+SIMULATOR = ResponsesSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults

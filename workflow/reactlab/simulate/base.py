@@ -1,0 +1,225 @@
+"""The simulator base: what every simulated API shares, with per-API hooks.
+
+A simulated API is a :class:`Simulator` subclass. The base owns the request path that is
+the same for every API — read the body (:func:`reactlab.simulate.read_request`), validate
+it, ask the API's :meth:`~Simulator.respond` for the scripted answer, send it as JSON or
+as server-sent events — and the fault path (:meth:`~Simulator.fault_response`: transport
+errors, status faults, broken bodies cut from the real answer). A subclass says how its
+API differs, in hooks:
+
+==========================  ==============================================================
+``http``                    the httpx-like library its SDK's transport speaks (httpx, httpx2)
+``broken_member``           the member a ``missing_fields`` fault drops (``output``, …)
+``validate(body)``          RequestInvalid for a malformed body (deep, naming the field)
+``step_of(body)``           the loop step of a request (1 + assistant turns in it)
+``respond(policy, body,     (status, JSON body) of the scripted answer
+input_tokens)``
+``events(answer)``          the documented SSE event sequence of a 200 answer
+``refusal(exc)``            the API's error body for a request it refused
+``status_fault(fault)``     (error body, headers) the API sends for a status fault
+``broken_source(answer)``   the answer a broken-body fault is cut from
+``missing(path)``,          the API's RequestInvalid for a missing field / a field of the
+``wrong_type(path, …)``     wrong type (used by :meth:`~Simulator.need`)
+==========================  ==============================================================
+
+:class:`OpenAIErrors` implements the error hooks in the OpenAI APIs' shape, for the
+Responses and Chat Completions simulators alike. A subclass is used through one
+instance (``SIMULATOR = MySimulator()``); its bound :meth:`~Simulator.handler` and
+:meth:`~Simulator.with_faults` are what the in-process transports and the server call.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, ClassVar
+
+from reactlab.config.faults import Fault, FaultPlan
+from reactlab.simulate import (
+    FaultInjector,
+    Handler,
+    RequestInvalid,
+    ScriptedPolicy,
+    broken_body,
+    read_request,
+    retry_after_headers,
+    sse,
+    tokens_of,
+    unstreamed,
+)
+
+#: The extension of a simulator response that holds the answer it was built from.
+ANSWER = "reactlab.answer"
+
+
+class Simulator:
+    """One simulated API: the shared request and fault paths; hooks say what differs."""
+
+    #: Short name of the API (``openai``, ``anthropic``, …): for messages and logs.
+    name: ClassVar[str] = ""
+    #: The httpx-like library whose Request / Response / errors the API's SDK uses.
+    http: ClassVar[ModuleType]
+    #: The answer member a ``missing_fields`` broken-body fault drops.
+    broken_member: ClassVar[str] = ""
+
+    # --- hooks --------------------------------------------------------------------------
+
+    def validate(self, body: dict[str, Any]) -> None:
+        """RequestInvalid for a malformed request body."""
+        raise NotImplementedError
+
+    def step_of(self, body: dict[str, Any]) -> int:
+        """The loop step of a request: 1 + the assistant turns it holds."""
+        raise NotImplementedError
+
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        """(status, JSON body) of the answer to a validated request."""
+        raise NotImplementedError
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        """The server-sent events that stream a 200 answer."""
+        raise NotImplementedError
+
+    def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
+        """The API's error body for a request refused before the model saw it."""
+        raise NotImplementedError
+
+    def status_fault(self, fault: Fault) -> tuple[dict[str, Any], dict[str, str]]:
+        """(error body, headers) of a status fault."""
+        raise NotImplementedError
+
+    def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The answer a broken-body fault is cut from (default: the answer itself)."""
+        return answer
+
+    def missing(self, path: str) -> RequestInvalid:
+        """The API's refusal of a required field that is absent (or null)."""
+        raise NotImplementedError
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        """The API's refusal of a field of the wrong type (``expected`` in its words)."""
+        raise NotImplementedError
+
+    # --- shared -------------------------------------------------------------------------
+
+    def need(self, d: dict[str, Any], key: str, kind: type | tuple[type, ...],
+             expected: str, where: str) -> Any:
+        """``d[key]``, which must be present and of ``kind`` (a bool is no number)."""
+        value = d.get(key)
+        if value is None:
+            raise self.missing(f"{where}.{key}")
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise self.wrong_type(f"{where}.{key}", expected, value)
+        return value
+
+    def read(self, raw: bytes, content_type: str | None) -> dict[str, Any]:
+        """The validated JSON body of a request (RequestInvalid otherwise)."""
+        body = read_request(raw, content_type)
+        self.validate(body)
+        return body
+
+    def refused(self, exc: RequestInvalid) -> Any:
+        """The response to a refused request (status and body of the API)."""
+        return self.http.Response(exc.status, json=self.refusal(exc))
+
+    def reply(self, status: int, payload: dict[str, Any], stream: bool) -> Any:
+        """The response carrying ``payload``: SSE for a streamed 200, JSON otherwise."""
+        if status == 200 and stream:
+            resp = self.http.Response(200, headers={"content-type": "text/event-stream"},
+                                      content=sse(self.events(payload)))
+        else:
+            resp = self.http.Response(status, json=payload)
+        resp.extensions[ANSWER] = payload
+        return resp
+
+    def handler(self, policy: ScriptedPolicy) -> Handler:
+        """A ``MockTransport`` handler serving ``policy`` (stateless: each request holds
+        the whole conversation)."""
+
+        def handle(request: Any) -> Any:
+            try:
+                body = self.read(request.content, request.headers.get("content-type"))
+            except RequestInvalid as exc:
+                return self.refused(exc)
+            status, payload = self.respond(
+                policy, body, tokens_of(unstreamed(request.content).decode("utf-8")))
+            return self.reply(status, payload, body.get("stream") is True)
+
+        return handle
+
+    def fault_response(self, fault: Fault, request: Any, handle: Handler) -> Any:
+        """What the simulated API answers (or the transport raises) on a faulty attempt.
+
+        A broken body is the same bytes whether the request asked for a stream or not
+        (what a proxy answers in the API's place does not depend on it).
+        """
+        if fault.raises == "connect":
+            raise self.http.ConnectError("simulated fault: connection refused",
+                                         request=request)
+        if fault.raises == "timeout":
+            raise self.http.ReadTimeout("simulated fault: read timed out", request=request)
+        if fault.status is not None:
+            body, headers = self.status_fault(fault)
+            return self.http.Response(fault.status, headers=headers or None, json=body)
+        real = handle(request)
+        answer = dict(real.extensions.get(ANSWER) or {})
+        plain = (self.http.Response(real.status_code, json=self.broken_source(answer)).read()
+                 if answer else real.read())
+        content, ctype = broken_body(fault, plain, self.broken_member)
+        return self.http.Response(200, headers={"content-type": ctype}, content=content)
+
+    def with_faults(self, handle: Handler, plan: FaultPlan) -> FaultInjector:
+        """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
+        return FaultInjector(handle, plan, self.step_of, self.fault_response)
+
+
+# --- the OpenAI APIs' error shapes (Responses, Chat Completions) ---------------------------
+
+# The error the OpenAI APIs send for each status: (type, code, message).
+OPENAI_STATUS_ERRORS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, "Invalid request (simulated fault)."),
+    401: ("invalid_request_error", "invalid_api_key",
+          "Incorrect API key provided (simulated fault)."),
+    403: ("invalid_request_error", "unsupported_country_region_territory",
+          "Country, region, or territory not supported (simulated fault)."),
+    404: ("invalid_request_error", "model_not_found",
+          "The model does not exist or you do not have access to it (simulated fault)."),
+    409: ("invalid_request_error", None, "Conflict (simulated fault)."),
+    422: ("invalid_request_error", None, "Unprocessable entity (simulated fault)."),
+    429: ("requests", "rate_limit_exceeded",
+          "Rate limit reached for requests (simulated fault)."),
+    500: ("server_error", None,
+          "The server had an error while processing your request (simulated fault)."),
+    503: ("server_error", None,
+          "The engine is currently overloaded, please try again later (simulated fault)."),
+}
+
+
+def openai_error_body(kind: str, message: str, param: str | None = None,
+                      code: str | None = None) -> dict[str, Any]:
+    """The OpenAI APIs' error shape."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class OpenAIErrors:
+    """The error hooks of :class:`Simulator` in the OpenAI APIs' shapes (a mixin)."""
+
+    def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
+        return openai_error_body("invalid_request_error", exc.message, exc.param, exc.code)
+
+    def status_fault(self, fault: Fault) -> tuple[dict[str, Any], dict[str, str]]:
+        status = fault.status
+        assert status is not None
+        kind, code, message = OPENAI_STATUS_ERRORS.get(status, (
+            "server_error" if status >= 500 else "invalid_request_error", None,
+            f"HTTP {status} (simulated fault)."))
+        return openai_error_body(kind, message, None, code), retry_after_headers(fault)
+
+    def missing(self, path: str) -> RequestInvalid:
+        return RequestInvalid(f"Missing required parameter: '{path}'.", path,
+                              code="missing_required_parameter")
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        got = "null" if value is None else type(value).__name__
+        return RequestInvalid(f"Invalid type for '{path}': expected {expected}, but got "
+                              f"{got} instead.", path, code="invalid_type")
