@@ -55,23 +55,18 @@ from typing import Any
 
 import httpx
 
-from reactlab.config.faults import Fault, FaultPlan
 from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
-    FaultInjector,
     Handler,
     RequestInvalid,
     ScriptedPolicy,
-    broken_body,
     count_runs,
     pair_results,
     parse_tool_output,
-    read_request,
-    retry_after_headers,
     text_chunks,
     tokens_of,
 )
-from reactlab.simulate.openai_responses import _STATUS_ERRORS, error_body
+from reactlab.simulate.base import ANSWER, OpenAIErrors, Simulator, openai_error_body
 
 ROUTE = "/v1/chat/completions"
 
@@ -121,9 +116,7 @@ _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 STREAM_MEMBERS = ("stream", "stream_options")
 
 
-def _error(status: int, kind: str, message: str, *, code: str | None = None,
-           param: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, headers=headers, json=error_body(kind, message, param, code))
+error_body = openai_error_body  # the Chat Completions API's error shape
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -623,53 +616,58 @@ def _drop_member(content: bytes, key: str, value: Any, expected: dict[str, Any])
     raise ValueError(f"cannot locate the request body's {key!r} member")
 
 
-def handler(policy: ScriptedPolicy):
-    """An ``httpx.MockTransport`` handler serving ``policy``."""
+class ChatSimulator(OpenAIErrors, Simulator):
+    """The Chat Completions API on the simulator base (:mod:`reactlab.simulate.base`).
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        try:
-            body = read_request(request.content, request.headers.get("content-type"))
-            validate(body)
-        except RequestInvalid as exc:
-            return _error(exc.status, "invalid_request_error", exc.message, code=exc.code,
-                          param=exc.param)
-        status, payload = respond(policy, body,
-                                  tokens_of(unstreamed_body(request.content).decode("utf-8")))
-        if status == 200 and body.get("stream") is True:
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=sse(chunks(payload, include)))
-        else:
-            resp = httpx.Response(status, json=payload)
-        resp.extensions["reactlab.answer"] = payload
-        return resp
-
-    return handle
-
-
-def fault_response(fault: Fault, request: httpx.Request, handle: Handler) -> httpx.Response:
-    """What the simulated API answers (or the transport raises) on a faulty attempt.
-
-    A broken body is the same bytes whether the request asked for a stream or not (what
-    a proxy answers in the API's place does not depend on it).
+    Its own request path (:meth:`handler`): usage counts the body without ``stream`` and
+    ``stream_options``, and a stream is ``data:`` lines ending in ``[DONE]``, with the
+    usage chunk when the request asks for it.
     """
-    if fault.raises == "connect":
-        raise httpx.ConnectError("simulated fault: connection refused", request=request)
-    if fault.raises == "timeout":
-        raise httpx.ReadTimeout("simulated fault: read timed out", request=request)
-    if fault.status is not None:
-        kind, code, message = _STATUS_ERRORS.get(fault.status, (
-            "server_error" if fault.status >= 500 else "invalid_request_error", None,
-            f"HTTP {fault.status} (simulated fault)."))
-        return _error(fault.status, kind, message, code=code,
-                      headers=retry_after_headers(fault))
-    real = handle(request)
-    answer = real.extensions.get("reactlab.answer")
-    plain = httpx.Response(real.status_code, json=answer).read() if answer else real.read()
-    content, ctype = broken_body(fault, plain, "choices")
-    return httpx.Response(200, headers={"content-type": ctype}, content=content)
+
+    name = "openai_chat"
+    http = httpx
+    broken_member = "choices"
+
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
+
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
+
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return chunks(answer)
+
+    def missing(self, path: str) -> RequestInvalid:
+        return _missing(path)
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        return _type_error(path, expected, value)
+
+    def handler(self, policy: ScriptedPolicy) -> Handler:
+        def handle(request: httpx.Request) -> httpx.Response:
+            try:
+                body = self.read(request.content, request.headers.get("content-type"))
+            except RequestInvalid as exc:
+                return self.refused(exc)
+            status, payload = self.respond(
+                policy, body, tokens_of(unstreamed_body(request.content).decode("utf-8")))
+            if status == 200 and body.get("stream") is True:
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                      content=sse(chunks(payload, include)))
+            else:
+                resp = httpx.Response(status, json=payload)
+            resp.extensions[ANSWER] = payload
+            return resp
+
+        return handle
 
 
-def with_faults(handle: Handler, plan: FaultPlan) -> FaultInjector:
-    """``handle`` behind the faults of ``plan`` (which counts this run's attempts)."""
-    return FaultInjector(handle, plan, step_of, fault_response)
+SIMULATOR = ChatSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults
