@@ -315,6 +315,9 @@ def test_registry_lists_the_providers_the_config_schema_accepts() -> None:
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     backend = schema["properties"]["backends"]["additionalProperties"]
     assert backend["properties"]["provider"]["enum"] == list(PROVIDERS)
+    assert schema["$defs"]["http_provider"]["enum"] == [n for n, p in PROVIDERS.items() if p.http]
+    assert schema["$defs"]["inprocess_provider"]["enum"] == [
+        n for n, p in PROVIDERS.items() if not p.http]
 
 
 def test_registry_entries_load_and_unknown_names_are_refused() -> None:

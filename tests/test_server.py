@@ -344,7 +344,8 @@ def test_curl_unknown_model(server: ServerThread) -> None:
     ("GET", "/v1/responses", 405, False),
     ("GET", "/v1/messages", 405, True),
     ("POST", "/v1/models", 405, False),
-    ("GET", "/v1/chat/completions", 404, False),
+    ("GET", "/v1/chat/completions", 405, False),
+    ("POST", "/v1/completions", 404, False),
     ("POST", "/v1/messages/batches", 404, True),
     ("GET", "/nada", 404, False),
 ])

@@ -240,9 +240,11 @@ LIVE_BACKENDS = sorted(b for b, c in config["backends"].items() if c["mode"] == 
 OFFLINE_BACKENDS = sorted(b for b in config["backends"] if b not in LIVE_BACKENDS)
 
 
-def provider_slot(provider):
-    """1 for a live job of `provider`: cap parallel calls with --resources openai_slots=N."""
-    return lambda wildcards: int(_backend(wildcards)["provider"] == provider)
+# One resource per registered HTTP provider, 1 for a live job of that provider: cap
+# parallel calls with --resources openai_slots=N (reactlab.backends.registry).
+from reactlab.backends.registry import slot_resources as _slot_resources
+
+PROVIDER_SLOTS = _slot_resources(lambda wildcards: _backend(wildcards)["provider"])
 
 if LIVE.get("replay", False):
     _missing = [key for key, spec in RUNS.items() if spec.backend in LIVE_BACKENDS

@@ -51,9 +51,7 @@ if LIVE_BACKENDS and not LIVE.get("replay", False):
         params:
             spec=run_spec,
         resources:
-            openai_slots=provider_slot("openai"),
-            anthropic_slots=provider_slot("anthropic"),
-            openai_chat_slots=provider_slot("openai_chat"),
+            **PROVIDER_SLOTS,
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         shell:

@@ -72,6 +72,10 @@ class Strategy(Protocol):
     name: str
     #: Steps the strategy needs at most (None: the configured ``max_steps``).
     max_steps: int | None
+    #: The kind of session it talks to, which the backend's provider opens
+    #: (:mod:`reactlab.backends.registry`): ``conversation`` (the model proposes the
+    #: calls) or ``plan_execute`` (the two prompts of :class:`PlanExecute`).
+    session: str
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         """The tools a call may run."""
@@ -92,6 +96,7 @@ class React:
 
     name: str = "react"
     max_steps: int | None = None
+    session: str = "conversation"
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         return offered
@@ -110,6 +115,7 @@ class PlanExecute:
 
     name: str = "plan_execute"
     max_steps: int | None = 2
+    session: str = "plan_execute"
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         return (PLAN_TOOL,)

@@ -1,9 +1,11 @@
-"""Backend adapters: one module per provider, imported lazily.
+"""Backend adapters: one module per wire API, imported lazily.
 
 An adapter only translates between the loop's neutral values (:mod:`reactlab.agent.types`) and
 its provider's wire shape, keeping the provider-shaped conversation itself so that every
-request carries exactly what the official SDK would send. Provider quirks live in the
-adapter's file and nowhere else. ``import reactlab.backends`` imports no SDK.
+request carries exactly what the official SDK would send. The HTTP adapters share their
+base (:mod:`reactlab.backends.adapter`); a provider is one entry of
+:mod:`reactlab.backends.registry`. Provider quirks live in the adapter's file (and the
+simulator's) and nowhere else. ``import reactlab.backends`` imports no SDK.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from reactlab.agent.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
-from reactlab.core.errors import BackendError, ClientError, ProtocolError
+from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolOutcome
+from reactlab.core.errors import ClientError, ProtocolError
 
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
@@ -137,49 +139,6 @@ def api_result_text(oc: ToolOutcome) -> str:
     from reactlab.tools.messages import tool_message
 
     return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)
-
-
-class RetryingSession:
-    """The request step both HTTP adapters share.
-
-    A subclass sets ``meter``, ``retry_policy``, ``sleep``, ``translate`` and ``catch``
-    (the exceptions a broken answer can raise in its SDK) and implements ``_attempt``
-    (one SDK call → calls, text, items to keep) and ``_remember`` (append those items to
-    its provider-shaped history). Retries are bounded by :mod:`reactlab.backends.retry`; the
-    body's tokens count once per step; ``last_attempts`` keeps the per-attempt log.
-    """
-
-    meter: RequestMeter
-    retry_policy: Any
-    sleep: Callable[[float], None] | None
-    translate: Callable[[Exception], Exception]
-    catch: tuple[type[BaseException], ...]
-    last_attempts: list[dict[str, Any]]
-
-    def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-        raise NotImplementedError
-
-    def _remember(self, items: list[dict[str, Any]]) -> None:
-        raise NotImplementedError
-
-    def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab.backends import retry
-
-        self.meter.limit = budget_left
-        self.meter.take()
-        self.last_attempts = []
-        try:
-            (calls, text, items), self.last_attempts = retry.call(
-                self._attempt, self.translate, self.retry_policy, catch=self.catch,
-                sleep=self.sleep)
-        except BackendError as exc:
-            self.last_attempts = exc.history
-            raise
-        finally:
-            counts = self.meter.take()
-        self._remember(items)
-        return ModelTurn(text=text, calls=tuple(calls), tokens_sent=counts[-1],
-                         attempts=len(self.last_attempts))
 
 
 def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:

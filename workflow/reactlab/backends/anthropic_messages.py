@@ -1,21 +1,18 @@
 """Anthropic Messages API adapter (official ``anthropic`` 2.x SDK, ``httpx2`` transport).
 
-Modes: ``simulated`` (the scripted simulator behind an ``httpx2.MockTransport``) and
-``live`` (a real ``httpx2.HTTPTransport``; the model id is ``backend_config["model"]``,
-the key comes from the environment variable ``backend_config["api_key_env"]`` names, the
-URL is ``backend_config["base_url"]`` or the SDK's default). Every attempt goes through
-:mod:`reactlab.backends.recording` (recorded when the caller asks for it; replayed instead of sent
-with ``replay``).
-
-Retries are the project's own (:mod:`reactlab.backends.retry`, the same loop as the openai
-adapter); the SDK client keeps ``max_retries=0``. Every request is one logical step:
-``ModelTurn.tokens_sent`` is the tokens of its body once, ``ModelTurn.attempts`` how many
-HTTP attempts it took, ``session.last_attempts`` the per-attempt log of the last step.
+What this API does its own way: the conversation is ``messages`` of alternating roles
+(an answer's content blocks kept as one ``assistant`` message, all tool results of a
+step as ``tool_result`` blocks of one ``user`` message, with ``is_error``), tools are
+``{"name", "description", "input_schema"}``, the system prompt is ``system``, every
+request carries ``max_tokens`` (the backend's, default in the config schema), and a
+streamed answer is accumulated from its events (:func:`messages_final`). Modes,
+transport, metering, retries and error translation are the shared base's
+(:mod:`reactlab.backends.adapter`).
 """
 
 from __future__ import annotations
 
-import functools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,22 +20,10 @@ import anthropic
 import httpx2
 from anthropic.types import Message
 
-from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
-from reactlab.backends import (
-    RetryingSession,
-    api_key_hint,
-    api_result_text,
-    http_transport,
-    metering_hook,
-    parse_arguments,
-    protocol_error,
-    retry,
-    simulated_transport,
-    streaming,
-    tool_definitions,
-)
-from reactlab.config.faults import FaultPlan
-from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
+from reactlab.agent.types import ToolCall, ToolOutcome
+from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
+from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.simulate.apis import ANTHROPIC_MESSAGES
 
 if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
@@ -46,30 +31,9 @@ if TYPE_CHECKING:
 
 SIMULATED_BASE_URL = "http://simulado"
 DEFAULT_MAX_TOKENS = 500
-API_KEY_HINT = retry.API_KEY_HINT
-# What a broken 200 can raise inside the SDK or while reading the parsed object.
-_CAUGHT = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
 
 
-def translate_error(exc: Exception, meter: RequestMeter | None = None, *,
-                    api_key_hint: str = API_KEY_HINT) -> Exception:
-    """SDK and transport errors → BudgetExceeded or BackendError (with a kind).
-
-    ``api_key_hint`` is what a 401 tells the user to check.
-    """
-    if isinstance(exc, anthropic.APIStatusError):
-        return retry.status_error(exc.status_code, str(exc), api_key_hint=api_key_hint)
-    if isinstance(exc, anthropic.APITimeoutError):
-        return RequestTimeoutError(f"{exc} ({exc.__cause__!r})")
-    if isinstance(exc, anthropic.APIConnectionError):
-        cause = exc.__cause__
-        if isinstance(cause, BudgetExceeded | BackendError):  # budget; replay divergence
-            return cause
-        return NetworkError(f"{exc} ({cause!r})")
-    return protocol_error(exc)
-
-
-def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
+def read_message(r: Any) -> Answer:
     """(calls, text, content blocks to keep) of a Message; ProtocolError if the
     object is not a Messages API answer (an HTML page, JSON without ``content`` ...)."""
     if not isinstance(r, Message):
@@ -88,59 +52,81 @@ def read_message(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
     return calls, text, dumped
 
 
-class AnthropicMessagesSession(RetryingSession):
-    catch = _CAUGHT
+def messages_final(client: Any, raw: Any) -> Any:
+    """The Messages API answer of a streamed request (``with_raw_response`` result),
+    accumulated from ``message_start``, ``content_block_*`` (text and
+    ``input_json_delta`` pieces) and ``message_delta`` events; a tool call whose
+    accumulated JSON is not an object keeps the raw text, as a non-streamed answer does."""
+    http = raw.http_response
+    if not streaming.is_event_stream(http):
+        return streaming.plain_answer(client, http, Message)
+    message: dict[str, Any] | None = None
+    pieces: dict[int, list[str]] = {}
+    stopped = False
+    for event in raw.parse():
+        if event.type == "message_start":
+            message = event.message.to_dict()
+            message["content"] = []
+        elif message is None:
+            raise ValueError(f"a {event.type} event before message_start")
+        elif event.type == "content_block_start":
+            message["content"].append(event.content_block.to_dict())
+            if event.content_block.type == "tool_use":
+                pieces[event.index] = []
+        elif event.type == "content_block_delta":
+            block, delta = message["content"][event.index], event.delta
+            if delta.type == "text_delta":
+                block["text"] += delta.text
+            elif delta.type == "input_json_delta":
+                pieces[event.index].append(delta.partial_json)
+        elif event.type == "content_block_stop" and event.index in pieces:
+            text = "".join(pieces.pop(event.index))
+            try:
+                value = json.loads(text) if text else {}
+            except ValueError:
+                value = text
+            message["content"][event.index]["input"] = value if isinstance(value, dict) else text
+        elif event.type == "message_delta":
+            message["stop_reason"] = event.delta.stop_reason
+            message["stop_sequence"] = event.delta.stop_sequence
+            message["usage"]["output_tokens"] = event.usage.output_tokens
+        elif event.type == "message_stop":
+            stopped = True
+    if message is None or not stopped:
+        raise ValueError("the event stream ended without message_stop")
+    return client._process_response_data(data=message, cast_to=Message, response=http)
+
+
+class AnthropicMessagesSession(ApiSession):
+    api = ANTHROPIC_MESSAGES
+    sdk = anthropic
+    simulated_base_url = SIMULATED_BASE_URL
+    system_field = "system"
+    catch = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
+    read = staticmethod(read_message)
+    read_stream = staticmethod(messages_final)
 
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
-        self.meter = RequestMeter()
-        mode = spec.backend_config["mode"]
-        if mode not in ("simulated", "live"):
-            raise ClientError(f"unsupported mode {mode!r}")
-        self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
-        self.sleep = sleep
-        self.last_attempts: list[dict[str, Any]] = []
-        self.faults = FaultPlan()
-        self.translate = functools.partial(translate_error, api_key_hint=api_key_hint(spec))
-
-        def simulated() -> httpx2.BaseTransport:
-            from reactlab.simulate import anthropic_messages as sim
-
-            transport, self.faults = simulated_transport(spec, sim, httpx2)
-            return transport
-
-        transport, key = http_transport(spec, httpx2, simulated, recorder=recorder, replay=replay)
-        self.stream = bool(spec.backend_config.get("stream", False))
-        meter_hook = (streaming.metering_hook if self.stream else metering_hook)(self.meter)
-        http = httpx2.Client(transport=transport,
-                             event_hooks={"request": [meter_hook]})
-        base_url = spec.backend_config.get("base_url") if mode == "live" else SIMULATED_BASE_URL
-        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, http_client=http,
-                                          max_retries=0)
-        self.model = spec.backend_config["model"] if mode == "live" else spec.script["model"]
+        super().__init__(spec, sleep=sleep, recorder=recorder, replay=replay)
         self.max_tokens = spec.backend_config.get("max_tokens", DEFAULT_MAX_TOKENS)
-        self.history: list[dict[str, Any]] = [{"role": "user", "content": spec.question}]
-        self.extra: dict[str, Any] = {}
-        if spec.agent["send_tools"]:
-            self.extra["tools"] = [{"name": n, "description": d, "input_schema": s}
-                                   for n, d, s in tool_definitions(spec)]
-        if spec.agent["send_system_prompt"]:
-            self.extra["system"] = spec.agent["system_prompt"]
-        # Sampling settings of a live backend (the schema allows them nowhere else). The
-        # API takes no seed, so a live trial's seed is recorded in its trace only.
-        for name in ("temperature", "top_p"):
-            if name in spec.backend_config:
-                self.extra[name] = spec.backend_config[name]
 
-    def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-        if not self.stream:
-            r = self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
-                                            messages=self.history, **self.extra)
-            return read_message(r)
-        raw = self.client.messages.with_raw_response.create(
+    def make_client(self, key: str, base_url: str | None,
+                    http: httpx2.Client) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key=key, base_url=base_url, http_client=http,
+                                   max_retries=0)
+
+    def tool_definition(self, name: str, description: str,
+                        schema: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "description": description, "input_schema": schema}
+
+    def create(self, stream: bool) -> Any:
+        if not stream:
+            return self.client.messages.create(model=self.model, max_tokens=self.max_tokens,
+                                               messages=self.history, **self.extra)
+        return self.client.messages.with_raw_response.create(
             model=self.model, max_tokens=self.max_tokens, messages=self.history, stream=True,
             **self.extra)
-        return read_message(streaming.messages_final(self.client, raw))
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
         self.history.append({"role": "assistant", "content": items})
@@ -152,4 +138,3 @@ class AnthropicMessagesSession(RetryingSession):
             {"type": "tool_result", "tool_use_id": oc.call.id,
              "content": api_result_text(oc), "is_error": oc.is_error}
             for oc in outcomes]})
-

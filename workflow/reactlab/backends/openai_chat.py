@@ -30,10 +30,9 @@ the result text (``json.dumps`` defaults, as the other HTTP adapters send it).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import openai
@@ -41,35 +40,22 @@ from openai.types.chat import ChatCompletion
 
 from reactlab.agent.types import RequestMeter, ToolCall, ToolOutcome
 from reactlab.backends import (
-    RetryingSession,
-    api_key_hint,
     api_result_text,
-    http_transport,
     metering_hook,
     parse_arguments,
     protocol_error,
-    retry,
-    simulated_transport,
     streaming,
-    tool_definitions,
 )
-from reactlab.backends.openai_responses import translate_error
-from reactlab.config.faults import FaultPlan
-from reactlab.core.errors import ClientError
+from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.simulate.apis import OPENAI_CHAT
 from reactlab.simulate.openai_chat import unstreamed_body
-
-if TYPE_CHECKING:
-    from reactlab.backends.recording import Recorder, Replay
-    from reactlab.config import RunSpec
 
 SIMULATED_BASE_URL = "http://simulado/v1"
 # What a broken 200 can raise inside the SDK or while reading the parsed object.
 _CAUGHT = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError, IndexError)
-#: Backend options passed through to the request body when set.
-SAMPLING = ("temperature", "top_p", "max_tokens")
 
 
-def read_completion(r: Any) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
+def read_completion(r: Any) -> Answer:
     """(calls, text, [the assistant message to keep]) of a ChatCompletion; ProtocolError
     if the object is not a Chat Completions answer (an HTML page, JSON without
     ``choices`` ...)."""
@@ -174,62 +160,44 @@ def _stream_metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     return count
 
 
-class OpenAIChatSession(RetryingSession):
+class OpenAIChatSession(ApiSession):
+    api = OPENAI_CHAT
+    sdk = openai
+    simulated_base_url = SIMULATED_BASE_URL
+    system_field = "messages"  # a system message first in the conversation
     catch = _CAUGHT
+    read = staticmethod(read_completion)
+    read_stream = staticmethod(chat_final)
 
-    def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
-                 recorder: Recorder | None = None, replay: Replay | None = None) -> None:
-        self.meter = RequestMeter()
-        mode = spec.backend_config["mode"]
-        if mode not in ("simulated", "live"):
-            raise ClientError(f"unsupported mode {mode!r}")
-        self.retry_policy = retry.RetryPolicy.from_config(spec.backend_config)
-        self.sleep = sleep
-        self.last_attempts: list[dict[str, Any]] = []
-        self.faults = FaultPlan()
-        self.translate = functools.partial(translate_error, api_key_hint=api_key_hint(spec))
-
-        def simulated() -> httpx.BaseTransport:
-            from reactlab.simulate import openai_chat as sim
-
-            transport, self.faults = simulated_transport(spec, sim, httpx)
-            return transport
-
-        transport, key = http_transport(spec, httpx, simulated, recorder=recorder, replay=replay)
-        self.stream = bool(spec.backend_config.get("stream", False))
-        meter_hook = (_stream_metering_hook if self.stream else metering_hook)(self.meter)
-        http = httpx.Client(transport=transport, event_hooks={"request": [meter_hook]})
-        base_url = spec.backend_config.get("base_url") if mode == "live" else SIMULATED_BASE_URL
-        self.client = openai.OpenAI(api_key=key, base_url=base_url, http_client=http,
-                                    max_retries=0)
-        self.model = spec.backend_config["model"] if mode == "live" else spec.script["model"]
-        self.history: list[dict[str, Any]] = []
-        if spec.agent["send_system_prompt"]:
-            self.history.append({"role": "system", "content": spec.agent["system_prompt"]})
-        self.history.append({"role": "user", "content": spec.question})
-        self.extra: dict[str, Any] = {}
-        if spec.agent["send_tools"]:
-            self.extra["tools"] = [
-                {"type": "function", "function": {"name": n, "description": d,
-                                                  "parameters": s}}
-                for n, d, s in tool_definitions(spec)
-            ]
-        # Sampling settings of a live backend (the schema allows them nowhere else).
-        for name in SAMPLING:
-            if name in spec.backend_config:
-                self.extra[name] = spec.backend_config[name]
+    def __init__(self, spec: Any, **kwargs: Any) -> None:
+        super().__init__(spec, **kwargs)
+        settings = spec.backend_config
+        # max_tokens too when set (the base passes temperature and top_p)
+        if "max_tokens" in settings:
+            self.extra["max_tokens"] = settings["max_tokens"]
         self.stream_extra: dict[str, Any] = {"stream": True}
-        if spec.backend_config.get("stream_include_usage"):
+        if settings.get("stream_include_usage"):
             self.stream_extra["stream_options"] = {"include_usage": True}
 
-    def _attempt(self) -> tuple[list[ToolCall], str, list[dict[str, Any]]]:
-        if not self.stream:
-            r = self.client.chat.completions.create(model=self.model, messages=self.history,
-                                                    **self.extra)
-            return read_completion(r)
-        raw = self.client.chat.completions.with_raw_response.create(
+    def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
+        if self.stream:  # count the body without its streaming members, stream_options too
+            http.event_hooks = {"request": [_stream_metering_hook(self.meter)]}
+        return openai.OpenAI(api_key=key, base_url=base_url, http_client=http, max_retries=0)
+
+    def add_system_prompt(self, text: str) -> None:
+        self.history.insert(0, {"role": "system", "content": text})
+
+    def tool_definition(self, name: str, description: str,
+                        schema: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "description": description,
+                                                 "parameters": schema}}
+
+    def create(self, stream: bool) -> Any:
+        if not stream:
+            return self.client.chat.completions.create(model=self.model,
+                                                       messages=self.history, **self.extra)
+        return self.client.chat.completions.with_raw_response.create(
             model=self.model, messages=self.history, **self.extra, **self.stream_extra)
-        return read_completion(chat_final(self.client, raw))
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
         self.history += items

@@ -116,9 +116,47 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 @cache
-def _schema() -> dict[str, Any]:
+def _schema_file() -> dict[str, Any]:
     with open(SCHEMA_PATH, encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+#: Providers registered in code beyond the schema's built-in ones: name → HTTP layer.
+_DECLARED: dict[str, bool] = {}
+
+
+def declare_provider(name: str, *, http: bool) -> None:
+    """Accept ``name`` as a backend's ``provider`` (with the modes and options of a
+    provider with an HTTP layer, or of one without). Called by
+    :func:`reactlab.backends.registry.register`; the built-in names are the schema's."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ConfigError("provider", f"a provider name is lower-case letters, digits and "
+                                      f"underscores, not {name!r}")
+    _DECLARED[name] = http
+    _schema.cache_clear()
+
+
+def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
+    return schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
+
+
+def provider_has_http(name: str) -> bool:
+    """Whether the provider ``name`` (built in or declared) has an HTTP layer."""
+    if name in _DECLARED:
+        return _DECLARED[name]
+    return name in _provider_enum(_schema(), True)
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    """The config schema, its provider enums extended by the declared providers."""
+    schema = copy.deepcopy(_schema_file())
+    backend = schema["properties"]["backends"]["additionalProperties"]["properties"]
+    for name, http in _DECLARED.items():
+        if name not in backend["provider"]["enum"]:
+            backend["provider"]["enum"].append(name)
+            _provider_enum(schema, http).append(name)
+    return schema
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -397,10 +435,10 @@ def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
                 f"runs a real model and needs a `strategy` scenario, not the script {s!r}"
                 if model_backend else
                 f"plays scripts and cannot run the `strategy` scenario {s!r}"))
-    if scen.get("faults") and raw["backends"][b]["provider"] == "local":
+    if scen.get("faults") and not provider_has_http(raw["backends"][b]["provider"]):
         raise ConfigError(
             f"matrix[{i}]", f"scenario {s!r} injects HTTP faults, which the "
-            f"local backend {b!r} has no HTTP layer to receive")
+            f"{raw['backends'][b]['provider']} backend {b!r} has no HTTP layer to receive")
 
 
 def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,

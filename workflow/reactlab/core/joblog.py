@@ -13,23 +13,29 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Loggers whose INFO records belong in a job's log (the SDKs log their retries).
-LOGGERS = ("reactlab", "openai", "anthropic")
-#: Per-request chatter that stays out of the logs (one line per HTTP request).
-QUIET = ("httpx", "httpx2", "httpcore", "httpcore2")
+#: Loggers whose INFO records belong in a job's log: the package's, and those each
+#: provider registers (its SDK logs its retries; :func:`register_loggers`).
+LOGGERS: list[str] = ["reactlab"]
+#: Per-request chatter that stays out of the logs (one line per HTTP request): the HTTP
+#: libraries the providers register.
+QUIET: list[str] = []
 
 
-class _ThisThread(logging.Filter):
+class _ThisJob(logging.Filter):
+    """Records of this thread from the loggers of :data:`LOGGERS` (read at each record:
+    a provider registered during the job counts)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ident = threading.get_ident()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread == self.ident
+        return (record.thread == self.ident
+                and record.name.partition(".")[0] in LOGGERS)
 
 
 def error_line(exc: BaseException, command: str | None = None) -> str | None:
@@ -60,6 +66,30 @@ _live_jobs = 0
 _saved_levels: dict[str, int] = {}
 
 
+def _set_level(name: str, loud: bool) -> None:
+    """Save ``name``'s level and set the job level (lock held, jobs live)."""
+    logger = logging.getLogger(name)
+    _saved_levels.setdefault(name, logger.level)
+    if not loud:
+        logger.setLevel(logging.WARNING)
+    elif _saved_levels[name] == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+
+
+def register_loggers(loud: Iterable[str] = (), quiet: Iterable[str] = ()) -> None:
+    """Add logger names to :data:`LOGGERS` (``loud``) and :data:`QUIET` (the provider
+    registry calls this for each provider). Names registered while jobs run take their
+    job level at once, and their records reach the running jobs' logs."""
+    with _LEVELS_LOCK:
+        for names, target, is_loud in ((loud, LOGGERS, True), (quiet, QUIET, False)):
+            for name in names:
+                if name in LOGGERS or name in QUIET:
+                    continue
+                target.append(name)
+                if _live_jobs:
+                    _set_level(name, is_loud)
+
+
 @contextmanager
 def _job_levels() -> Iterator[None]:
     """While any job runs, INFO for :data:`LOGGERS` (unless set explicitly) and WARNING for
@@ -69,13 +99,10 @@ def _job_levels() -> Iterator[None]:
     with _LEVELS_LOCK:
         if _live_jobs == 0:
             _saved_levels.clear()
-            for name in (*LOGGERS, *QUIET):
-                _saved_levels[name] = logging.getLogger(name).level
             for name in LOGGERS:
-                if _saved_levels[name] == logging.NOTSET:
-                    logging.getLogger(name).setLevel(logging.INFO)
+                _set_level(name, True)
             for name in QUIET:
-                logging.getLogger(name).setLevel(logging.WARNING)
+                _set_level(name, False)
         _live_jobs += 1
     try:
         yield
@@ -96,10 +123,11 @@ def job_log(path: str | Path, command: str | None = None) -> Iterator[Callable[[
     with _job_levels(), open(path, "w", encoding="utf-8") as fh:
         handler = logging.StreamHandler(fh)
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-        handler.addFilter(_ThisThread())
-        loggers = [logging.getLogger(name) for name in LOGGERS]
-        for logger in loggers:
-            logger.addHandler(handler)
+        handler.addFilter(_ThisJob())
+        # On the root logger: the records of every logger in LOGGERS reach it (they
+        # propagate), also of one registered after the job started.
+        root = logging.getLogger()
+        root.addHandler(handler)
 
         def say(message: str) -> None:
             fh.write(message + "\n")
@@ -112,5 +140,4 @@ def job_log(path: str | Path, command: str | None = None) -> Iterator[Callable[[
             say(line if line is not None else "".join(traceback.format_exception(exc)).rstrip())
             raise
         finally:
-            for logger in loggers:
-                logger.removeHandler(handler)
+            root.removeHandler(handler)

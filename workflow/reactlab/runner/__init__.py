@@ -17,13 +17,15 @@ if TYPE_CHECKING:
     from reactlab.config import RunSpec
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
-_PROVIDER_PACKAGES = {"openai": ("openai", "httpx"), "anthropic": ("anthropic", "httpx2"),
-                      "openai_chat": ("openai", "httpx"), "local": ("transformers", "torch")}
 
 
 @cache
 def package_versions(provider: str) -> dict[str, str]:
-    names = _VERSIONED + _PROVIDER_PACKAGES.get(provider, ())
+    """Versions of Python, the package's own dependencies and the packages the provider
+    imports (its registry entry's ``packages``)."""
+    from reactlab.backends.registry import provider as provider_entry
+
+    names = _VERSIONED + provider_entry(provider).packages
     out = {"python": platform.python_version()}
     for name in names:
         try:
@@ -78,14 +80,15 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     recorded one, or one more than the recording holds, ends the run in
     ``backend_error`` (kind ``protocol``); a run that ends with recorded attempts left
     over raises :class:`~reactlab.backends.recording.RecordingError` and writes no trace. Both
-    are for the API backends (openai, anthropic) only. In live mode a missing key
-    raises ClientError before anything is sent, and nothing is written.
+    are for the providers with an HTTP layer only (:mod:`reactlab.backends.registry`). In
+    live mode a missing key raises ClientError before anything is sent, and nothing is
+    written.
     """
     from reactlab.agent.defences import NO_DEFENCES, question_tickers
     from reactlab.agent.loop import run_agent
     from reactlab.agent.strategies import strategy_named
     from reactlab.backends import open_session
-    from reactlab.backends.recording import Recorder, RecordingError, Replay
+    from reactlab.backends.recording import Recorder, Replay
 
     if recording is not None and replay is not None:
         raise ValueError("run_to_trace: give `recording` or `replay`, not both")
@@ -93,20 +96,11 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     writer = TraceWriter(out)
     writer.add(header(spec))
     defences = spec.agent.get("defences", NO_DEFENCES)
-    recorder: Recorder | None = None
-    player: Replay | None = None
-    if strategy.name == "plan_execute":
-        if recording is not None or replay is not None:
-            raise RecordingError(f"{spec.key}: plan-and-execute runs a local model; there "
-                                 "is no HTTP exchange to record or replay")
-        from reactlab.backends.local import PlanExecuteSession, load_model
-
-        session: Session = PlanExecuteSession(spec, load_model(spec))
-    else:
-        recorder = Recorder() if recording is not None else None
-        player = Replay.load(replay) if replay is not None else None
-        session = open_session(spec, sleep=_no_sleep if player is not None else None,
-                               recorder=recorder, replay=player)
+    recorder = Recorder() if recording is not None else None
+    player = Replay.load(replay) if replay is not None else None
+    # the session the strategy needs, as the backend's provider opens it
+    session: Session = open_session(spec, sleep=_no_sleep if player is not None else None,
+                                    recorder=recorder, replay=player)
     try:
         end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
                         spec.limits["token_budget"], writer.add,

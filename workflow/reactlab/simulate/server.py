@@ -3,11 +3,12 @@
 Another agent framework can be tested against the scenarios of ``config.yaml`` by
 pointing its OpenAI-compatible or Anthropic client at this server:
 
-* ``POST /v1/responses`` — the OpenAI Responses API;
-* ``POST /v1/chat/completions`` — the OpenAI Chat Completions API;
-* ``POST /v1/messages`` — the Anthropic Messages API;
+* the routes of every registered wire API (:mod:`reactlab.simulate.apis`): built in,
+  ``POST /v1/responses`` (the OpenAI Responses API), ``POST /v1/chat/completions`` (the
+  OpenAI Chat Completions API) and ``POST /v1/messages`` (the Anthropic Messages API);
 * ``GET /v1/models`` — the model names served (OpenAI list shape; the Anthropic shape
-  when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does);
+  when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does:
+  each API's ``models_header``);
 * ``GET /healthz``.
 
 Answers come from the same :func:`respond` functions (and fault renderers) the
@@ -43,13 +44,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-import httpx2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -62,9 +61,7 @@ from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import ConfigError
 from reactlab.simulate import RequestInvalid, ScriptedPolicy, read_request
-from reactlab.simulate import anthropic_messages as sim_anthropic
-from reactlab.simulate import openai_chat as sim_chat
-from reactlab.simulate import openai_responses as sim_openai
+from reactlab.simulate.apis import WireApi, api_for_path, apis
 
 if TYPE_CHECKING:
     import uvicorn
@@ -175,7 +172,7 @@ class _FaultRuns:
         return state
 
 
-# --- the two APIs -----------------------------------------------------------------------
+# --- the APIs -----------------------------------------------------------------------
 
 
 class _JSONResponse(JSONResponse):
@@ -185,61 +182,21 @@ class _JSONResponse(JSONResponse):
         return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
 
 
-def openai_error(status: int, kind: str, message: str, *, param: str | None = None,
-                 code: str | None = None) -> JSONResponse:
-    """An error in the OpenAI API's documented shape."""
-    return _JSONResponse({"error": {"message": message, "type": kind, "param": param,
-                                   "code": code}}, status_code=status)
+def _error(api: WireApi, status: int, message: str, *, param: str | None = None,
+           code: str | None = None, kind: str | None = None) -> JSONResponse:
+    """An error in ``api``'s documented shape."""
+    return _JSONResponse(api.error(status, message, param=param, code=code, kind=kind),
+                         status_code=status)
 
 
-def anthropic_error(status: int, message: str, kind: str | None = None) -> JSONResponse:
-    """An error in the Anthropic API's documented shape."""
-    return _JSONResponse({"type": "error", "error": {
-        "type": kind or sim_anthropic.error_type(status), "message": message}},
-        status_code=status)
-
-
-@dataclass(frozen=True)
-class _Api:
-    name: str
-    sim: ModuleType  # reactlab.simulate.openai_responses, .openai_chat or .anthropic_messages
-    request_cls: Callable[..., Any]  # httpx.Request or httpx2.Request
-
-    @property
-    def anthropic(self) -> bool:
-        return self.name == "anthropic"
-
-    def error(self, status: int, message: str, *, param: str | None = None,
-              code: str | None = None, kind: str | None = None) -> JSONResponse:
-        if self.anthropic:
-            return anthropic_error(status, message, kind)
-        return openai_error(status, kind or ("server_error" if status >= 500
-                                             else "invalid_request_error"),
-                            message, param=param, code=code)
-
-    def refused(self, exc: RequestInvalid) -> JSONResponse:
-        """The API's 4xx for a request its validation refused."""
-        if self.anthropic:
-            return self.error(exc.status, exc.message)
-        return self.error(exc.status, exc.message, param=exc.param, code=exc.code)
-
-    def check(self, raw: bytes, content_type: str | None) -> dict[str, Any] | JSONResponse:
-        """The validated JSON body of a request, or the API's 4xx for it."""
-        try:
-            body = read_request(raw, content_type)
-            self.sim.validate(body)
-        except RequestInvalid as exc:
-            return self.refused(exc)
-        return body
-
-
-_OPENAI = _Api("openai", sim_openai, httpx.Request)
-_CHAT = _Api("openai_chat", sim_chat, httpx.Request)
-_ANTHROPIC = _Api("anthropic", sim_anthropic, httpx2.Request)
-
-
-def _api_for_path(path: str) -> _Api:
-    return _ANTHROPIC if path.startswith("/v1/messages") else _OPENAI
+def _check(api: WireApi, raw: bytes, content_type: str | None) -> dict[str, Any] | JSONResponse:
+    """The validated JSON body of a request, or the API's 4xx for it."""
+    try:
+        body = read_request(raw, content_type)
+        api.sim().validate(body)
+    except RequestInvalid as exc:
+        return _error(api, exc.status, exc.message, param=exc.param, code=exc.code)
+    return body
 
 
 class _TooLarge(Exception):
@@ -293,42 +250,42 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
     models = served_models(config, task)
     runs = _FaultRuns()
 
-    async def api_endpoint(request: Request, api: _Api) -> Response:
+    async def api_endpoint(request: Request, api: WireApi) -> Response:
         try:
             raw = await _read_body(request)
         except _TooLarge:
-            return api.error(413, f"Request exceeds the maximum size of {MAX_BODY} bytes",
-                             kind="request_too_large" if api.anthropic else None)
+            return _error(api, 413, f"Request exceeds the maximum size of {MAX_BODY} bytes")
         url = str(request.url)
-        checked = api.check(raw, request.headers.get("content-type"))
+        checked = _check(api, raw, request.headers.get("content-type"))
         if isinstance(checked, JSONResponse):
             return checked
         body = checked
+        sim = api.sim()
         name = body["model"]
         _note(request, model=name, **({"stream": True} if body.get("stream") is True else {}))
         served = models.get(name)
         if served is None:
-            status, payload = api.sim.respond(_NO_SCRIPTS, body)
+            status, payload = sim.respond(_NO_SCRIPTS, body)
             return _JSONResponse(payload, status_code=status)
         # The policy knows the requested name; the answer names the script that plays
         # (as a real API answers an alias with the model it resolved to), so its bytes are
         # those of the in-process run.
         policy = ScriptedPolicy({name: served.script}, served.params, served.question,
                                 answer_names={name: served.script.name})
-        handle = api.sim.handler(policy)
-        step = api.sim.step_of(body)
+        handle = sim.handler(policy)
+        step = sim.step_of(body)
         _note(request, task=served.task, scenario=served.scenario, step=step)
         state = None
         if served.faults:
             state = runs.plan_for(api.name, served, request.headers.get(RUN_HEADER, ""),
                                   step)
-            handle = api.sim.with_faults(handle, state.plan)
+            handle = sim.with_faults(handle, state.plan)
         try:
-            resp = handle(api.request_cls("POST", url, content=raw, headers={
+            resp = handle(api.http().Request("POST", url, content=raw, headers={
                 "content-type": request.headers.get("content-type", "")}))
         except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
             log.exception("%s %s: the simulator failed", request.method, request.url.path)
-            return api.error(500, "Internal server error (simulator failure)")
+            return _error(api, 500, "Internal server error (simulator failure)")
         if state is not None:
             fault = state.plan.log[-1][2]
             state.last_step, state.last_clean = step, fault is None
@@ -336,48 +293,41 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
                 _note(request, fault=fault.to_dict())
         return _to_response(resp)
 
-    async def responses(request: Request) -> Response:
-        return await api_endpoint(request, _OPENAI)
+    def endpoint(api: WireApi) -> Callable[[Request], Awaitable[Response]]:
+        async def serve_api(request: Request) -> Response:
+            return await api_endpoint(request, api)
 
-    async def messages(request: Request) -> Response:
-        return await api_endpoint(request, _ANTHROPIC)
+        return serve_api
 
-    async def chat_completions(request: Request) -> Response:
-        return await api_endpoint(request, _CHAT)
+    served_apis = list(apis().values())
 
     async def list_models(request: Request) -> Response:
         names = list(models)
-        if "anthropic-version" in request.headers:
-            return _JSONResponse({
-                "data": [{"type": "model", "id": n, "display_name": n,
-                          "created_at": "1970-01-01T00:00:00Z"} for n in names],
-                "has_more": False, "first_id": names[0] if names else None,
-                "last_id": names[-1] if names else None})
-        return _JSONResponse({"object": "list", "data": [
-            {"id": n, "object": "model", "created": 0, "owned_by": "reactlab"}
-            for n in names]})
+        listing = next((a for a in served_apis if a.models_list is not None
+                        and a.models_header is not None and a.models_header in request.headers),
+                       None) or next(a for a in served_apis if a.models_list is not None)
+        assert listing.models_list is not None
+        return _JSONResponse(listing.models_list(names))
 
     async def healthz(request: Request) -> Response:
         return _JSONResponse({"status": "ok", "models": len(models)})
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        api = _api_for_path(request.url.path)
+        api = api_for_path(request.url.path)
         where = f"{request.method} {request.url.path}"
         if exc.status_code == 404:
-            resp = api.error(404, f"Invalid URL ({where})" if not api.anthropic
-                             else f"Not found: {where}")
+            resp = _error(api, 404, api.not_found(where))
         elif exc.status_code == 405:
-            resp = api.error(405, f"Method not allowed ({where})")
+            resp = _error(api, 405, f"Method not allowed ({where})")
         else:
-            resp = api.error(exc.status_code, str(exc.detail))
+            resp = _error(api, exc.status_code, str(exc.detail))
         resp.headers.update(exc.headers or {})
         return resp
 
-    routes = [
-        Route("/v1/responses", responses, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route(sim_chat.ROUTE, chat_completions, methods=["POST"]),
+    routes = [Route(path, endpoint(api), methods=["POST"])
+              for api in served_apis for path in api.routes]
+    routes += [
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
