@@ -98,8 +98,9 @@ def test_the_recorded_exchange_replays_byte_identically(toolbox: Any, tmp_path: 
 def test_live_run_against_transformers_serve_records_and_replays(
         toolbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback: None) -> None:
     """Live: `transformers serve` on a free loopback port serves the prepared SmolLM2
-    copy; the lesson task runs through the openai_chat backend with recording; then the
-    recording replays it with the server stopped and the key variable unset."""
+    copy; the lesson task runs through the openai_chat backend with recording, plain and
+    streamed (the same trace after the header); then the recordings replay them with the
+    server stopped and the key variable unset."""
     pytest.importorskip("fastapi")
     if not (ROOT / SOURCE / "config.json").is_file():
         pytest.skip(f"{SOURCE} is not built (rule convert_smollm2)")
@@ -109,10 +110,22 @@ def test_live_run_against_transformers_serve_records_and_replays(
     served = prepare(SOURCE, SERVED)
     assert str(served) == SERVED  # SmolLM2's own template renders no tools: a copy
     live, rec = tmp_path / "live.jsonl", tmp_path / "recording.jsonl"
+    streamed, srec = tmp_path / "streamed.jsonl", tmp_path / "streamed.recording.jsonl"
     with TransformersServe(SERVED, threads=2, log=tmp_path / "serve.log") as server:
         monkeypatch.setenv(KEY_ENV, "local-server-key")
-        end = run_to_trace(serve_spec(server.base_url), toolbox, live, recording=rec)
+        spec = serve_spec(server.base_url)
+        end = run_to_trace(spec, toolbox, live, recording=rec)
+        # the same run streamed: the server's chunks read back into the same answer
+        stream_spec = dataclasses.replace(spec, backend_config={**spec.backend_config,
+                                                                "stream": True})
+        assert run_to_trace(stream_spec, toolbox, streamed, recording=srec) == end
     monkeypatch.delenv(KEY_ENV)
+    assert live.read_text().splitlines()[1:-1] == streamed.read_text().splitlines()[1:-1]
+    assert all(r["response"]["headers"]["content-type"].startswith("text/event-stream")
+               for r in recording.read(srec))
+    replayed_stream = tmp_path / "replayed_stream.jsonl"
+    run_to_trace(stream_spec, toolbox, replayed_stream, replay=srec)
+    assert replayed_stream.read_bytes() == streamed.read_bytes()
     assert end["termination"] in ("answer", "step_limit"), end
     records = recording.read(rec)
     assert records and all(r["response"]["status"] == 200 for r in records)
