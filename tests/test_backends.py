@@ -61,7 +61,7 @@ def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
     out_dir = tmp_path_factory.mktemp("traces")
     by_pair: dict[tuple[str, str], dict[str, trace.Trace]] = defaultdict(dict)
     for spec in cfg.runs:
-        if spec.backend_config["mode"] == "model":
+        if spec.backend_config.mode == "model":
             continue  # a real model is not a script: no parity to expect
         path = out_dir / f"{spec.task}__{spec.backend}__{spec.scenario}.jsonl"
         end = run_to_trace(spec, toolbox, path)
@@ -94,8 +94,8 @@ def bodies(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 def _run(spec: RunSpec, toolbox: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
-    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], lambda r: records.append(r.to_json()))
+    end = run_agent(open_session(spec), toolbox, spec.tools, spec.limits.max_steps,
+                    spec.limits.token_budget, lambda r: records.append(r.to_json()))
     return end.to_json(), records
 
 

@@ -201,7 +201,7 @@ def test_integral_float_max_steps_is_refused_or_normalised(raw_config: Raw) -> N
     except ConfigError as exc:
         assert exc.field == "agent.max_steps"
         return
-    max_steps = cfg.run("variacion_busi", "openai", "bucle").limits["max_steps"]
+    max_steps = cfg.run("variacion_busi", "openai", "bucle").limits.max_steps
     assert type(max_steps) is int
 
 
@@ -248,18 +248,17 @@ def test_scenario_limits_override_agent_defaults(raw_config: Raw) -> None:
     agent = raw_config["agent"]
     cfg = parse(raw_config)
     plain = cfg.run("variacion_busi", "anthropic", "bucle")
-    assert plain.limits == {"max_steps": agent["max_steps"],
+    assert plain.limits.to_dict() == {"max_steps": agent["max_steps"],
                             "token_budget": agent["token_budget"]}
     sin = raw_config["scenarios"]["bucle_sin_limite"]["limits"]
-    assert cfg.run("variacion_busi", "anthropic", "bucle_sin_limite").limits == {
+    assert cfg.run("variacion_busi", "anthropic", "bucle_sin_limite").limits.to_dict() == {
         "max_steps": sin["max_steps"], "token_budget": agent["token_budget"]}
     pres = raw_config["scenarios"]["bucle_presupuesto"]["limits"]
-    assert cfg.run("variacion_busi", "anthropic", "bucle_presupuesto").limits == {
+    assert cfg.run("variacion_busi", "anthropic", "bucle_presupuesto").limits.to_dict() == {
         "max_steps": pres["max_steps"], "token_budget": pres["token_budget"]}
     # a non-default agent value reaches scenarios without limits of their own
     raw_config["agent"]["max_steps"] = 9
-    assert parse(raw_config).run("variacion_busi", "anthropic", "bucle").limits[
-        "max_steps"] == 9
+    assert parse(raw_config).run("variacion_busi", "anthropic", "bucle").limits.max_steps == 9
 
 
 def test_extends_uses_the_base_script_and_model(raw_config: Raw) -> None:
@@ -267,11 +266,11 @@ def test_extends_uses_the_base_script_and_model(raw_config: Raw) -> None:
     base = cfg.run("variacion_busi", "openai", "bucle")
     ext = cfg.run("variacion_busi", "openai", "bucle_sin_limite")
     assert raw_config["scenarios"]["bucle_sin_limite"]["extends"] == "bucle"
-    assert ext.script["model"] == "bucle"
-    assert ext.script["steps"] == raw_config["scenarios"]["bucle"]["steps"]
-    assert ext.script["repeat_last"] is True
+    assert ext.script.model == "bucle"
+    assert ext.script.steps == raw_config["scenarios"]["bucle"]["steps"]
+    assert ext.script.repeat_last is True
     assert base.script == ext.script
-    assert cfg.run("variacion_busi", "openai", "correcto").script["model"] == "correcto"
+    assert cfg.run("variacion_busi", "openai", "correcto").script.model == "correcto"
 
 
 def test_runspec_carries_task_backend_and_agent(raw_config: Raw) -> None:
@@ -281,8 +280,8 @@ def test_runspec_carries_task_backend_and_agent(raw_config: Raw) -> None:
     assert spec.question == task["question"]
     assert spec.tools == tuple(task["tools"])
     assert dict(spec.params) == task["params"]
-    assert dict(spec.backend_config) == raw_config["backends"]["anthropic"]
-    assert dict(spec.agent) == {k: raw_config["agent"][k] for k in
+    assert spec.backend_config.to_dict() == raw_config["backends"]["anthropic"]
+    assert spec.agent.to_dict() == {k: raw_config["agent"][k] for k in
                                 ("send_tools", "send_system_prompt", "system_prompt",
                                  "defences")}
 
@@ -290,11 +289,13 @@ def test_runspec_carries_task_backend_and_agent(raw_config: Raw) -> None:
 def test_scenario_defences_override_the_agent_defaults(raw_config: Raw) -> None:
     raw_config["agent"]["defences"]["scope_rule"] = True
     cfg = parse(raw_config)
-    base = cfg.run("noticias_busi_abril", "openai", "inyeccion_obedece").agent["defences"]
-    assert base == {"delimit_tool_output": False, "scope_rule": True, "verifier_gate": False}
+    base = cfg.run("noticias_busi_abril", "openai", "inyeccion_obedece").agent.defences
+    assert base.to_dict() == {"delimit_tool_output": False, "scope_rule": True,
+                              "verifier_gate": False}
     own = cfg.run("noticias_busi_abril", "openai",
-                  "inyeccion_obedece_delimitada").agent["defences"]
-    assert own == {"delimit_tool_output": True, "scope_rule": True, "verifier_gate": False}
+                  "inyeccion_obedece_delimitada").agent.defences
+    assert own.to_dict() == {"delimit_tool_output": True, "scope_rule": True,
+                             "verifier_gate": False}
 
 
 def test_fault_scenarios_are_refused_for_the_local_backend(raw_config: Raw) -> None:

@@ -344,7 +344,7 @@ def test_lessons_loop_streaming_over_the_socket(server: ServerThread, loopback: 
     sessions: list[Any] = []
 
     def open_streamed(s: RunSpec, **_: Any) -> Any:
-        streamed = dataclasses.replace(s, backend_config={**s.backend_config, "stream": True})
+        streamed = dataclasses.replace(s, backend_config=s.backend_config.replace(stream=True))
         sessions.append(socket_session(streamed, server.url, []))
         return sessions[-1]
 

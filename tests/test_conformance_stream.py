@@ -31,8 +31,8 @@ from reactlab.simulate import openai_responses as sim_openai
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load(ROOT / "config.yaml")
 API_RUNS = [r for r in SHIPPED.runs
-            if r.backend_config["provider"] in ("openai", "anthropic", "openai_chat")
-            and r.backend_config["mode"] == "simulated"]
+            if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
+            and r.backend_config.mode == "simulated"]
 
 
 @pytest.mark.parametrize("spec", API_RUNS, ids=lambda r: r.key)
@@ -52,10 +52,10 @@ def test_streamed_trace_equals_the_non_streamed_one(spec: Any, toolbox: Any, tmp
     def open_streamed(s: Any, **kw: Any) -> Any:
         # the trace is written for the same spec; only the session streams (Chat
         # Completions also asks for the usage chunk: stream_options is not counted)
-        chat = s.backend_config["provider"] == "openai_chat"
+        chat = s.backend_config.provider == "openai_chat"
         extra = {"stream_include_usage": True} if chat else {}
-        streamed = dataclasses.replace(s, backend_config={**s.backend_config, "stream": True,
-                                                          **extra})
+        streamed = dataclasses.replace(s, backend_config=s.backend_config.replace(
+            stream=True, **extra))
         opened.append(real_open(streamed, **kw))
         return opened[-1]
 
@@ -69,14 +69,14 @@ def test_streamed_trace_equals_the_non_streamed_one(spec: Any, toolbox: Any, tmp
     run_to_trace(spec, toolbox, streamed)
     assert len(opened) == 1 and opened[0].stream
     assert streams  # answers were read through the streaming path ...
-    if not spec.script.get("faults"):
+    if not spec.script.faults:
         assert all(streams)  # ... and, without a broken-body fault, every one was SSE
     assert streamed.read_bytes() == plain.read_bytes()
 
 
 def test_the_stream_parity_covers_both_providers_and_the_faults() -> None:
-    assert {r.backend_config["provider"] for r in API_RUNS} == {"openai", "anthropic",
-                                                                 "openai_chat"}
+    assert {r.backend_config.provider for r in API_RUNS} == {"openai", "anthropic",
+                                                             "openai_chat"}
     assert {"fallo_429_recupera", "fallo_servidor_persistente", "fallo_respuesta_rota",
             "json_invalido", "bucle"} <= {r.scenario for r in API_RUNS}
 
@@ -197,10 +197,10 @@ def test_a_streamed_run_records_and_replays(provider: str, toolbox: Any,
                                             tmp_path: Path) -> None:
     """The recording of a streamed run keeps the event stream; replayed (streaming again),
     it gives the same trace, which is the non-streamed one."""
-    spec = next(r for r in API_RUNS if (r.task, r.backend_config["provider"], r.scenario) == (
+    spec = next(r for r in API_RUNS if (r.task, r.backend_config.provider, r.scenario) == (
         "variacion_busi", provider, "json_invalido"))
-    streamed = dataclasses.replace(spec, backend_config={**spec.backend_config,
-                                                         "stream": True})
+    streamed = dataclasses.replace(spec, backend_config=spec.backend_config.replace(
+        stream=True))
     plain, live, replayed, rec = (tmp_path / n for n in (
         "plain.jsonl", "live.jsonl", "replayed.jsonl", "rec.jsonl"))
     run_to_trace(spec, toolbox, plain)

@@ -79,7 +79,7 @@ def test_generated_configs_have_distinct_runs(base: dict) -> None:
         cfg = generate(n, base)
         runs = parse(cfg).runs
         assert len(runs) == len({r.key for r in runs}) == n
-        assert {r.backend_config["mode"] for r in runs} <= {"simulated", "scripted"}
+        assert {r.backend_config.mode for r in runs} <= {"simulated", "scripted"}
         assert all(b["mode"] in ("simulated", "scripted") for b in cfg["backends"].values())
         windows = [(t["params"]["desde"], t["params"]["hasta"]) for t in cfg["tasks"].values()]
         assert len(set(windows)) == len(windows)  # every task asks about its own window

@@ -26,6 +26,7 @@ from reactlab.backends import open_session, retry
 from reactlab.config import RunSpec
 from reactlab.config.faults import Fault, FaultPlan, parse_fault, parse_plan
 from reactlab.config.scripts import Script
+from reactlab.config.settings import backend_settings
 from reactlab.core.errors import (
     BackendError,
     ConfigError,
@@ -51,8 +52,8 @@ def make_spec(cfg: config.Config, provider: str, faults: list[dict[str, Any]],
               scenario: str = "correcto", **backend: Any) -> RunSpec:
     """A shipped run with a fault plan and extra backend settings."""
     spec = cfg.run("variacion_busi", provider, scenario)
-    return dataclasses.replace(spec, script={**spec.script, "faults": faults},
-                               backend_config={**spec.backend_config, **backend})
+    return dataclasses.replace(spec, script=spec.script.replace(faults=faults),
+                               backend_config=spec.backend_config.replace(**backend))
 
 
 class Sleeps(list[float]):
@@ -67,8 +68,8 @@ def run_spec(spec: RunSpec, toolbox: Any
     sleeps = Sleeps()
     session = open_session(spec, sleep=sleeps)
     records: list[dict[str, Any]] = []
-    end = run_agent(session, toolbox, spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], lambda r: records.append(r.to_json()))
+    end = run_agent(session, toolbox, spec.tools, spec.limits.max_steps,
+                    spec.limits.token_budget, lambda r: records.append(r.to_json()))
     return end.to_json(), records, sleeps, session
 
 
@@ -170,21 +171,22 @@ def test_backoff_schedule_and_cap() -> None:
     assert policy.wait(1, 0.01) == 0.01
     assert policy.wait(1, 3600) == 10.0
     assert retry.RetryPolicy(max_wait=0).wait(3, 5) == 0
-    assert retry.RetryPolicy.from_config({"max_attempts": 5, "max_wait": 2}) == \
+    assert retry.RetryPolicy.from_settings(backend_settings(
+        {"provider": "openai", "mode": "simulated", "max_attempts": 5, "max_wait": 2})) == \
         retry.RetryPolicy(max_attempts=5, max_wait=2.0)
 
 
 @pytest.mark.parametrize(("settings", "field"), [
-    ({"max_attempts": 0}, "backends.max_attempts"),
-    ({"max_attempts": 2.0}, "backends.max_attempts"),
-    ({"max_attempts": True}, "backends.max_attempts"),
-    ({"max_wait": -1}, "backends.max_wait"),
-    ({"max_wait": math.inf}, "backends.max_wait"),
-    ({"max_wait": "10"}, "backends.max_wait"),
+    ({"max_attempts": 0}, "backends.x.max_attempts"),
+    ({"max_attempts": 2.0}, "backends.x.max_attempts"),
+    ({"max_attempts": True}, "backends.x.max_attempts"),
+    ({"max_wait": -1}, "backends.x.max_wait"),
+    ({"max_wait": math.inf}, "backends.x.max_wait"),
+    ({"max_wait": "10"}, "backends.x.max_wait"),
 ])
 def test_retry_settings_are_checked(settings: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as info:
-        retry.RetryPolicy.from_config(settings)
+        backend_settings({"provider": "openai", "mode": "simulated", **settings}, "backends.x")
     assert info.value.field == field
 
 
@@ -520,8 +522,8 @@ def test_retries_leave_the_lessons_tokens_intact(raw_config: dict, toolbox: Any,
                                                  tokens: int) -> None:
     raw_config["agent"]["send_tools"] = False
     spec = config.parse(raw_config).run("variacion_busi", provider, "correcto")
-    spec = dataclasses.replace(spec, script={**spec.script, "faults": [
-        {"step": s, "status": 429, "retry_after": 0} for s in (1, 2, 3)]})
+    spec = dataclasses.replace(spec, script=spec.script.replace(faults=[
+        {"step": s, "status": 429, "retry_after": 0} for s in (1, 2, 3)]))
     end, records, sleeps, session = run_spec(spec, toolbox)
     assert (end["steps"], end["calls"], end["errors"], end["tokens_sent"]) == (3, 3, 0, tokens)
     assert [r["attempts"] for r in of_type(records, "request")] == [2, 2, 2]

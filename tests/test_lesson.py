@@ -46,7 +46,7 @@ def test_lesson_table_to_the_token(row, lesson_config, toolbox, tmp_path):
 
 def test_loop_series_without_limit(lesson_config, toolbox, tmp_path):
     spec = lesson_config.run("variacion_busi", "anthropic", "bucle_sin_limite")
-    assert spec.script["model"] == "bucle"  # the simulated model is the lesson's `bucle`
+    assert spec.script.model == "bucle"  # the simulated model is the lesson's `bucle`
     run_to_trace(spec, toolbox, tmp_path / "loop.jsonl")
     sent = [r.tokens_sent for r in trace.read(tmp_path / "loop.jsonl").requests()]
     assert len(sent) == 30

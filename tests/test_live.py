@@ -187,15 +187,15 @@ def cfg() -> config.Config:
 
 def live_spec(cfg: config.Config, provider: str, api: FakeAPI) -> RunSpec:
     spec = cfg.run("variacion_busi", f"{provider}_live", "react")
-    return dataclasses.replace(spec, backend_config={**spec.backend_config,
-                                                     "base_url": api.base_url})
+    return dataclasses.replace(spec, backend_config=spec.backend_config.replace(
+        base_url=api.base_url))
 
 
 def policy_for(cfg: config.Config, provider: str, scenario: str = "correcto") -> ScriptedPolicy:
     """The scripted scenario, served under the live backend's model name."""
     scripted = cfg.run("variacion_busi", provider, scenario)
     live = cfg.run("variacion_busi", f"{provider}_live", "react")
-    return ScriptedPolicy({live.backend_config["model"]: scripted.script_obj()},
+    return ScriptedPolicy({live.backend_config.model: scripted.script_obj()},
                           scripted.params, scripted.question)
 
 
@@ -272,7 +272,7 @@ def test_live_run_is_recorded_and_replays_byte_identically(
         assert got["content-type"] == "application/json"
         assert got["x-request-id"] == "req_loopback"
         assert "set-cookie" not in got and "openai-organization" not in got
-        assert json.loads(r["response"]["body"])["model"] == spec.backend_config["model"]
+        assert json.loads(r["response"]["body"])["model"] == spec.backend_config.model
     # the key is in none of the files, nor in the logs
     for path in (live, rec, tmp_path / "replay.jsonl"):
         assert KEY.encode() not in path.read_bytes()

@@ -276,10 +276,10 @@ def test_token_budget_through_real_adapters(raw_config: dict, toolbox: Any,
     raw_config["scenarios"]["bucle_presupuesto"]["limits"] = {"max_steps": 30,
                                                               "token_budget": budget}
     spec = parse(raw_config).run("variacion_busi", backend, "bucle_presupuesto")
-    assert spec.limits == {"max_steps": 30, "token_budget": budget}
+    assert spec.limits.to_dict() == {"max_steps": 30, "token_budget": budget}
     records: list[dict[str, Any]] = []
     end = end_json(run_agent(open_session(spec), toolbox, spec.tools,
-                             spec.limits["max_steps"], spec.limits["token_budget"],
+                             spec.limits.max_steps, spec.limits.token_budget,
                              lambda r: records.append(r.to_json())))
 
     actually_sent = [count(b.decode("utf-8")) for b in sent_bodies]

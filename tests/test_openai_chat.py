@@ -23,7 +23,7 @@ import pytest
 from pydantic import BaseModel
 
 from reactlab.backends.openai_chat import OpenAIChatSession
-from reactlab.config import RunSpec, load, validate_schema
+from reactlab.config import RunSpec, load, load_yaml, parse, validate_schema
 from reactlab.config.faults import FaultPlan, parse_plan
 from reactlab.core.errors import ConfigError
 from reactlab.runner import run_to_trace
@@ -370,7 +370,7 @@ def test_faults_answer_the_openai_error_shapes() -> None:
 
 def _spec(scenario: str = "correcto", **config: Any) -> RunSpec:
     spec = next(r for r in CHAT_RUNS if r.scenario == scenario and r.task == "variacion_busi")
-    return dataclasses.replace(spec, backend_config={**spec.backend_config, **config})
+    return dataclasses.replace(spec, backend_config=spec.backend_config.replace(**config))
 
 
 def _bodies(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
@@ -414,12 +414,20 @@ def test_the_adapter_sends_only_what_is_configured(config: dict[str, Any], keys:
 
 
 def test_live_sampling_options_and_the_system_prompt_are_sent(
-        toolbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = _spec(temperature=0, max_tokens=80)
-    spec = dataclasses.replace(spec, agent={**spec.agent, "send_system_prompt": True})
-    session = OpenAIChatSession(spec)
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = load_yaml(ROOT / "config.yaml")
+    raw["live"] = {"enabled": True}
+    spec = parse(raw).run("variacion_busi", "openai_chat_live", "react")
+    spec = dataclasses.replace(
+        spec, backend_config=spec.backend_config.replace(temperature=0, max_tokens=80),
+        agent=spec.agent.replace(send_system_prompt=True))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    session = OpenAIChatSession(spec)  # live: nothing is sent until a request
     assert session.extra["temperature"] == 0 and session.extra["max_tokens"] == 80
-    assert session.history[0] == {"role": "system", "content": spec.agent["system_prompt"]}
+    assert session.history == [{"role": "system", "content": spec.agent.system_prompt},
+                               {"role": "user", "content": spec.question}]
+    plain = OpenAIChatSession(parse(raw).run("variacion_busi", "openai_chat_live", "react"))
+    assert "max_tokens" not in plain.extra and "temperature" not in plain.extra
 
 
 @pytest.mark.parametrize("scenario", ["json_invalido", "fallo_429_recupera"])

@@ -211,7 +211,7 @@ def model_runs(workdir: Path) -> set[str]:
     from reactlab import config
 
     return {r.key for r in config.load(workdir / "config.yaml").runs
-            if r.backend_config["mode"] == "model"}
+            if r.backend_config.mode == "model"}
 
 
 def run_key(job: PlannedJob) -> str:

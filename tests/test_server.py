@@ -47,8 +47,8 @@ SHIPPED = load(ROOT / "config.yaml")
 # Every run of the shipped matrix on an API backend: variacion_busi (faults included),
 # cierre_acme, noticias_busi and noticias_busi_abril.
 API_RUNS = [r for r in SHIPPED.runs
-            if r.backend_config["provider"] in ("openai", "anthropic", "openai_chat")
-            and r.backend_config["mode"] == "simulated"]
+            if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
+            and r.backend_config.mode == "simulated"]
 
 
 
@@ -76,7 +76,7 @@ def _served_name(spec: RunSpec) -> str:
     """The model name the socket run sends: the script's model name, as in process, except
     for a scenario with faults, which the server knows by the scenario's own name (its
     script's name, e.g. `correcto`, plays without faults)."""
-    return spec.scenario if spec.script.get("faults") else spec.script["model"]
+    return spec.scenario if spec.script.faults else spec.script.model
 
 
 def _metering(session: Any, sent_as: str, counted_as: str,
@@ -109,7 +109,7 @@ def socket_session(spec: RunSpec, url: str, seen: list[bytes]) -> Any:
     """The adapter's own session, its SDK client swapped for one on a real socket
     (``seen`` collects the bodies it sends)."""
     name, run = _served_name(spec), {RUN_HEADER: uuid.uuid4().hex}
-    provider = spec.backend_config["provider"]
+    provider = spec.backend_config.provider
     if provider in ("openai", "openai_chat"):
         session: Any = (OpenAIResponsesSession if provider == "openai"
                         else OpenAIChatSession)(spec)
@@ -164,11 +164,11 @@ def test_sdk_over_socket_writes_the_in_process_trace(
 def test_parity_covers_the_tasks_and_the_faults() -> None:
     tasks = {r.task for r in API_RUNS}
     assert {"variacion_busi", "cierre_acme", "noticias_busi", "noticias_busi_abril"} <= tasks
-    assert {r.scenario for r in API_RUNS if r.script.get("faults")} == {
+    assert {r.scenario for r in API_RUNS if r.script.faults} == {
         "fallo_429_recupera", "fallo_servidor_persistente", "fallo_respuesta_rota"}
     assert len(API_RUNS) == 69
-    assert {r.backend_config["provider"] for r in API_RUNS} == {"openai", "anthropic",
-                                                                 "openai_chat"}
+    assert {r.backend_config.provider for r in API_RUNS} == {"openai", "anthropic",
+                                                             "openai_chat"}
 
 
 def test_sdk_model_lists(server: ServerThread, loopback: None) -> None:

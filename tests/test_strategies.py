@@ -80,7 +80,7 @@ def _run(spec: RunSpec, outputs: list[str], toolbox: Any, path: Path,
 
 def _with(spec: RunSpec, **defences: bool) -> RunSpec:
     on = {"delimit_tool_output": False, "scope_rule": False, "verifier_gate": False, **defences}
-    return replace(spec, agent={**spec.agent, "defences": on})
+    return replace(spec, agent=spec.agent.replace(defences=on))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -89,7 +89,7 @@ def test_same_bytes_as_the_old_plan_execute_loop(case: str, plan_spec: RunSpec, 
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     outputs, budget = CASES[case]
     spec = plan_spec if budget is None else replace(
-        plan_spec, limits={**plan_spec.limits, "token_budget": budget})
+        plan_spec, limits=plan_spec.limits.replace(token_budget=budget))
     path = tmp_path / "t.jsonl"
     _run(spec, outputs, toolbox, path, monkeypatch)
     lines = path.read_text(encoding="utf-8").splitlines()

@@ -48,10 +48,10 @@ def serve_spec(base_url: str | None = None) -> RunSpec:
     """The overlay's run of the task, with the recorded run's token limit (and the URL of
     the server it ran against: the trace's header names it)."""
     spec = load(ROOT / "config.yaml", [OVERLAY]).run(TASK, "smollm2_serve", "react")
-    config = {**spec.backend_config, "max_tokens": MAX_TOKENS}
+    config: dict[str, Any] = {"max_tokens": MAX_TOKENS}
     if base_url is not None:
         config["base_url"] = base_url
-    return dataclasses.replace(spec, backend_config=config)
+    return dataclasses.replace(spec, backend_config=spec.backend_config.replace(**config))
 
 
 def test_the_overlay_points_openai_chat_at_a_loopback_server() -> None:
@@ -59,9 +59,9 @@ def test_the_overlay_points_openai_chat_at_a_loopback_server() -> None:
     serve = [r for r in cfg.runs if r.backend == "smollm2_serve"]
     assert {r.task for r in serve} == {"variacion_busi", "cierre_acme"}
     bc = serve[0].backend_config
-    assert (bc["provider"], bc["mode"], bc["model"]) == ("openai_chat", "live", SERVED)
-    assert bc["base_url"].startswith("http://127.0.0.1:")
-    assert "stream_include_usage" not in bc  # transformers serve refuses stream_options
+    assert (bc.provider, bc.mode, bc.model) == ("openai_chat", "live", SERVED)
+    assert bc.base_url is not None and bc.base_url.startswith("http://127.0.0.1:")
+    assert not bc.stream_include_usage  # transformers serve ignores stream_options
 
 
 def _bodies(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,8 +116,8 @@ def test_live_run_against_transformers_serve_records_and_replays(
         spec = serve_spec(server.base_url)
         end = run_to_trace(spec, toolbox, live, recording=rec)
         # the same run streamed: the server's chunks read back into the same answer
-        stream_spec = dataclasses.replace(spec, backend_config={**spec.backend_config,
-                                                                "stream": True})
+        stream_spec = dataclasses.replace(spec, backend_config=spec.backend_config.replace(
+            stream=True))
         assert run_to_trace(stream_spec, toolbox, streamed, recording=srec) == end
     monkeypatch.delenv(KEY_ENV)
     assert live.read_text().splitlines()[1:-1] == streamed.read_text().splitlines()[1:-1]

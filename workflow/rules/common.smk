@@ -94,7 +94,7 @@ def _check_results():
     this run regenerates them; report stray files."""
     from reactlab.analysis.recovery import DamagedResult, recover, summary
 
-    costly = [k for k, r in RUNS.items() if r.backend_config["mode"] == "live"
+    costly = [k for k, r in RUNS.items() if r.backend_config.mode == "live"
               and not LIVE.get("replay", False)]
     try:
         found = recover(RUNS, tables=TABLES, figures=FIGURES, viewer=VIEWER, costly=costly)
@@ -199,21 +199,22 @@ def run_spec(wildcards):
 
 
 def _backend(wildcards):
+    """The typed settings of the job's backend (reactlab.config.settings)."""
     return RUNS[f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"].backend_config
 
 
 def model_input(wildcards):
     """The converted default model, for runs of a local model backend that use it."""
     cfg = _backend(wildcards)
-    return [BUILTIN_MODEL] if cfg.get("model") == BUILTIN_MODEL else []
+    return [BUILTIN_MODEL] if cfg.mode == "model" and cfg.model == BUILTIN_MODEL else []
 
 
 def run_threads(wildcards):
-    """Cores a run job reserves. A model job runs torch on `threads` (default 1) but
-    reserves two of Snakemake's cores per torch thread, so that `--cores 4` on this
-    2-core machine runs at most two model jobs at once, one per physical core."""
+    """Cores a run job reserves. A model job runs torch on `threads` but reserves two of
+    Snakemake's cores per torch thread, so that `--cores 4` on this 2-core machine runs
+    at most two model jobs at once, one per physical core."""
     cfg = _backend(wildcards)
-    return 2 * int(cfg.get("threads", 1)) if cfg["mode"] == "model" else 1
+    return 2 * cfg.threads if cfg.mode == "model" else 1
 
 
 # Decoding modes that keep a model calling tools until a result without error arrives
@@ -228,9 +229,9 @@ def run_priority(wildcards):
     while the other idles (README "Workflow"). Only the order changes: no trace depends
     on it."""
     cfg = _backend(wildcards)
-    if cfg["mode"] != "model":
+    if cfg.mode != "model":
         return 0
-    return 2 if cfg.get("decoding", "free") in FORCING_DECODINGS else 1
+    return 2 if cfg.decoding in FORCING_DECODINGS else 1
 
 
 # Live backends (real APIs). They are in RUNS only with `live: {enabled: true}`; with
@@ -244,7 +245,7 @@ OFFLINE_BACKENDS = sorted(b for b in config["backends"] if b not in LIVE_BACKEND
 # parallel calls with --resources openai_slots=N (reactlab.backends.registry).
 from reactlab.backends.registry import slot_resources as _slot_resources
 
-PROVIDER_SLOTS = _slot_resources(lambda wildcards: _backend(wildcards)["provider"])
+PROVIDER_SLOTS = _slot_resources(lambda wildcards: _backend(wildcards).provider)
 
 if LIVE.get("replay", False):
     _missing = [key for key, spec in RUNS.items() if spec.backend in LIVE_BACKENDS

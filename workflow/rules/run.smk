@@ -25,7 +25,7 @@ rule run_agent:
     threads: run_threads
     priority: run_priority
     run:
-        if _backend(wildcards)["mode"] == "model":
+        if _backend(wildcards).mode == "model":
             shell("{PY} -m reactlab run --spec {params.spec:q} --prices {input.prices:q} "
                   "--news {input.news:q} --out {output:q} 2>&1 | tee {log:q}")
         else:

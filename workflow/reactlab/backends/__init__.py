@@ -34,9 +34,9 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     ``recorder`` records every HTTP attempt (:mod:`reactlab.backends.recording`); ``replay``
     answers every request from a recording instead of sending it (no key is needed).
     Both are for the providers that speak HTTP only (RecordingError otherwise). In live
-    mode the key is read here, from the environment variable
-    ``backend_config["api_key_env"]`` names: BackendError ("client") before anything is
-    sent when it is unset or empty.
+    mode the key is read here, from the environment variable the backend's
+    ``api_key_env`` names: BackendError ("client") before anything is sent when it is
+    unset or empty.
     """
     from reactlab.backends import registry
 
@@ -49,7 +49,7 @@ def api_key(spec: RunSpec) -> str:
     ClientError naming the variable when it is unset or empty; the key itself
     is never put in a message.
     """
-    name = spec.backend_config.get("api_key_env")
+    name = getattr(spec.backend_config, "api_key_env", None)
     if not name:
         raise ClientError(f"backend {spec.backend!r} runs live but names no "
                           "`api_key_env` (the variable that holds its key)")
@@ -65,7 +65,7 @@ def api_key_hint(spec: RunSpec) -> str:
     """What a 401 tells the user to check (the variable, for a live backend)."""
     from reactlab.backends.retry import API_KEY_HINT
 
-    name = spec.backend_config.get("api_key_env")
+    name = getattr(spec.backend_config, "api_key_env", None)
     return f"{API_KEY_HINT} in ${name}" if name else API_KEY_HINT
 
 
@@ -83,7 +83,7 @@ def http_transport(spec: RunSpec, lib: ModuleType, simulated: Callable[[], Any],
 
     if replay is not None:
         return replay.transport(lib), REPLAY_API_KEY
-    if spec.backend_config["mode"] == "live":
+    if spec.backend_config.mode == "live":
         key = api_key(spec)
         return (recorder or _Recorder()).wrap(lib, lib.HTTPTransport(), secret=key), key
     transport = simulated()
@@ -147,7 +147,7 @@ def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tupl
     from reactlab.config.faults import FaultPlan
     from reactlab.simulate import ScriptedPolicy
 
-    policy = ScriptedPolicy({spec.script["model"]: spec.script_obj()}, spec.params, spec.question)
+    policy = ScriptedPolicy({spec.script.model: spec.script_obj()}, spec.params, spec.question)
     plan = FaultPlan.from_script(spec.script)
     handle = sim.handler(policy)
     return lib.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan

@@ -41,6 +41,7 @@ from reactlab.backends import (
     tool_definitions,
 )
 from reactlab.config.faults import FaultPlan
+from reactlab.config.settings import LiveBackend, SimulatedBackend
 from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
 
 if TYPE_CHECKING:
@@ -87,10 +88,9 @@ class ApiSession:
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
         settings = spec.backend_config
         self.meter = RequestMeter()
-        mode = settings["mode"]
-        if mode not in ("simulated", "live"):
-            raise ClientError(f"unsupported mode {mode!r}")
-        self.retry_policy = retry.RetryPolicy.from_config(settings)
+        if not isinstance(settings, SimulatedBackend | LiveBackend):
+            raise ClientError(f"unsupported mode {settings.mode!r}")
+        self.retry_policy = retry.RetryPolicy.from_settings(settings)
         self.sleep = sleep
         self.last_attempts: list[dict[str, Any]] = []
         self.faults = FaultPlan()
@@ -102,26 +102,33 @@ class ApiSession:
             return transport
 
         transport, key = http_transport(spec, lib, simulated, recorder=recorder, replay=replay)
-        self.stream = bool(settings.get("stream", False))
+        self.stream = settings.stream
         meter_hook = (streaming.metering_hook if self.stream else metering_hook)(self.meter)
         http = lib.Client(transport=transport, event_hooks={"request": [meter_hook]})
-        base_url = settings.get("base_url") if mode == "live" else self.simulated_base_url
-        self.client = self.make_client(key, base_url, http)
-        self.model = settings["model"] if mode == "live" else spec.script["model"]
-        self.history: list[Any] = [{"role": "user", "content": spec.question}]
+        live = isinstance(settings, LiveBackend)
+        self.client = self.make_client(key, settings.base_url if live else
+                                       self.simulated_base_url, http)
+        self.model = settings.model if live else spec.script.model
+        self.history: list[Any] = [self.user_message(spec.question)]
         self.extra: dict[str, Any] = {}
-        if spec.agent["send_tools"]:
+        if spec.agent.send_tools:
             self.extra["tools"] = [self.tool_definition(n, d, s)
                                    for n, d, s in tool_definitions(spec)]
-        if spec.agent["send_system_prompt"]:
-            self.add_system_prompt(spec.agent["system_prompt"])
+        if spec.agent.send_system_prompt:
+            self.add_system_prompt(spec.agent.system_prompt)
         # Sampling settings of a live backend (the schema allows them nowhere else). The
         # APIs take no seed, so a live trial's seed is recorded in its trace only.
-        for name in ("temperature", "top_p"):
-            if name in settings:
-                self.extra[name] = settings[name]
+        if live:
+            for name, value in (("temperature", settings.temperature),
+                                ("top_p", settings.top_p)):
+                if value is not None:
+                    self.extra[name] = value
 
     # --- the hooks of a wire API ---------------------------------------------------------
+
+    def user_message(self, text: str) -> Any:
+        """The conversation's first item: the question (a chat API's user message)."""
+        return {"role": "user", "content": text}
 
     def add_system_prompt(self, text: str) -> None:
         """Send ``text`` as the system prompt: in the request field ``system_field`` (an

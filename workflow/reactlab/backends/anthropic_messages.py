@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from reactlab.config import RunSpec
 
 SIMULATED_BASE_URL = "http://simulado"
-DEFAULT_MAX_TOKENS = 500
 
 
 def read_message(r: Any) -> Answer:
@@ -109,7 +108,7 @@ class AnthropicMessagesSession(ApiSession):
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
         super().__init__(spec, sleep=sleep, recorder=recorder, replay=replay)
-        self.max_tokens = spec.backend_config.get("max_tokens", DEFAULT_MAX_TOKENS)
+        self.max_tokens = spec.backend_config.max_tokens
 
     def make_client(self, key: str, base_url: str | None,
                     http: httpx2.Client) -> anthropic.Anthropic:

@@ -172,11 +172,11 @@ class OpenAIChatSession(ApiSession):
     def __init__(self, spec: Any, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
         settings = spec.backend_config
-        # max_tokens too when set (the base passes temperature and top_p)
-        if "max_tokens" in settings:
-            self.extra["max_tokens"] = settings["max_tokens"]
+        # max_tokens too when the config sets it (the base passes temperature and top_p)
+        if "max_tokens" in settings.to_dict():
+            self.extra["max_tokens"] = settings.max_tokens
         self.stream_extra: dict[str, Any] = {"stream": True}
-        if settings.get("stream_include_usage"):
+        if settings.stream_include_usage:
             self.stream_extra["stream_options"] = {"include_usage": True}
 
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:

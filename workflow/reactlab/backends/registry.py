@@ -170,7 +170,7 @@ def open_local(spec: RunSpec) -> Session:
     mode (which loads the model)."""
     from reactlab.backends import local
 
-    if spec.backend_config["mode"] == "model":
+    if spec.backend_config.mode == "model":
         return local.LocalModelSession(spec, local.load_model(spec))
     return local.LocalScriptedSession(spec)
 
@@ -187,8 +187,8 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     """See :func:`reactlab.backends.open_session`."""
     from reactlab.agent.strategies import strategy_named
 
-    entry = provider(spec.backend_config["provider"])
-    factory = entry.load(strategy_named(spec.script.get("strategy", "react")).session)
+    entry = provider(spec.backend_config.provider)
+    factory = entry.load(strategy_named(spec.script.strategy).session)
     if entry.http:
         if recorder is not None and replay is not None:
             raise ValueError("a session either records or replays, not both")

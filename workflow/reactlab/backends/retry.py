@@ -11,13 +11,13 @@ Policy
       not mend itself) and **protocol** errors (a 200 whose body is not a valid answer:
       the provider has already done, and billed, the work; a deterministic server would
       answer the same again);
-    * at most ``max_attempts`` attempts in all (``backend_config["max_attempts"]``,
-      default 3);
+    * at most ``max_attempts`` attempts in all (the backend's ``max_attempts``; its
+      default and bounds are the config schema's);
     * the wait before attempt n + 1 is the server's ``retry-after-ms`` / ``retry-after``
       when it sent one, else ``BACKOFF_BASE * 2 ** (n - 1)`` (0.5, 1, 2 ... seconds, no
       jitter: runs are reproducible), and never more than ``max_wait``
-      (``backend_config["max_wait"]``, default 10 s) — the capped value is what is slept
-      and recorded.
+      (the backend's ``max_wait``, in seconds) — the capped value is what is slept and
+      recorded.
 
 What is recorded
     ``call`` returns the value and the attempt log, a list with one dict per attempt::
@@ -44,15 +44,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reactlab.agent.types import BudgetExceeded
-from reactlab.core.errors import BackendError, ConfigError
+from reactlab.config.settings import LiveBackend, SimulatedBackend
+from reactlab.core.errors import BackendError
 
 T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRY_KINDS = frozenset({"connection", "timeout"})
 BACKOFF_BASE = 0.5
-DEFAULT_MAX_ATTEMPTS = 3
-DEFAULT_MAX_WAIT = 10.0
 API_KEY_HINT = "check the API key"
 
 
@@ -121,24 +120,19 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
+_DEFAULTS = SimulatedBackend.model_fields  # the schema's defaults (config/settings.py)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    max_wait: float = DEFAULT_MAX_WAIT
+    max_attempts: int = _DEFAULTS["max_attempts"].default
+    max_wait: float = float(_DEFAULTS["max_wait"].default)
     base: float = BACKOFF_BASE
 
     @classmethod
-    def from_config(cls, backend_config: Mapping[str, Any]) -> RetryPolicy:
-        attempts = backend_config.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
-            raise ConfigError("backends.max_attempts",
-                              f"must be an integer >= 1, not {attempts!r}")
-        wait = backend_config.get("max_wait", DEFAULT_MAX_WAIT)
-        if (not isinstance(wait, int | float) or isinstance(wait, bool)
-                or not math.isfinite(wait) or wait < 0):
-            raise ConfigError("backends.max_wait",
-                              f"must be a number of seconds >= 0, not {wait!r}")
-        return cls(max_attempts=attempts, max_wait=float(wait))
+    def from_settings(cls, settings: SimulatedBackend | LiveBackend) -> RetryPolicy:
+        """The policy of an API backend (its settings are validated: bounds included)."""
+        return cls(max_attempts=settings.max_attempts, max_wait=float(settings.max_wait))
 
     def wait(self, attempt: int, asked: float | None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based), capped."""

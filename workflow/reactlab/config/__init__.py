@@ -28,16 +28,28 @@ from typing import Any
 import yaml
 
 from reactlab.config.scripts import ROOT_NAMES, Script
+from reactlab.config.settings import (
+    SCHEMA_PATH,
+    AgentSettings,
+    BackendSettings,
+    Limits,
+    ScriptSettings,
+    StepScript,
+    agent_settings,
+    backend_settings,
+    limits,
+    schema_file,
+    script_settings,
+)
 from reactlab.config.trials import (
     check_analysis,
     derive_seed,
-    samples,
     trial_indices,
     trial_key,
 )
 from reactlab.core.errors import ConfigError, ScriptError
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+__all__ = ["SCHEMA_PATH", "Config", "RunSpec", "declare_provider", "load", "parse"]
 
 
 def _duplicate_key(node: yaml.Node, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
@@ -115,12 +127,6 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-@cache
-def _schema_file() -> dict[str, Any]:
-    with open(SCHEMA_PATH, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
 #: Providers registered in code beyond the schema's built-in ones: name → HTTP layer.
 _DECLARED: dict[str, bool] = {}
 
@@ -150,7 +156,7 @@ def provider_has_http(name: str) -> bool:
 @cache
 def _schema() -> dict[str, Any]:
     """The config schema, its provider enums extended by the declared providers."""
-    schema = copy.deepcopy(_schema_file())
+    schema = copy.deepcopy(schema_file())
     backend = schema["properties"]["backends"]["additionalProperties"]["properties"]
     for name, http in _DECLARED.items():
         if name not in backend["provider"]["enum"]:
@@ -210,7 +216,12 @@ def validate_schema(raw: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything one run needs, as plain JSON data (it travels to the job as JSON)."""
+    """Everything one run needs (it travels to the job as JSON: :meth:`to_json`).
+
+    The backend, script, limits and agent settings are typed
+    (:mod:`reactlab.config.settings`); given as plain mappings (a spec read back from
+    JSON, a test), they are validated into their models here, once.
+    """
 
     task: str
     backend: str
@@ -218,14 +229,21 @@ class RunSpec:
     question: str
     tools: tuple[str, ...]
     params: Mapping[str, Any]
-    backend_config: Mapping[str, Any]
-    script: Mapping[str, Any]  # {"model": ..., "steps": [...], "repeat_last": bool}
-    limits: Mapping[str, Any]  # {"max_steps": int, "token_budget": int | None}
-    agent: Mapping[str, Any]  # {"send_tools", "send_system_prompt", "system_prompt"}
+    backend_config: BackendSettings
+    script: ScriptSettings
+    limits: Limits
+    agent: AgentSettings
     # Repeated trials (reactlab.config.trials): the trial number (None for a single run)
     # and the seed (None unless the run has trials or its backend samples).
     trial: int | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, build in (("backend_config", backend_settings), ("script", script_settings),
+                            ("limits", limits), ("agent", agent_settings)):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, name, build(value, name))
 
     @property
     def base_key(self) -> str:
@@ -239,8 +257,8 @@ class RunSpec:
         out = {
             "task": self.task, "backend": self.backend, "scenario": self.scenario,
             "question": self.question, "tools": list(self.tools), "params": dict(self.params),
-            "backend_config": dict(self.backend_config), "script": dict(self.script),
-            "limits": dict(self.limits), "agent": dict(self.agent),
+            "backend_config": self.backend_config.to_dict(), "script": self.script.to_dict(),
+            "limits": self.limits.to_dict(), "agent": self.agent.to_dict(),
         }
         # only when set, so that the hashes of runs without trials or sampling stay put
         if self.trial is not None:
@@ -265,7 +283,11 @@ class RunSpec:
         return cls(**d)
 
     def script_obj(self) -> Script:
-        return Script.from_config(self.script["model"], self.script)
+        """The scripted steps (ConfigError for a strategy run, which has none)."""
+        if not isinstance(self.script, StepScript):
+            raise ConfigError("script", f"{self.key} runs a model ({self.script.strategy}); "
+                                        "it has no script")
+        return Script(self.script.model, tuple(self.script.steps), self.script.repeat_last)
 
 
 @dataclass(frozen=True)
@@ -378,7 +400,7 @@ def _check_marks(raw: Mapping[str, Any], runs: Iterable[RunSpec]) -> None:
     fig = raw["figure"]
     loop = next(r for r in runs if (r.task, r.backend, r.scenario)
                 == (fig["task"], fig["backend"], fig["loop"]))
-    limit = loop.limits["max_steps"]
+    limit = loop.limits.max_steps
     for i, mark in enumerate(fig["marks"]):
         if mark > limit:
             raise ConfigError(f"figure.marks[{i}]",
@@ -442,25 +464,30 @@ def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
 
 
 def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,
-              scen: Mapping[str, Any]) -> RunSpec:
+              scen: Mapping[str, Any], backend: BackendSettings) -> RunSpec:
     """The spec of one run (before trials): the config slice its job receives."""
     task, agent = raw["tasks"][t], raw["agent"]
     return RunSpec(
         task=t, backend=b, scenario=s,
         question=task["question"], tools=tuple(task["tools"]),
-        params=task["params"], backend_config=raw["backends"][b],
-        script=({"model": scen["model"], "strategy": scen["strategy"]}
-                if "strategy" in scen else
-                {"model": scen["model"], "steps": scen["steps"],
-                 "repeat_last": scen["repeat_last"],
-                 # only when present, so that other runs' hashes stay put
-                 **({"faults": scen["faults"]} if scen["faults"] else {})}),
-        limits={"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
-                "token_budget": scen["limits"].get("token_budget", agent["token_budget"])},
-        agent={"send_tools": agent["send_tools"],
-               "send_system_prompt": agent["send_system_prompt"],
-               "system_prompt": agent["system_prompt"],
-               "defences": {**agent["defences"], **scen["defences"]}},
+        params=task["params"], backend_config=backend,
+        script=script_settings(
+            {"model": scen["model"], "strategy": scen["strategy"]}
+            if "strategy" in scen else
+            {"model": scen["model"], "steps": scen["steps"],
+             "repeat_last": scen["repeat_last"],
+             # only when present, so that other runs' hashes stay put
+             **({"faults": scen["faults"]} if scen["faults"] else {})},
+            f"scenarios.{s}"),
+        limits=limits({"max_steps": scen["limits"].get("max_steps", agent["max_steps"]),
+                       "token_budget": scen["limits"].get("token_budget",
+                                                          agent["token_budget"])},
+                      f"scenarios.{s}.limits"),
+        agent=agent_settings({"send_tools": agent["send_tools"],
+                              "send_system_prompt": agent["send_system_prompt"],
+                              "system_prompt": agent["system_prompt"],
+                              "defences": {**agent["defences"], **scen["defences"]}},
+                             "agent"),
     )
 
 
@@ -473,9 +500,12 @@ def parse(raw: Mapping[str, Any]) -> Config:
     runs: list[RunSpec] = []
     seen: set[tuple[str, str, str]] = set()
     live = raw.get("live", {})
+    # the typed settings of each backend, built once (the schema has validated them)
+    backends = {b: backend_settings(entry, f"backends.{b}")
+                for b, entry in raw["backends"].items()}
     for i, block in enumerate(raw["matrix"]):
         if not live.get("enabled", False) and any(
-                raw["backends"].get(b, {}).get("mode") == "live" for b in block["backends"]):
+                b in backends and backends[b].mode == "live" for b in block["backends"]):
             continue  # live blocks run only with `live: {enabled: true}`: no key is asked for
         _check_block_names(raw, i, block)
         for t in block["tasks"]:
@@ -485,11 +515,10 @@ def parse(raw: Mapping[str, Any]) -> Config:
                     if (t, b, s) in seen:
                         continue
                     seen.add((t, b, s))
-                    spec = _run_spec(raw, t, b, s, scenarios[s])
+                    spec = _run_spec(raw, t, b, s, scenarios[s], backends[b])
                     for trial in trial_indices(block.get("trials", 1)):
-                        sampled = samples(raw["backends"][b])
                         seed = (derive_seed(spec.base_key, trial or 1, raw["data"]["seed"])
-                                if trial is not None or sampled else None)
+                                if trial is not None or backends[b].samples else None)
                         runs.append(replace(spec, trial=trial, seed=seed))
     fig = raw["figure"]
     for name in ("loop", "reference"):

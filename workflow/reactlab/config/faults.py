@@ -34,12 +34,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactlab.config.settings import ScriptSettings, StepScript, schema_at
 from reactlab.core.errors import ConfigError
 
-BODIES = ("truncated", "html", "missing_fields", "empty")
-RAISES = ("connect", "timeout")
-KEYS = ("attempt", "step", "times", "status", "retry_after", "body", "raise")
-_MAX_RETRY_AFTER = 86_400.0  # a day: larger values are typos, not tests of the cap
+# The keys, their values and bounds are the config schema's ($defs.fault), one source.
+_SCHEMA = schema_at("$defs", "fault", "properties")
+BODIES: tuple[str, ...] = tuple(_SCHEMA["body"]["enum"])
+RAISES: tuple[str, ...] = tuple(_SCHEMA["raise"]["enum"])
+KEYS: tuple[str, ...] = tuple(_SCHEMA)
+
+
+def _bounds(key: str) -> tuple[float, float]:
+    return _SCHEMA[key]["minimum"], _SCHEMA[key]["maximum"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,8 @@ class Fault:
         return out
 
 
-def _int(entry: Mapping[str, Any], key: str, where: str, lo: int, hi: int) -> int | None:
+def _int(entry: Mapping[str, Any], key: str, where: str) -> int | None:
+    lo, hi = _bounds(key)
     value = entry.get(key)
     if value is None:
         return None
@@ -94,21 +101,22 @@ def parse_fault(entry: Any, where: str = "faults[0]") -> Fault:
     hows = [k for k in ("status", "body", "raise") if k in entry]
     if len(hows) != 1:
         raise ConfigError(where, "a fault has exactly one of `status`, `body` or `raise`")
-    attempt = _int(entry, "attempt", where, 1, 10_000)
-    step = _int(entry, "step", where, 1, 10_000)
+    attempt = _int(entry, "attempt", where)
+    step = _int(entry, "step", where)
     if "times" in entry and step is None:
         raise ConfigError(f"{where}.times", "`times` goes with `step` only")
-    times = _int(entry, "times", where, 1, 10_000)
-    status = _int(entry, "status", where, 400, 599)
+    times = _int(entry, "times", where)
+    status = _int(entry, "status", where)
     retry_after = entry.get("retry_after")
     if retry_after is not None:
         if status is None:
             raise ConfigError(f"{where}.retry_after", "`retry_after` goes with `status` only")
+        lo, hi = _bounds("retry_after")
         if (not isinstance(retry_after, int | float) or isinstance(retry_after, bool)
                 or not math.isfinite(retry_after)
-                or not 0 <= retry_after <= _MAX_RETRY_AFTER):
+                or not lo <= retry_after <= hi):
             raise ConfigError(f"{where}.retry_after",
-                              f"must be a number of seconds from 0 to {_MAX_RETRY_AFTER:g}, "
+                              f"must be a number of seconds from {lo:g} to {hi:g}, "
                               f"not {retry_after!r}")
         retry_after = float(retry_after)
     body = entry.get("body")
@@ -158,8 +166,9 @@ class FaultPlan:
     log: list[tuple[int, int, Fault | None]] = field(default_factory=list)
 
     @classmethod
-    def from_script(cls, script: Mapping[str, Any]) -> FaultPlan:
-        return cls(parse_plan(script.get("faults") or ()))
+    def from_script(cls, script: ScriptSettings) -> FaultPlan:
+        """The plan of a run's script (empty for a strategy run, which has none)."""
+        return cls(parse_plan(script.faults if isinstance(script, StepScript) else ()))
 
     def next(self, step: int) -> Fault | None:
         """Count one attempt of loop step ``step``; the fault it meets, if any."""

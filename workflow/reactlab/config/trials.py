@@ -32,11 +32,6 @@ def trial_key(base_key: str, trial: int | None) -> str:
     return base_key if trial is None else f"{base_key}/t{trial}"
 
 
-def samples(backend: Mapping[str, Any]) -> bool:
-    """Whether a backend draws its output at random (a temperature above 0)."""
-    return float(backend.get("temperature", 0) or 0) > 0
-
-
 def trial_indices(trials: int) -> list[int | None]:
     """[None] for a single run (today's key and path), else [1, ..., trials]."""
     return [None] if trials == 1 else list(range(1, trials + 1))

@@ -118,7 +118,7 @@ from reactlab.runner import run_to_trace
 from reactlab.tools import ToolBox
 cfg = config.load("config.yaml")
 tools = ToolBox.from_files(*data.write(Path("data/generated"), cfg.data["seed"]))
-if any(s.backend_config["mode"] == "model" for s in cfg.runs):
+if any(s.backend_config.mode == "model" for s in cfg.runs):
     ensure_converted(Path("data/models"))
 pairs = []
 for spec in cfg.runs:
@@ -146,7 +146,7 @@ def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
         print(text, flush=True)
 
     runs = config.load(ROOT / "config.yaml").runs
-    n_sim = sum(r.backend_config["mode"] in ("simulated", "scripted") for r in runs)
+    n_sim = sum(r.backend_config.mode in ("simulated", "scripted") for r in runs)
     med = statistics.median
     with tempfile.TemporaryDirectory(prefix="reactlab-bench-") as tmp:
         plan = Path(tmp) / "plan"

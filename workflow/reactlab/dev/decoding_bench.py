@@ -147,6 +147,7 @@ def bench(args: argparse.Namespace) -> int:
 
 def table(args: argparse.Namespace) -> int:
     from reactlab.analysis.verify import verification_record
+    from reactlab.config.settings import ModelBackend, backend_settings
     from reactlab.trace import read
 
     rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -155,11 +156,12 @@ def table(args: argparse.Namespace) -> int:
     for path in paths:
         tr = read(path)
         backend = tr.run["backend"]
-        cfg = tr.header.spec.get("backend_config", {})
-        if cfg.get("mode") != "model" or (args.backends and backend not in args.backends):
+        cfg = backend_settings(tr.header.spec["backend_config"])
+        if not isinstance(cfg, ModelBackend) or (args.backends
+                                                 and backend not in args.backends):
             continue
         key = (backend, tr.run["scenario"])
-        modes[key] = str(cfg.get("decoding", "free"))
+        modes[key] = cfg.decoding
         row = rows[key]
         row["runs"] += 1
         for c in tr.tool_calls():

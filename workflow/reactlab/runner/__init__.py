@@ -41,7 +41,7 @@ def header(spec: RunSpec) -> Header:
         run["trial"] = spec.trial
     return Header(schema_version=SCHEMA_VERSION, run=run, key=spec.key,
                   config_hash=spec.config_hash,
-                  versions=package_versions(spec.backend_config["provider"]),
+                  versions=package_versions(spec.backend_config.provider),
                   spec=spec.to_dict())
 
 
@@ -84,7 +84,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     live mode a missing key raises ClientError before anything is sent, and nothing is
     written.
     """
-    from reactlab.agent.defences import NO_DEFENCES, question_tickers
+    from reactlab.agent.defences import question_tickers
     from reactlab.agent.loop import run_agent
     from reactlab.agent.strategies import strategy_named
     from reactlab.backends import open_session
@@ -92,21 +92,21 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
 
     if recording is not None and replay is not None:
         raise ValueError("run_to_trace: give `recording` or `replay`, not both")
-    strategy = strategy_named(spec.script.get("strategy", "react"))
+    strategy = strategy_named(spec.script.strategy)
     writer = TraceWriter(out)
     writer.add(header(spec))
-    defences = spec.agent.get("defences", NO_DEFENCES)
+    defences = spec.agent.defences
     recorder = Recorder() if recording is not None else None
     player = Replay.load(replay) if replay is not None else None
     # the session the strategy needs, as the backend's provider opens it
     session: Session = open_session(spec, sleep=_no_sleep if player is not None else None,
                                     recorder=recorder, replay=player)
     try:
-        end = run_agent(session, tools, spec.tools, spec.limits["max_steps"],
-                        spec.limits["token_budget"], writer.add,
-                        scope=question_tickers(spec.question) if defences["scope_rule"]
+        end = run_agent(session, tools, spec.tools, spec.limits.max_steps,
+                        spec.limits.token_budget, writer.add,
+                        scope=question_tickers(spec.question) if defences.scope_rule
                         else None,
-                        delimit=defences["delimit_tool_output"], strategy=strategy)
+                        delimit=defences.delimit_tool_output, strategy=strategy)
     finally:
         if recorder is not None and recording is not None:
             recorder.write(recording)

@@ -647,7 +647,10 @@ class ChatSimulator(OpenAIErrors, Simulator):
     def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
         return _type_error(path, expected, value)
 
-    def handler(self, policy: ScriptedPolicy) -> Handler:
+    def handler(self, policy: ScriptedPolicy, store: Any = None) -> Handler:
+        """``store`` (the server's response store of the Responses API) is not used:
+        Chat Completions keeps no state between requests."""
+
         def handle(request: httpx.Request) -> httpx.Response:
             try:
                 body = self.read(request.content, request.headers.get("content-type"))

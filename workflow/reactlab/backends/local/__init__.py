@@ -29,15 +29,13 @@ from reactlab.agent.strategies import (
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import tool_definitions
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
+from reactlab.config.settings import ModelBackend
 from reactlab.core.errors import ClientError, ScriptError
 from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
-
-DEFAULT_MAX_NEW_TOKENS = 80
-
 
 def hermes_tools(spec: RunSpec) -> list[dict[str, Any]]:
     """The task's tools in the chat-template function format."""
@@ -69,9 +67,9 @@ class _TextSession:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
-        self.tools = hermes_tools(spec) if spec.agent["send_tools"] else []
+        self.tools = hermes_tools(spec) if spec.agent.send_tools else []
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": spec.agent["system_prompt"]},
+            {"role": "system", "content": spec.agent.system_prompt},
             {"role": "user", "content": spec.question}]
         self.turn = 0
 
@@ -135,11 +133,11 @@ class LocalModelSession(_TextSession):
     def __init__(self, spec: RunSpec, model: LocalModel) -> None:
         super().__init__(spec)
         self.model = model
-        self.max_new_tokens = int(spec.backend_config.get("max_new_tokens",
-                                                          DEFAULT_MAX_NEW_TOKENS))
+        settings = model_settings(spec)
+        self.max_new_tokens = settings.max_new_tokens
         # Grammar-constrained decoding (see reactlab.backends.local.grammar); "free" keeps
         # the plain path below, so its traces stay as they were.
-        self.decoding = str(spec.backend_config.get("decoding", "free"))
+        self.decoding = settings.decoding
         self.decoder: Any = None
         self.had_ok_result = False
         if self.decoding != "free":
@@ -197,10 +195,10 @@ class PlanExecuteSession:
     def __init__(self, spec: RunSpec, model: LocalModel) -> None:
         self.spec = spec
         self.model = model
-        self.max_new_tokens = int(spec.backend_config.get("max_new_tokens",
-                                                          DEFAULT_MAX_NEW_TOKENS))
+        settings = model_settings(spec)
+        self.max_new_tokens = settings.max_new_tokens
         self.data: str | None = None  # the computed result, once the plan's call ran
-        self.decoding = str(spec.backend_config.get("decoding", "free"))
+        self.decoding = settings.decoding
         self._grammar: Any = None
 
     def _extraction_grammar(self) -> Any:
@@ -253,17 +251,29 @@ class PlanExecuteSession:
                                          ensure_ascii=False)
 
 
+def model_settings(spec: RunSpec) -> ModelBackend:
+    """The backend settings of a local-model run (ClientError for another mode)."""
+    settings = spec.backend_config
+    if not isinstance(settings, ModelBackend):
+        raise ClientError(f"backend {spec.backend!r} runs in {settings.mode!r} mode, "
+                          "not a local model")
+    return settings
+
+
 def load_model(spec: RunSpec) -> LocalModel:
     from reactlab.backends.local.model import LocalModel, ModelNotFound
 
-    cfg = spec.backend_config
+    settings = model_settings(spec)
     try:
-        model = LocalModel.load(cfg["model"], threads=int(cfg.get("threads", 1)),
-                                reuse_cache=bool(cfg.get("reuse_cache", True)))
+        model = LocalModel.load(settings.model, threads=settings.threads,
+                                reuse_cache=settings.reuse_cache)
     except ModelNotFound as exc:
         raise ClientError(str(exc)) from exc
-    if float(cfg.get("temperature", 0) or 0) > 0:
+    if settings.samples:
         if spec.seed is None:
             raise ClientError(f"{spec.key}: a sampling backend needs a seed")
-        model.set_sampling(float(cfg["temperature"]), float(cfg.get("top_p", 1.0)), spec.seed)
+        # no top_p: the whole distribution (nucleus 1.0)
+        model.set_sampling(float(settings.temperature or 0),
+                           float(settings.top_p if settings.top_p is not None else 1.0),
+                           spec.seed)
     return model

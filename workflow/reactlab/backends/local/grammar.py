@@ -35,7 +35,9 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
+
+from reactlab.config.settings import Decoding
 
 __all__ = [
     "CALL_PREFIX",
@@ -50,7 +52,8 @@ __all__ = [
 
 log = logging.getLogger("reactlab.local")
 
-MODES = ("free", "structural", "union", "forced", "forced_scored")
+#: The decoding modes (the settings' Literal, the schema's enum: a test checks they agree).
+MODES: tuple[str, ...] = get_args(Decoding)
 CONSTRAINED = frozenset(MODES) - {"free"}
 
 CALL_PREFIX = "<tool_call>\n"

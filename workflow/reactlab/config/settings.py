@@ -1,0 +1,244 @@
+"""Typed run settings: what a :class:`~reactlab.config.RunSpec` carries, validated once.
+
+One frozen model per backend kind (the backend's ``mode``: :class:`SimulatedBackend`,
+:class:`ScriptedBackend`, :class:`ModelBackend`, :class:`LiveBackend`), per script kind
+(:class:`StepScript` plays scripted steps, :class:`StrategyScript` names the strategy of
+a real model), and the agent settings and limits. The config builds them once, when it
+builds the RunSpecs (:func:`reactlab.config.parse`); a job rebuilds them from its spec's
+JSON. The rest of the package reads attributes, never string keys.
+
+**Defaults and bounds live in the config schema** (``workflow/schemas/config.schema.yaml``,
+``default:``, ``minimum:``/``maximum:``): the fields below take them from there
+(:func:`_from_schema`); nothing restates them. An optional field left out of the config
+stays out of :meth:`Settings.to_dict` (a model remembers which fields were given), so a
+run's JSON, and with it its config hash, is exactly the config slice it was built from.
+
+The provider is a name, not a closed enum: the built-in names are the schema's, and a
+provider registered in code (:func:`reactlab.backends.registry.register`) is accepted
+from then on; :func:`reactlab.config.validate_schema` checks it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from reactlab.core.errors import ConfigError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+Mode = Literal["simulated", "scripted", "model", "live"]
+Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
+StrategyName = Literal["react", "plan_execute"]
+#: A number as written in the config: an int stays an int (its JSON, and the run's hash,
+#: stay the same), a bool is refused.
+Number = int | float
+
+
+@cache
+def schema_file() -> dict[str, Any]:
+    """The config schema as written (cached; :func:`reactlab.config.validate_schema`
+    extends its provider enums with the registered providers)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(SCHEMA_PATH, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=loader)
+
+
+def schema_at(*path: str) -> Mapping[str, Any]:
+    """The schema node at ``path`` (keys from the top: ``"$defs", "fault"``...)."""
+    node: Any = schema_file()
+    for key in path:
+        node = node[key]
+    return node
+
+
+_BACKEND_PATH = ("properties", "backends", "additionalProperties", "properties")
+_BOUNDS = {"minimum": "ge", "maximum": "le", "exclusiveMinimum": "gt",
+           "exclusiveMaximum": "lt", "minLength": "min_length", "pattern": "pattern"}
+
+
+def _from_schema(section: tuple[str, ...], name: str, *, optional: bool = False) -> Any:
+    """A pydantic Field with the default and bounds the schema gives ``name``: its
+    ``default`` (None when ``optional`` and the schema has none, i.e. "left out"; required
+    otherwise) and its minimum/maximum."""
+    prop = schema_at(*section)[name]
+    bounds = {arg: prop[key] for key, arg in _BOUNDS.items() if key in prop}
+    if "default" in prop:
+        return Field(default=prop["default"], **bounds)
+    return Field(default=None, **bounds) if optional else Field(**bounds)
+
+
+def _backend(name: str, *, optional: bool = False) -> Any:
+    return _from_schema(_BACKEND_PATH, name, optional=optional)
+
+
+class Settings(BaseModel):
+    """A frozen, strict settings model (a bool is no int, an int no str)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as given (optional fields that were left out stay out)."""
+        return self.model_dump(mode="python", exclude_unset=True)
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes``, validated again."""
+        return type(self).model_validate({**self.to_dict(), **changes})
+
+
+# --- backends ---------------------------------------------------------------------------
+
+
+class _Backend(Settings):
+    provider: str
+    mode: Mode
+    max_tokens: int = _backend("max_tokens")
+
+    @property
+    def samples(self) -> bool:
+        """Whether it draws its output at random (a temperature above 0)."""
+        return (getattr(self, "temperature", None) or 0) > 0
+
+
+class _ApiBackend(_Backend):
+    """Options of the backends that speak HTTP (simulated and live)."""
+
+    max_attempts: int = _backend("max_attempts")
+    max_wait: Number = _backend("max_wait")
+    stream: bool = _backend("stream")
+    #: openai_chat: also send stream_options {include_usage: true} when streaming
+    stream_include_usage: bool = _backend("stream_include_usage")
+
+
+class _Sampling(Settings):
+    """Sampling (model and live modes); left out: greedy, and nothing is sent."""
+
+    temperature: Number | None = _backend("temperature", optional=True)
+    top_p: Number | None = _backend("top_p", optional=True)
+
+
+class SimulatedBackend(_ApiBackend):
+    """An API adapter against its simulator (the scenario's script plays the model)."""
+
+    mode: Literal["simulated"]
+
+
+class LiveBackend(_ApiBackend, _Sampling):
+    """An API adapter against the real API."""
+
+    mode: Literal["live"]
+    model: str = _backend("model")
+    api_key_env: str = _backend("api_key_env")
+    base_url: str | None = _backend("base_url", optional=True)
+
+
+class ScriptedBackend(_Backend):
+    """The local text path: the script written as Hermes text and parsed back."""
+
+    mode: Literal["scripted"]
+
+
+class ModelBackend(_Backend, _Sampling):
+    """A real local model (transformers, on the CPU)."""
+
+    mode: Literal["model"]
+    model: str = _backend("model")
+    max_new_tokens: int = _backend("max_new_tokens")
+    threads: int = _backend("threads")
+    reuse_cache: bool = _backend("reuse_cache")
+    decoding: Decoding = _backend("decoding")
+
+
+BackendSettings = Annotated[SimulatedBackend | ScriptedBackend | ModelBackend | LiveBackend,
+                            Field(discriminator="mode")]
+
+# --- agent, limits, script ----------------------------------------------------------------
+
+
+class Defences(Settings):
+    delimit_tool_output: bool
+    scope_rule: bool
+    verifier_gate: bool
+
+
+class AgentSettings(Settings):
+    send_tools: bool
+    send_system_prompt: bool
+    system_prompt: str
+    defences: Defences
+
+
+class Limits(Settings):
+    max_steps: int = _from_schema(("$defs", "limits", "properties"), "max_steps")
+    token_budget: int | None = Field(ge=1)
+
+
+class StepScript(Settings):
+    """Scripted steps (the simulated and scripted backends); ``model`` names the script."""
+
+    model: str
+    steps: list[dict[str, Any]]
+    repeat_last: bool
+    #: the scenario's fault plan as written (:mod:`reactlab.config.faults` parses it)
+    faults: list[dict[str, Any]] = Field(default_factory=list)
+
+    strategy: Literal["react"] = "react"  # scripted steps are played by the ReAct loop
+
+
+class StrategyScript(Settings):
+    """A real model's run: who decides the calls."""
+
+    model: str
+    strategy: StrategyName
+
+
+ScriptSettings = StepScript | StrategyScript
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_UNION_TAG = re.compile(r"simulated|scripted|model|live|int|float|str|bool|none|"
+                        r"(list|dict|function|constrained)[-\[].*")
+
+
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    key = repr(kind)
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = TypeAdapter(kind)
+    return _ADAPTERS[key]
+
+
+def _build(kind: Any, value: Any, where: str) -> Any:
+    """``value`` validated as ``kind``; ConfigError naming the first bad field."""
+    if isinstance(value, Settings):
+        value = value.to_dict()
+    try:
+        return _adapter(kind).validate_python(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        # the field path, without the union members pydantic names (the mode, "int"...)
+        loc = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]
+               if not (isinstance(p, str) and _UNION_TAG.fullmatch(p))]
+        raise ConfigError(where + "".join(loc), err["msg"]) from None
+
+
+def backend_settings(value: Any, where: str = "backend_config") -> BackendSettings:
+    return _build(BackendSettings, value, where)
+
+
+def script_settings(value: Any, where: str = "script") -> ScriptSettings:
+    kind = StrategyScript if isinstance(value, Mapping) and "strategy" in value \
+        and "steps" not in value else StepScript
+    return _build(kind, value, where)
+
+
+def agent_settings(value: Any, where: str = "agent") -> AgentSettings:
+    return _build(AgentSettings, value, where)
+
+
+def limits(value: Any, where: str = "limits") -> Limits:
+    return _build(Limits, value, where)
