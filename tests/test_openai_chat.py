@@ -239,6 +239,12 @@ def test_usage_counts_the_body_without_its_streaming_members() -> None:
         expected = {k: v for k, v in json.loads(content).items()
                     if k not in ("stream", "stream_options")}
         assert json.loads(out) == expected and len(out) < len(content)
+    # a body laid out in another way is still answered (its other members, compact)
+    spread = b'{\n  "model": "correcto",\n  "stream" :  true,\n  "messages": []\n}'
+    assert json.loads(sim.unstreamed_body(spread)) == {"model": "correcto", "messages": []}
+    pretty = json.dumps({**body, "stream": True}, indent=2).encode()
+    resp = _post(pretty)
+    assert resp.status_code == 200 and resp.text.endswith("data: [DONE]\n\n")
 
 
 # --- refusals -----------------------------------------------------------------------------
