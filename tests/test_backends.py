@@ -30,7 +30,7 @@ from tests.conftest import offline_blocks, run_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 PROVIDERS = ("openai", "anthropic")
-SCRIPTED = ("openai", "anthropic", "local")  # every backend that plays scripts
+SCRIPTED = ("openai", "anthropic", "openai_chat", "local")  # every backend that plays scripts
 
 # Fields that legitimately differ between providers.
 _DROP: dict[str, set[str]] = {

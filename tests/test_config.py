@@ -326,7 +326,8 @@ def test_live_blocks_join_the_matrix_only_when_enabled(raw_config: Raw) -> None:
     live = {r.key for r in parse(raw_config).runs}
     added = live - default
     assert default < live
-    assert added and all(k.split("/")[1] in ("openai_live", "anthropic_live") for k in added)
+    assert added and all(k.split("/")[1] in ("openai_live", "anthropic_live",
+                                             "openai_chat_live") for k in added)
 
 
 def test_live_backend_needs_model_and_key_variable(raw_config: Raw) -> None:

@@ -30,7 +30,8 @@ from reactlab.simulate import openai_responses as sim_openai
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load(ROOT / "config.yaml")
-API_RUNS = [r for r in SHIPPED.runs if r.backend_config.provider in ("openai", "anthropic")
+API_RUNS = [r for r in SHIPPED.runs
+            if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
             and r.backend_config.mode == "simulated"]
 
 
@@ -49,8 +50,12 @@ def test_streamed_trace_equals_the_non_streamed_one(spec: Any, toolbox: Any, tmp
     real_open, real_check = reactlab.backends.open_session, streaming.is_event_stream
 
     def open_streamed(s: Any, **kw: Any) -> Any:
-        # the trace is written for the same spec; only the session streams
-        streamed = dataclasses.replace(s, backend_config=s.backend_config.replace(stream=True))
+        # the trace is written for the same spec; only the session streams (Chat
+        # Completions also asks for the usage chunk: stream_options is not counted)
+        chat = s.backend_config.provider == "openai_chat"
+        extra = {"stream_include_usage": True} if chat else {}
+        streamed = dataclasses.replace(s, backend_config=s.backend_config.replace(
+            stream=True, **extra))
         opened.append(real_open(streamed, **kw))
         return opened[-1]
 
@@ -70,7 +75,8 @@ def test_streamed_trace_equals_the_non_streamed_one(spec: Any, toolbox: Any, tmp
 
 
 def test_the_stream_parity_covers_both_providers_and_the_faults() -> None:
-    assert {r.backend_config.provider for r in API_RUNS} == {"openai", "anthropic"}
+    assert {r.backend_config.provider for r in API_RUNS} == {"openai", "anthropic",
+                                                             "openai_chat"}
     assert {"fallo_429_recupera", "fallo_servidor_persistente", "fallo_respuesta_rota",
             "json_invalido", "bucle"} <= {r.scenario for r in API_RUNS}
 

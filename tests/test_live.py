@@ -24,6 +24,7 @@ import httpx2
 import pytest
 
 import reactlab.simulate.anthropic_messages as sim_anthropic
+import reactlab.simulate.openai_chat as sim_chat
 import reactlab.simulate.openai_responses as sim_openai
 from reactlab import config, trace
 from reactlab.backends import recording, retry
@@ -36,11 +37,13 @@ from reactlab.runner import run_to_trace
 from reactlab.simulate import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
-PROVIDERS = ("openai", "anthropic")
-SIMULATORS = {"openai": sim_openai, "anthropic": sim_anthropic}
-LIBS = {"openai": httpx, "anthropic": httpx2}
-PATHS = {"openai": "/v1/responses", "anthropic": "/v1/messages"}
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+PROVIDERS = ("openai", "anthropic", "openai_chat")
+SIMULATORS = {"openai": sim_openai, "anthropic": sim_anthropic, "openai_chat": sim_chat}
+LIBS = {"openai": httpx, "anthropic": httpx2, "openai_chat": httpx}
+PATHS = {"openai": "/v1/responses", "anthropic": "/v1/messages",
+         "openai_chat": "/v1/chat/completions"}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+           "openai_chat": "OPENAI_API_KEY"}
 KEY = "sk-test-SECRET-123"
 NETWORK_REFUSED = "a test tried to open a network connection"
 
@@ -124,7 +127,7 @@ class FakeAPI:
 
     @property
     def base_url(self) -> str:
-        return self.root + "/v1" if self.provider == "openai" else self.root
+        return self.root if self.provider == "anthropic" else self.root + "/v1"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self

@@ -32,6 +32,7 @@ import pytest
 from reactlab import trace
 from reactlab.backends import metering_hook
 from reactlab.backends.anthropic_messages import AnthropicMessagesSession
+from reactlab.backends.openai_chat import OpenAIChatSession
 from reactlab.backends.openai_responses import OpenAIResponsesSession
 from reactlab.config import RunSpec, load
 from reactlab.core.errors import ConfigError
@@ -45,7 +46,8 @@ TIMEOUT = 10.0  # seconds, for every request a test makes
 SHIPPED = load(ROOT / "config.yaml")
 # Every run of the shipped matrix on an API backend: variacion_busi (faults included),
 # cierre_acme, noticias_busi and noticias_busi_abril.
-API_RUNS = [r for r in SHIPPED.runs if r.backend_config.provider in ("openai", "anthropic")
+API_RUNS = [r for r in SHIPPED.runs
+            if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
             and r.backend_config.mode == "simulated"]
 
 
@@ -107,8 +109,10 @@ def socket_session(spec: RunSpec, url: str, seen: list[bytes]) -> Any:
     """The adapter's own session, its SDK client swapped for one on a real socket
     (``seen`` collects the bodies it sends)."""
     name, run = _served_name(spec), {RUN_HEADER: uuid.uuid4().hex}
-    if spec.backend_config.provider == "openai":
-        session: Any = OpenAIResponsesSession(spec)
+    provider = spec.backend_config.provider
+    if provider in ("openai", "openai_chat"):
+        session: Any = (OpenAIResponsesSession if provider == "openai"
+                        else OpenAIChatSession)(spec)
         session.client.close()
         http = httpx.Client(timeout=TIMEOUT, event_hooks={"request": [
             _metering(session, name, session.model, seen)]})
@@ -162,7 +166,9 @@ def test_parity_covers_the_tasks_and_the_faults() -> None:
     assert {"variacion_busi", "cierre_acme", "noticias_busi", "noticias_busi_abril"} <= tasks
     assert {r.scenario for r in API_RUNS if r.script.faults} == {
         "fallo_429_recupera", "fallo_servidor_persistente", "fallo_respuesta_rota"}
-    assert len(API_RUNS) == 46
+    assert len(API_RUNS) == 69
+    assert {r.backend_config.provider for r in API_RUNS} == {"openai", "anthropic",
+                                                             "openai_chat"}
 
 
 def test_sdk_model_lists(server: ServerThread, loopback: None) -> None:
@@ -338,7 +344,8 @@ def test_curl_unknown_model(server: ServerThread) -> None:
     ("GET", "/v1/responses", 405, False),
     ("GET", "/v1/messages", 405, True),
     ("POST", "/v1/models", 405, False),
-    ("GET", "/v1/chat/completions", 404, False),
+    ("GET", "/v1/chat/completions", 405, False),
+    ("POST", "/v1/completions", 404, False),
     ("POST", "/v1/messages/batches", 404, True),
     ("GET", "/nada", 404, False),
 ])

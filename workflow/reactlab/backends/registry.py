@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 from reactlab.config import declare_provider
 from reactlab.core.errors import ClientError, UsageError
 from reactlab.core.joblog import register_loggers
-from reactlab.simulate.apis import ANTHROPIC_MESSAGES, OPENAI_RESPONSES, WireApi, register_api
+from reactlab.simulate.apis import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    WireApi,
+    register_api,
+)
 
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
@@ -106,6 +112,10 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
                              "AnthropicMessagesSession")},
              api=ANTHROPIC_MESSAGES, packages=("anthropic", "httpx2"), loggers=("anthropic",),
              quiet=("httpx2", "httpcore2")),
+    Provider("openai_chat", {CONVERSATION: ("reactlab.backends.openai_chat",
+                                            "OpenAIChatSession")},
+             api=OPENAI_CHAT, packages=("openai", "httpx"), loggers=("openai",),
+             quiet=("httpx", "httpcore")),
     Provider("local", {CONVERSATION: ("reactlab.backends.registry", "open_local"),
                        "plan_execute": ("reactlab.backends.registry", "open_plan_execute")},
              packages=("transformers", "torch")),

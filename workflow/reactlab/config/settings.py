@@ -144,6 +144,8 @@ class _ApiBackend(_Backend):
     max_attempts: int = _backend("max_attempts")
     max_wait: Number = _backend("max_wait")
     stream: bool = _backend("stream")
+    #: openai_chat: also send stream_options {include_usage: true} when streaming
+    stream_include_usage: bool = _backend("stream_include_usage")
 
 
 class _Sampling(Settings):

@@ -133,3 +133,8 @@ ANTHROPIC_MESSAGES = register_api(WireApi(
     simulator="reactlab.simulate.anthropic_messages", http_library="httpx2",
     error=_anthropic_error, not_found=lambda where: f"Not found: {where}",
     models_list=_anthropic_models, models_header="anthropic-version"))
+OPENAI_CHAT = register_api(WireApi(
+    name="openai_chat", routes=("/v1/chat/completions",),
+    simulator="reactlab.simulate.openai_chat", http_library="httpx",
+    error=_openai_error, not_found=lambda where: f"Invalid URL ({where})",
+    models_list=_openai_models))

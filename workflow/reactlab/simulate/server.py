@@ -4,8 +4,8 @@ Another agent framework can be tested against the scenarios of ``config.yaml`` b
 pointing its OpenAI-compatible or Anthropic client at this server:
 
 * the routes of every registered wire API (:mod:`reactlab.simulate.apis`): built in,
-  ``POST /v1/responses`` (the OpenAI Responses API) and ``POST /v1/messages`` (the
-  Anthropic Messages API);
+  ``POST /v1/responses`` (the OpenAI Responses API), ``POST /v1/chat/completions`` (the
+  OpenAI Chat Completions API) and ``POST /v1/messages`` (the Anthropic Messages API);
 * ``GET /v1/models`` — the model names served (OpenAI list shape; the Anthropic shape
   when the request carries an ``anthropic-version`` header, as the Anthropic SDK's does:
   each API's ``models_header``);

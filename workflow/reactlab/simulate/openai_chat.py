@@ -1,0 +1,681 @@
+"""Simulated OpenAI Chat Completions API (``POST /v1/chat/completions``).
+
+The route most OpenAI-compatible clients default to, and the one every open-model server
+speaks (vLLM, llama.cpp's server, Ollama, SGLang, ``transformers serve``). Shapes follow
+the API reference and the official SDK's types (``openai.types.chat``), field for field.
+
+Requests
+    A UTF-8 JSON object sent as ``application/json``, validated deeply
+    (:func:`validate`) before the script sees it, so a malformed request gets the API's
+    400 shape (``{"error": {"message", "type", "param", "code"}}``), never a scripted
+    answer. Unknown top-level fields are refused as the API refuses them
+    ("Unrecognized request argument supplied"). Every message form the API documents is
+    read: ``system`` / ``developer`` / ``user`` / ``assistant`` / ``tool`` / ``function``
+    (deprecated) roles; ``content`` as a string or an array of parts (``text``,
+    ``image_url``, ``input_audio`` and ``file`` for users; ``text`` and ``refusal`` for
+    the assistant; ``text`` for the rest); assistant ``tool_calls`` (``function`` and
+    ``custom``), ``refusal``, ``audio``, ``name``. The conversation must be well formed
+    as the API requires: a ``tool`` message answers a call of the assistant message
+    right before it (or before the other ``tool`` messages after it), and every call of
+    an assistant message is answered before the next non-tool message. Tool results are
+    matched to the calls by ``tool_call_id``, in any order.
+
+Answers
+    ``chat.completion`` with ``n`` identical choices (default 1); a choice's ``message``
+    carries the scripted text (``finish_reason: "stop"``) or the scripted calls with
+    ids (``finish_reason: "tool_calls"``; arguments are a JSON string, which the API
+    documents may not parse: the ``json_invalido`` scenario sends such a string).
+    ``usage``: ``prompt_tokens`` are the o200k_base tokens of the request body without
+    its streaming members (the count a trace records for it), ``completion_tokens``
+    those of the answer's text, or of each call's name and arguments. The ``id`` is
+    ``chatcmpl-`` and a digest of that body: unique per conversation state, and the same
+    for the streamed and the plain request. Nothing depends on the wall clock
+    (``created`` is 0).
+
+Streaming
+    ``"stream": true`` gets the same answer as ``chat.completion.chunk`` server-sent
+    events (``data: {...}`` lines, then ``data: [DONE]``): a first chunk with the role,
+    content deltas or, per call, a chunk with its id, type and name and then argument
+    deltas, and a last chunk per choice with its ``finish_reason``. With
+    ``stream_options.include_usage`` every chunk carries ``"usage": null`` and one more
+    chunk with empty ``choices`` and the usage comes before ``[DONE]``.
+    No ``obfuscation`` padding is sent (as with ``include_obfuscation: false``).
+
+Faults (:mod:`reactlab.config.faults`) are injected around the handler as for the other
+APIs: a status fault answers the OpenAI error of that status, a broken-body fault cuts
+or replaces the real answer (``missing_fields`` drops ``choices``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import httpx
+
+from reactlab.core.errors import ScriptError
+from reactlab.simulate import (
+    Handler,
+    RequestInvalid,
+    ScriptedPolicy,
+    count_runs,
+    pair_results,
+    parse_tool_output,
+    text_chunks,
+    tokens_of,
+)
+from reactlab.simulate.base import ANSWER, OpenAIErrors, Simulator, openai_error_body
+
+ROUTE = "/v1/chat/completions"
+
+_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+#: Content part types each role may send (the API reference's unions).
+_PARTS: dict[str, frozenset[str]] = {
+    "user": frozenset({"text", "image_url", "input_audio", "file"}),
+    "assistant": frozenset({"text", "refusal"}),
+    "system": frozenset({"text"}),
+    "developer": frozenset({"text"}),
+    "tool": frozenset({"text"}),
+}
+_ALL_PART_TYPES = ("text", "image_url", "input_audio", "refusal", "audio", "file")
+_NUMBER = (int, float)
+#: Optional top-level fields: (accepted types, what the error says is expected).
+_OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "stream": (bool, "a boolean"), "store": (bool, "a boolean"),
+    "parallel_tool_calls": (bool, "a boolean"), "logprobs": (bool, "a boolean"),
+    "metadata": (dict, "an object"), "tool_choice": ((str, dict), "a string or an object"),
+    "temperature": (_NUMBER, "a number"), "top_p": (_NUMBER, "a number"),
+    "frequency_penalty": (_NUMBER, "a number"), "presence_penalty": (_NUMBER, "a number"),
+    "seed": (int, "an integer"), "n": (int, "an integer"),
+    "max_tokens": (int, "an integer"), "max_completion_tokens": (int, "an integer"),
+    "top_logprobs": (int, "an integer"), "stop": ((str, list), "a string or an array"),
+    "stream_options": (dict, "an object"), "response_format": (dict, "an object"),
+    "user": (str, "a string"), "service_tier": (str, "a string"),
+    "reasoning_effort": (str, "a string"), "prompt_cache_key": (str, "a string"),
+    "prompt_cache_retention": (str, "a string"),
+    "prompt_cache_options": (dict, "an object"),
+    "safety_identifier": (str, "a string"), "logit_bias": (dict, "an object"),
+    "modalities": (list, "an array"), "audio": (dict, "an object"),
+    "prediction": (dict, "an object"), "verbosity": (str, "a string"),
+    "web_search_options": (dict, "an object"), "moderation": (dict, "an object"),
+    "functions": (list, "an array"), "function_call": ((str, dict), "a string or an object"),
+}
+_KNOWN = frozenset({"model", "messages", "tools", *_OPTIONAL})
+#: Inclusive ranges of the numeric fields: (low, high, integer?).
+_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    "temperature": (0, 2, False), "top_p": (0, 1, False),
+    "frequency_penalty": (-2, 2, False), "presence_penalty": (-2, 2, False),
+    "n": (1, 128, True), "max_tokens": (1, None, True),
+    "max_completion_tokens": (1, None, True), "top_logprobs": (0, 20, True),
+}
+_TOOL_CHOICES = ("none", "auto", "required")
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: The members a streamed request adds to the plain one (not counted in usage).
+STREAM_MEMBERS = ("stream", "stream_options")
+
+
+error_body = openai_error_body  # the Chat Completions API's error shape
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+
+def step_of(body: dict[str, Any]) -> int:
+    """The loop step of a request: 1 + the assistant turns its messages hold."""
+    return count_runs([m.get("role") == "assistant" for m in _messages(body)]) + 1
+
+
+# --- validation ---------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a decimal"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _type_error(param: str, expected: str, value: Any) -> RequestInvalid:
+    return RequestInvalid(f"Invalid type for '{param}': expected {expected}, but got "
+                          f"{_kind(value)} instead.", param, code="invalid_type")
+
+
+def _missing(param: str) -> RequestInvalid:
+    return RequestInvalid(f"Missing required parameter: '{param}'.", param,
+                          code="missing_required_parameter")
+
+
+def _invalid_value(param: str, value: Any, allowed: Any) -> RequestInvalid:
+    options = [f"'{a}'" for a in allowed]
+    listed = ", ".join(options[:-1]) + f", and {options[-1]}" if len(options) > 1 else options[0]
+    return RequestInvalid(f"Invalid value: '{str(value)[:40]}'. Supported values are: "
+                          f"{listed}.", param, code="invalid_value")
+
+
+def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
+    """isinstance, where a boolean is not a number."""
+    if isinstance(value, bool):
+        return kind is bool or (isinstance(kind, tuple) and bool in kind)
+    return isinstance(value, kind)
+
+
+def _need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
+          where: str) -> Any:
+    value = d.get(key)
+    if value is None:
+        raise _missing(f"{where}.{key}")
+    if not _is(value, kind):
+        raise _type_error(f"{where}.{key}", expected, value)
+    return value
+
+
+def _non_empty(param: str, value: list[Any]) -> None:
+    if not value:
+        raise RequestInvalid(f"Invalid '{param}': empty array. Expected an array with minimum "
+                             "length 1, but got an empty array instead.", param,
+                             code="empty_array")
+
+
+def _range(name: str, value: int | float) -> None:
+    low, high, integer = _RANGES[name]
+    what = "integer" if integer else "decimal"
+    if low is not None and value < low:
+        raise RequestInvalid(f"Invalid '{name}': {what} below minimum value. Expected a value "
+                             f">= {low}, but got {value} instead.", name,
+                             code=f"{what}_below_min_value")
+    if high is not None and value > high:
+        raise RequestInvalid(f"Invalid '{name}': {what} above maximum value. Expected a value "
+                             f"<= {high}, but got {value} instead.", name,
+                             code=f"{what}_above_max_value")
+
+
+def _parts(parts: list[Any], where: str, allowed: frozenset[str]) -> None:
+    _non_empty(where, parts)
+    for j, part in enumerate(parts):
+        pw = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise _type_error(pw, "an object", part)
+        kind = _need(part, "type", str, "a string", pw)
+        if kind not in allowed:
+            raise _invalid_value(f"{pw}.type", kind,
+                                 [t for t in _ALL_PART_TYPES if t in allowed])
+        if kind == "text":
+            _need(part, "text", str, "a string", pw)
+        elif kind == "refusal":
+            _need(part, "refusal", str, "a string", pw)
+        elif kind == "image_url":
+            image = _need(part, "image_url", dict, "an object", pw)
+            _need(image, "url", str, "a string", f"{pw}.image_url")
+            detail = image.get("detail")
+            if detail is not None and detail not in ("auto", "low", "high", "original"):
+                raise _invalid_value(f"{pw}.image_url.detail", detail,
+                                     ("auto", "low", "high", "original"))
+        elif kind == "input_audio":
+            audio = _need(part, "input_audio", dict, "an object", pw)
+            _need(audio, "data", str, "a string", f"{pw}.input_audio")
+            fmt = _need(audio, "format", str, "a string", f"{pw}.input_audio")
+            if fmt not in ("wav", "mp3"):
+                raise _invalid_value(f"{pw}.input_audio.format", fmt, ("wav", "mp3"))
+        elif kind == "file":
+            file = _need(part, "file", dict, "an object", pw)
+            for key in ("file_data", "file_id", "filename"):
+                if file.get(key) is not None and not isinstance(file[key], str):
+                    raise _type_error(f"{pw}.file.{key}", "a string", file[key])
+
+
+def _content(message: dict[str, Any], where: str, role: str) -> None:
+    content = message.get("content")
+    if content is None:
+        if role == "assistant":
+            return
+        raise _missing(f"{where}.content")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _type_error(f"{where}.content", "one of a string or array of objects", content)
+    _parts(content, f"{where}.content", _PARTS[role])
+
+
+def _tool_calls(calls: Any, where: str) -> None:
+    if not isinstance(calls, list):
+        raise _type_error(f"{where}.tool_calls", "an array", calls)
+    _non_empty(f"{where}.tool_calls", calls)
+    for j, call in enumerate(calls):
+        cw = f"{where}.tool_calls[{j}]"
+        if not isinstance(call, dict):
+            raise _type_error(cw, "an object", call)
+        _need(call, "id", str, "a string", cw)
+        kind = _need(call, "type", str, "a string", cw)
+        if kind == "function":
+            fn = _need(call, "function", dict, "an object", cw)
+            _need(fn, "name", str, "a string", f"{cw}.function")
+            if fn.get("arguments") is None:
+                raise _missing(f"{cw}.function.arguments")
+            if not isinstance(fn["arguments"], str):
+                raise _type_error(f"{cw}.function.arguments", "a string", fn["arguments"])
+        elif kind == "custom":
+            custom = _need(call, "custom", dict, "an object", cw)
+            _need(custom, "name", str, "a string", f"{cw}.custom")
+            _need(custom, "input", str, "a string", f"{cw}.custom")
+        else:
+            raise _invalid_value(f"{cw}.type", kind, ("function", "custom"))
+
+
+def _message(message: Any, i: int) -> None:
+    where = f"messages[{i}]"
+    if not isinstance(message, dict):
+        raise _type_error(where, "an object", message)
+    role = message.get("role")
+    if role is None:
+        raise _missing(f"{where}.role")
+    if not isinstance(role, str):
+        raise _type_error(f"{where}.role", "a string", role)
+    if role not in _ROLES:
+        raise _invalid_value(f"{where}.role", role, _ROLES)
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise _type_error(f"{where}.name", "a string", name)
+    if role == "function":
+        _need(message, "name", str, "a string", where)
+        if "content" not in message:
+            raise _missing(f"{where}.content")
+        if message["content"] is not None and not isinstance(message["content"], str):
+            raise _type_error(f"{where}.content", "a string", message["content"])
+        return
+    if role == "tool":
+        tcid = message.get("tool_call_id")
+        if tcid is None:
+            raise RequestInvalid("Missing parameter 'tool_call_id': messages with role 'tool' "
+                                 "must have a 'tool_call_id'.", f"messages.[{i}].tool_call_id")
+        if not isinstance(tcid, str):
+            raise _type_error(f"{where}.tool_call_id", "a string", tcid)
+    _content(message, where, role)
+    if role != "assistant":
+        return
+    for key in ("refusal",):
+        if message.get(key) is not None and not isinstance(message[key], str):
+            raise _type_error(f"{where}.{key}", "a string", message[key])
+    if message.get("audio") is not None:
+        _need(_need(message, "audio", dict, "an object", where), "id", str, "a string",
+              f"{where}.audio")
+    if message.get("tool_calls") is not None:
+        _tool_calls(message["tool_calls"], where)
+    elif message.get("function_call") is not None:
+        fc = _need(message, "function_call", dict, "an object", where)
+        _need(fc, "name", str, "a string", f"{where}.function_call")
+        _need(fc, "arguments", str, "a string", f"{where}.function_call")
+    elif message.get("content") is None and message.get("audio") is None:
+        raise RequestInvalid("Invalid value for 'content': expected a string, got null.",
+                             f"messages.[{i}].content")
+
+
+def _tools(tools: Any) -> list[str]:
+    """The names of the tools offered (RequestInvalid for a malformed tool list)."""
+    if not isinstance(tools, list):
+        raise _type_error("tools", "an array", tools)
+    names = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            raise _type_error(where, "an object", tool)
+        kind = _need(tool, "type", str, "a string", where)
+        if kind not in ("function", "custom"):
+            raise _invalid_value(f"{where}.type", kind, ("function", "custom"))
+        spec = _need(tool, kind, dict, "an object", where)
+        name = _need(spec, "name", str, "a string", f"{where}.{kind}")
+        if not _NAME.match(name):
+            raise RequestInvalid(f"Invalid '{where}.{kind}.name': string does not match "
+                                 "pattern. Expected a string that matches the pattern "
+                                 "'^[a-zA-Z0-9_-]+$'.", f"{where}.{kind}.name",
+                                 code="invalid_value")
+        if spec.get("description") is not None and not isinstance(spec["description"], str):
+            raise _type_error(f"{where}.{kind}.description", "a string", spec["description"])
+        if kind == "function":
+            params = spec.get("parameters")
+            if params is not None and not isinstance(params, dict):
+                raise _type_error(f"{where}.function.parameters", "an object", params)
+            strict = spec.get("strict")
+            if strict is not None and not isinstance(strict, bool):
+                raise _type_error(f"{where}.function.strict", "a boolean", strict)
+        names.append(name)
+    return names
+
+
+def _tool_choice(choice: Any, names: list[str]) -> None:
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise _invalid_value("tool_choice", choice, _TOOL_CHOICES)
+        return
+    kind = _need(choice, "type", str, "a string", "tool_choice")
+    if kind in ("function", "custom"):
+        named = _need(_need(choice, kind, dict, "an object", "tool_choice"), "name", str,
+                      "a string", f"tool_choice.{kind}")
+        if named not in names:
+            raise RequestInvalid(f"Invalid value for 'tool_choice': tool '{named[:64]}' is not "
+                                 "among the 'tools' of the request.", "tool_choice",
+                                 code="invalid_value")
+    elif kind == "allowed_tools":
+        allowed = _need(choice, "allowed_tools", dict, "an object", "tool_choice")
+        mode = _need(allowed, "mode", str, "a string", "tool_choice.allowed_tools")
+        if mode not in ("auto", "required"):
+            raise _invalid_value("tool_choice.allowed_tools.mode", mode, ("auto", "required"))
+        _need(allowed, "tools", list, "an array", "tool_choice.allowed_tools")
+    else:
+        raise _invalid_value("tool_choice.type", kind, ("function", "custom", "allowed_tools"))
+
+
+def _conversation(messages: list[dict[str, Any]]) -> None:
+    """The ordering rules: a tool message answers a call of the assistant message before
+    it; every call is answered before the next non-tool message."""
+    pending: list[str] | None = None  # calls of the last assistant message not yet answered
+    opened = 0  # index of that assistant message
+    for i, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            if pending is None or message["tool_call_id"] not in pending:
+                raise RequestInvalid("Invalid parameter: messages with role 'tool' must be a "
+                                     "response to a preceeding message with 'tool_calls'.",
+                                     f"messages.[{i}].role")
+            pending.remove(message["tool_call_id"])
+            continue
+        if pending:
+            raise _unanswered(pending, i)
+        pending = None
+        if role == "assistant" and message.get("tool_calls"):
+            pending = [c["id"] for c in message["tool_calls"]]
+            opened = i
+    if pending:
+        raise _unanswered(pending, opened)
+
+
+def _unanswered(ids: list[str], i: int) -> RequestInvalid:
+    return RequestInvalid("An assistant message with 'tool_calls' must be followed by tool "
+                          "messages responding to each 'tool_call_id'. The following "
+                          f"tool_call_ids did not have response messages: {', '.join(ids)}",
+                          f"messages.[{i}].role")
+
+
+def validate(body: dict[str, Any]) -> None:
+    """RequestInvalid (with the API's message, param and code) for a malformed body."""
+    unknown = [k for k in body if k not in _KNOWN]
+    if unknown:
+        raise RequestInvalid(f"Unrecognized request argument supplied: {unknown[0][:80]}")
+    model = body.get("model")
+    if model is None:
+        raise _missing("model")
+    if not isinstance(model, str):
+        raise _type_error("model", "a string", model)
+    messages = body.get("messages")
+    if messages is None:
+        raise _missing("messages")
+    if not isinstance(messages, list):
+        raise _type_error("messages", "an array", messages)
+    _non_empty("messages", messages)
+    for name, (kind, expected) in _OPTIONAL.items():
+        value = body.get(name)
+        if value is not None and not _is(value, kind):
+            raise _type_error(name, expected, value)
+        if value is not None and name in _RANGES:
+            _range(name, value)
+    if body.get("stream_options") is not None and body.get("stream") is not True:
+        raise RequestInvalid("The 'stream_options' parameter is only allowed when 'stream' is "
+                             "enabled.", "stream_options")
+    for key in ("include_usage", "include_obfuscation"):
+        value = (body.get("stream_options") or {}).get(key)
+        if value is not None and not isinstance(value, bool):
+            raise _type_error(f"stream_options.{key}", "a boolean", value)
+    names = _tools(body["tools"]) if body.get("tools") is not None else None
+    for name in ("tool_choice", "parallel_tool_calls"):
+        if body.get(name) is not None and not names:
+            raise RequestInvalid(f"Invalid value for '{name}': '{name}' is only allowed when "
+                                 "'tools' are specified.", name)
+    if body.get("tool_choice") is not None:
+        _tool_choice(body["tool_choice"], names or [])
+    for i, message in enumerate(messages):
+        _message(message, i)
+    _conversation(messages)
+
+
+def content_text(content: Any) -> str:
+    """A message ``content`` as text: the string, or its text parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] for p in content if p.get("type") == "text")
+
+
+# --- answers --------------------------------------------------------------------------
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The Chat Completions ``usage`` object."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0,
+                                          "rejected_prediction_tokens": 0}}
+
+
+def completion_id(body: dict[str, Any]) -> str:
+    """``chatcmpl-`` and a digest of the body without its streaming members."""
+    plain = {k: v for k, v in body.items() if k not in STREAM_MEMBERS}
+    digest = hashlib.sha256(json.dumps(plain, sort_keys=True, ensure_ascii=True).encode())
+    return "chatcmpl-" + digest.hexdigest()[:29]
+
+
+def respond(policy: ScriptedPolicy, body: dict[str, Any],
+            prompt_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+    """The simulated answer to one (validated) request body: (status, JSON body)."""
+    messages = _messages(body)
+    try:
+        outputs = pair_results(
+            [c["id"] for m in messages if m.get("role") == "assistant"
+             for c in (m.get("tool_calls") or []) if isinstance(c, dict)],
+            [(m["tool_call_id"], content_text(m.get("content"))) for m in messages
+             if m.get("role") == "tool"], "tool_call_id")
+    except RequestInvalid as exc:
+        return 400, error_body("invalid_request_error", exc.message, "messages", exc.code)
+    results = [parse_tool_output(o) for o in outputs]
+    seen = "\n".join(outputs)
+    turn = count_runs([m.get("role") == "assistant" for m in messages])
+    model = body.get("model")
+    try:
+        action = policy.act(model, turn, results, seen)
+        resolved = policy.resolve(model)
+    except KeyError:
+        return 404, error_body("invalid_request_error", f"The model `{model}` does not exist "
+                               "or you do not have access to it.", None, "model_not_found")
+    except ScriptError as exc:
+        return 400, error_body("invalid_request_error", str(exc), None, "script_error")
+    except RecursionError:
+        return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
+                               "for the scripted model", "messages", "script_error")
+    n = len(results)
+    message: dict[str, Any] = {"role": "assistant", "content": action.text, "refusal": None,
+                               "annotations": []}
+    if action.text is not None:
+        finish, spent = "stop", tokens_of(action.text)
+    else:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}", "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments_text()}}
+            for i, c in enumerate(action.calls)]
+        finish = "tool_calls"
+        spent = sum(tokens_of(c["function"]["name"]) + tokens_of(c["function"]["arguments"])
+                    for c in message["tool_calls"])
+    choices = [{"index": i, "message": message, "logprobs": None, "finish_reason": finish}
+               for i in range(body.get("n") or 1)]
+    return 200, {"id": completion_id(body), "object": "chat.completion", "created": 0,
+                 "model": resolved, "choices": choices, "usage": usage(prompt_tokens, spent),
+                 "service_tier": "default", "system_fingerprint": None}
+
+
+def chunks(answer: dict[str, Any], include_usage: bool = False) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects that stream ``answer`` (a 200 of :func:`respond`).
+
+    Per choice: a first chunk with the role (and, for calls, the first call's id, type
+    and name), content or argument deltas (a chunk opening each further call), and a
+    last chunk with an empty delta and the ``finish_reason``. With ``include_usage``
+    every chunk has ``"usage": null`` and a final chunk with no choices carries the usage.
+    """
+    base = {"id": answer["id"], "object": "chat.completion.chunk",
+            "created": answer["created"], "model": answer["model"],
+            "service_tier": answer["service_tier"],
+            "system_fingerprint": answer["system_fingerprint"]}
+    extra: dict[str, Any] = {"usage": None} if include_usage else {}
+    out: list[dict[str, Any]] = []
+
+    def emit(index: int, delta: dict[str, Any], finish: str | None = None) -> None:
+        out.append({**base, "choices": [{"index": index, "delta": delta, "logprobs": None,
+                                         "finish_reason": finish}], **extra})
+
+    for choice in answer["choices"]:
+        i, message = choice["index"], choice["message"]
+        calls = message.get("tool_calls")
+        if not calls:
+            emit(i, {"role": "assistant", "content": "", "refusal": None})
+            for piece in text_chunks(message["content"] or ""):
+                if piece:
+                    emit(i, {"content": piece})
+        else:
+            for j, call in enumerate(calls):
+                opening = {"index": j, "id": call["id"], "type": "function",
+                           "function": {"name": call["function"]["name"], "arguments": ""}}
+                emit(i, ({"role": "assistant", "content": None, "tool_calls": [opening],
+                          "refusal": None} if j == 0 else {"tool_calls": [opening]}))
+                for piece in text_chunks(call["function"]["arguments"]):
+                    if piece:
+                        emit(i, {"tool_calls": [{"index": j, "function": {"arguments": piece}}]})
+        emit(i, {}, choice["finish_reason"])
+    if include_usage:
+        out.append({**base, "choices": [], "usage": answer["usage"]})
+    return out
+
+
+def sse(objects: list[dict[str, Any]]) -> bytes:
+    """``data:`` lines of compact JSON, then ``data: [DONE]`` (the API's stream framing)."""
+    return b"".join(f"data: {json.dumps(o, separators=(',', ':'))}\n\n".encode()
+                    for o in objects) + b"data: [DONE]\n\n"
+
+
+def unstreamed_body(content: bytes) -> bytes:
+    """``content`` without its top-level ``stream`` and ``stream_options`` members, byte for
+    byte what the same request sends unstreamed (unchanged when it has neither).
+
+    Each textual occurrence of a member (as compact or spaced JSON) is tried until
+    removing it leaves exactly the other members, so a nested look-alike is never the one
+    removed. A body laid out otherwise (line breaks, other spacing: no SDK sends one) is
+    counted as its other members in compact (ASCII) JSON.
+    """
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(body, dict):
+        return content
+    for key in STREAM_MEMBERS:
+        if key not in body:
+            continue
+        expected = {k: v for k, v in body.items() if k != key}
+        try:
+            content = _drop_member(content, key, body[key], expected)
+        except ValueError:
+            rest = {k: v for k, v in body.items() if k not in STREAM_MEMBERS}
+            return json.dumps(rest, separators=(",", ":")).encode()
+        body = expected
+    return content
+
+
+def _drop_member(content: bytes, key: str, value: Any, expected: dict[str, Any]) -> bytes:
+    forms = []
+    for sep in ((",", ":"), (", ", ": ")):
+        for ascii_ in (True, False):
+            member = (json.dumps(key) + sep[1]
+                      + json.dumps(value, separators=sep, ensure_ascii=ascii_)).encode()
+            forms += [sep[0].encode() + member, member + sep[0].encode(), member]
+    for member in forms:
+        at = content.find(member)
+        while at >= 0:
+            candidate = content[:at] + content[at + len(member):]
+            try:
+                if json.loads(candidate) == expected:
+                    return candidate
+            except ValueError:
+                pass
+            at = content.find(member, at + 1)
+    raise ValueError(f"cannot locate the request body's {key!r} member")
+
+
+class ChatSimulator(OpenAIErrors, Simulator):
+    """The Chat Completions API on the simulator base (:mod:`reactlab.simulate.base`).
+
+    Its own request path (:meth:`handler`): usage counts the body without ``stream`` and
+    ``stream_options``, and a stream is ``data:`` lines ending in ``[DONE]``, with the
+    usage chunk when the request asks for it.
+    """
+
+    name = "openai_chat"
+    http = httpx
+    broken_member = "choices"
+
+    def validate(self, body: dict[str, Any]) -> None:
+        validate(body)
+
+    def step_of(self, body: dict[str, Any]) -> int:
+        return step_of(body)
+
+    def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
+                input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
+        return respond(policy, body, input_tokens)
+
+    def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return chunks(answer)
+
+    def missing(self, path: str) -> RequestInvalid:
+        return _missing(path)
+
+    def wrong_type(self, path: str, expected: str, value: Any) -> RequestInvalid:
+        return _type_error(path, expected, value)
+
+    def handler(self, policy: ScriptedPolicy, store: Any = None) -> Handler:
+        """``store`` (the server's response store of the Responses API) is not used:
+        Chat Completions keeps no state between requests."""
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            try:
+                body = self.read(request.content, request.headers.get("content-type"))
+            except RequestInvalid as exc:
+                return self.refused(exc)
+            status, payload = self.respond(
+                policy, body, tokens_of(unstreamed_body(request.content).decode("utf-8")))
+            if status == 200 and body.get("stream") is True:
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                resp = httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                      content=sse(chunks(payload, include)))
+            else:
+                resp = httpx.Response(status, json=payload)
+            resp.extensions[ANSWER] = payload
+            return resp
+
+        return handle
+
+
+SIMULATOR = ChatSimulator()
+handler = SIMULATOR.handler
+fault_response = SIMULATOR.fault_response
+with_faults = SIMULATOR.with_faults
