@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from reactlab.core.errors import CommandFailed
 from reactlab.core.joblog import job_log
@@ -34,13 +35,14 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS
                     "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
-def own_process(args: Sequence[str], log: str | Path, threads: int = 1) -> None:
-    """Run ``python -m reactlab ARGS`` with this interpreter; its output (stdout and
+def own_process(args: Sequence[str], log: str | Path, threads: int = 1, *,
+                module: str = "reactlab") -> None:
+    """Run ``python -m MODULE ARGS`` with this interpreter; its output (stdout and
     stderr) goes to ``log`` and to stderr. :class:`CommandFailed` when it fails."""
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
-    cmd = [sys.executable, "-m", "reactlab", *args]
+    cmd = [sys.executable, "-m", module, *args]
     with open(log, "w", encoding="utf-8") as fh, subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=env) as proc:
@@ -50,7 +52,7 @@ def own_process(args: Sequence[str], log: str | Path, threads: int = 1) -> None:
             fh.flush()
             sys.stderr.write(line)
     if proc.returncode != 0:
-        raise CommandFailed(f"`reactlab {args[0]}` exited with status {proc.returncode}; "
+        raise CommandFailed(f"`{module} {args[0]}` exited with status {proc.returncode}; "
                             f"its output is in {log}")
 
 
@@ -131,3 +133,73 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str) -
     with job_log(log, "viewer") as say:
         written = html.build(zip(traces, verified, strict=True), out)
         say(f"wrote {written[0]} and {len(written) - 1} run pages")
+
+
+def remove_damaged_exports(folders: Sequence[str]) -> None:
+    """Before a run plans its jobs (main process only): an export folder edited or damaged
+    after it was published is removed, so that the next ``exports`` target rebuilds it."""
+    import shutil
+
+    from reactlab.export import damaged_exports
+
+    for folder, problem in damaged_exports(folders):
+        print(f"reactlab: {problem}: {folder} will be rebuilt", file=sys.stderr)
+        shutil.rmtree(folder)
+
+
+def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
+           log: str) -> None:
+    """Rules export_inspect / export_otel: every run as Inspect logs or OTel spans."""
+    from reactlab.export import inspect_log, otel
+
+    module = {"inspect": inspect_log, "otel": otel}[kind]
+    with job_log(log, "export") as say:
+        say(module.export_job(traces, verified, out))
+
+
+def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
+    """Before a run plans its jobs (main process only): remove stale suite results."""
+    from reactlab.suites.score import recover
+
+    for line in recover(shards, tables):
+        print(f"reactlab: {line}", file=sys.stderr)
+
+
+def suite_shard_spec(spec_json: str, out: str, log: str) -> None:
+    """Rule suite_shard_spec: the specs of one shard, as its run job reads them."""
+    from reactlab.core.io import write_text_atomic
+
+    with job_log(log, "suite-spec") as say:
+        write_text_atomic(out, spec_json)
+        say(f"wrote {out}")
+
+
+def suite_run(spec: str, outputs: Sequence[str], log: str, *, model: bool,
+              threads: int = 1) -> None:
+    """Rules suite_run_*: one shard of cases through the loop, one trace per case (a model
+    shard in its own process: the model is loaded once for the shard)."""
+    if model:
+        own_process([spec], log, threads, module="reactlab.suites.run")
+        return
+    from reactlab.suites.run import run_shard
+
+    with job_log(log, "suite-run") as say:
+        say(run_shard(Path(spec).read_text(encoding="utf-8"), list(outputs)))
+
+
+def suite_verify(traces: Sequence[str], outputs: Sequence[str], log: str) -> None:
+    """Rules suite_verify_*: each case scored by the benchmark's own checker."""
+    from reactlab.suites.score import verify_shard
+
+    with job_log(log, "suite-verify") as say:
+        say(verify_shard(list(traces), list(outputs)))
+
+
+def suite_tables(traces: Sequence[str], verified: Sequence[str], out_dir: str,
+                 log: str) -> None:
+    """Rule suite_tables: bfcl.csv and bfcl_cases.csv."""
+    from reactlab.suites.tables import build_bfcl
+
+    with job_log(log, "suite-tables") as say:
+        written = build_bfcl(zip(traces, verified, strict=True), Path(out_dir))
+        say(f"wrote {', '.join(sorted(written))} to {out_dir}")

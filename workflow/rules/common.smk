@@ -1,6 +1,7 @@
 # Helpers shared by the rule files (the validated config, the matrix of runs, the outputs,
 # the recovery step). Functions live here or in the package, never beside the rules.
 import json
+import os
 import sys
 from pathlib import Path
 

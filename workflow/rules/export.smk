@@ -8,20 +8,10 @@ INSPECT = "results/inspect"
 OTEL = "results/otel"
 
 
-def _check_exports():
-    """An export folder edited or damaged after it was published is removed, so that
-    the next `exports` target rebuilds it from the traces."""
-    import shutil
-
-    from reactlab.export import damaged_exports
-
-    for folder, problem in damaged_exports([INSPECT, OTEL]):
-        print(f"reactlab: {problem}: {folder} will be rebuilt", file=sys.stderr)
-        shutil.rmtree(folder)
-
-
-if _RUN_LOCK is not None:  # the main run, with the folder to itself
-    _check_exports()
+# A damaged export is removed before the run plans its jobs, in the main process only
+# (as common.smk's recovery step).
+if workflow.is_main_process:
+    jobs.remove_damaged_exports([INSPECT, OTEL])
 
 
 rule export_inspect:
@@ -35,10 +25,7 @@ rule export_inspect:
     log:
         "results/logs/export_inspect.log",
     run:
-        from reactlab.export import inspect_log
-
-        with job_log(log[0], "export") as say:
-            say(inspect_log.export_job(input.traces, input.verified, output[0]))
+        jobs.export("inspect", input.traces, input.verified, output[0], log[0])
 
 
 rule export_otel:
@@ -52,10 +39,7 @@ rule export_otel:
     log:
         "results/logs/export_otel.log",
     run:
-        from reactlab.export import otel
-
-        with job_log(log[0], "export") as say:
-            say(otel.export_job(input.traces, input.verified, output[0]))
+        jobs.export("otel", input.traces, input.verified, output[0], log[0])
 
 
 rule exports:

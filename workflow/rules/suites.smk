@@ -23,15 +23,9 @@ SUITE_VERIFIED = [p for s in SUITE_SHARDS for p in s.verified()]
 SUITE_TABLES = ([f"results/tables/{name}.csv" for name in ("bfcl", "bfcl_cases")]
                 if SUITE_SHARDS else [])
 
-if _RUN_LOCK is not None:  # the main run, with the folder to itself (common.smk)
-    from reactlab.suites.score import recover as _recover_suites
+if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
+    jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)
 
-    for _line in _recover_suites(SUITE_SHARDS, SUITE_TABLES):
-        print(f"reactlab: {_line}", file=sys.stderr)
-
-
-def _shard_spec(shard):
-    return f"results/suites/{shard.suite}/shards/{shard.id}.json"
 
 
 # The specs of one shard, as the job reads them (a model shard runs in its own process).
@@ -40,10 +34,10 @@ rule suite_shard_spec:
         "results/suites/{suite}/shards/{shard}.json",
     params:
         digest=lambda wildcards: SUITE_BY_ID[wildcards.shard].digest,
+    log:
+        "results/logs/suites/{suite}/{shard}.spec.log",
     run:
-        from reactlab.core.io import write_text_atomic
-
-        write_text_atomic(output[0], SUITE_BY_ID[wildcards.shard].to_json())
+        jobs.suite_shard_spec(SUITE_BY_ID[wildcards.shard].to_json(), output[0], log[0])
 
 
 for _shard in SUITE_SHARDS:
@@ -52,7 +46,7 @@ for _shard in SUITE_SHARDS:
         name:
             f"suite_run_{_shard.id}"
         input:
-            spec=_shard_spec(_shard),
+            spec=f"results/suites/{_shard.suite}/shards/{_shard.id}.json",
             model=[BUILTIN_MODEL] if _shard.specs[0].backend_config.get("model") == BUILTIN_MODEL
             else [],
         output:
@@ -64,13 +58,8 @@ for _shard in SUITE_SHARDS:
             f"results/logs/suites/{_shard.id}.run.log",
         threads: 2 * int(_shard.specs[0].backend_config.get("threads", 1)) if _shard.model else 1
         run:
-            if params.model:
-                shell("{PY} -m reactlab.suites.run {input.spec:q} 2>&1 | tee {log:q}")
-            else:
-                from reactlab.suites.run import run_shard
-
-                with job_log(log[0], "suite-run") as say:
-                    say(run_shard(Path(input.spec).read_text(encoding="utf-8"), list(output)))
+            jobs.suite_run(input.spec, output, log[0], model=bool(params.model),
+                           threads=threads)
 
     rule:
         name:
@@ -84,10 +73,7 @@ for _shard in SUITE_SHARDS:
         log:
             f"results/logs/suites/{_shard.id}.verify.log",
         run:
-            from reactlab.suites.score import verify_shard
-
-            with job_log(log[0], "suite-verify") as say:
-                say(verify_shard(list(input), list(output)))
+            jobs.suite_verify(input, output, log[0])
 
 
 if SUITE_SHARDS:
@@ -105,9 +91,5 @@ if SUITE_SHARDS:
         log:
             "results/logs/suite_tables.log",
         run:
-            from reactlab.suites.tables import build_bfcl
-
-            with job_log(log[0], "suite-tables") as say:
-                written = build_bfcl(zip(input.traces, input.verified, strict=True),
-                                     Path(output.bfcl).parent)
-                say(f"wrote {', '.join(sorted(written))} to {Path(output.bfcl).parent}")
+            jobs.suite_tables(input.traces, input.verified, os.path.dirname(output.bfcl),
+                              log[0])
