@@ -2,7 +2,8 @@
 
 In process (the simulators' handlers, driven by the official SDKs over a MockTransport)
 and over loopback (the server): tool_choice and the parallel flags obeyed by the
-scripted model and echoed; ids derived from the request; Messages arguments that are not
+scripted model on all three APIs and echoed where the API echoes them (Responses; a
+chat.completion has no such members); ids derived from the request; Messages arguments that are not
 JSON cut off at max_tokens (never a string input); streamed usage with input tokens;
 ``thread`` refused with ``thread_unsupported_request``; past the end the final answer
 repeated; foreign tool results answered; the routes ``count_tokens``, ``input_tokens``,
@@ -26,6 +27,7 @@ import pytest
 from reactlab.config import load
 from reactlab.simulate import ScriptedPolicy
 from reactlab.simulate import anthropic_messages as sim_anthropic
+from reactlab.simulate import openai_chat as sim_chat
 from reactlab.simulate import openai_responses as sim_openai
 from reactlab.simulate.server import ServerThread
 
@@ -37,6 +39,8 @@ QUESTION = [{"role": "user", "content": "¿Cuánto cambió BUSI?"}]
 TOOLS_OA = [{"type": "function", "name": n, "parameters": {"type": "object"}}
             for n in ("precio", "calculadora")]
 TOOLS_AN = [{"name": n, "input_schema": {"type": "object"}} for n in ("precio", "calculadora")]
+TOOLS_CHAT = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+              for n in ("precio", "calculadora")]
 
 
 def _policy(scenario: str) -> ScriptedPolicy:
@@ -46,6 +50,12 @@ def _policy(scenario: str) -> ScriptedPolicy:
 
 def _oa(scenario: str) -> openai.OpenAI:
     http = httpx.Client(transport=httpx.MockTransport(sim_openai.handler(_policy(scenario))))
+    return openai.OpenAI(base_url="http://simulado/v1", api_key="x", http_client=http,
+                         max_retries=0)
+
+
+def _chat(scenario: str) -> openai.OpenAI:
+    http = httpx.Client(transport=httpx.MockTransport(sim_chat.handler(_policy(scenario))))
     return openai.OpenAI(base_url="http://simulado/v1", api_key="x", http_client=http,
                          max_retries=0)
 
@@ -132,10 +142,89 @@ def test_messages_tool_choice_and_disable_parallel_tool_use() -> None:
     assert [b.name for b in anyc.content] == ["precio", "precio"]
 
 
+def _chat_results(calls: list[Any]) -> list[dict[str, Any]]:
+    """The assistant message of ``calls`` and the tool messages answering them."""
+    return [{"role": "assistant", "tool_calls": [c.model_dump() for c in calls]},
+            *({"role": "tool", "tool_call_id": c.id,
+               "content": _price(json.loads(c.function.arguments))
+               if c.function.name == "precio" else json.dumps({"resultado": 10.0})}
+              for c in calls)]
+
+
+def test_chat_tool_choice_none_required_and_named() -> None:
+    chat = _chat("correcto")
+    auto = chat.chat.completions.create(model="correcto", messages=QUESTION, tools=TOOLS_CHAT)
+    assert [c.function.name for c in auto.choices[0].message.tool_calls] == [
+        "precio", "precio"]  # what the script does unforced: two parallel calls
+    none = chat.chat.completions.create(model="correcto", messages=QUESTION,
+                                        tools=TOOLS_CHAT, tool_choice="none")
+    message = none.choices[0].message
+    assert message.tool_calls is None and none.choices[0].finish_reason == "stop"
+    assert "?" in message.content  # the answer, its unfilled figure written '?'
+    named = chat.chat.completions.create(
+        model="correcto", messages=QUESTION, tools=TOOLS_CHAT,
+        tool_choice={"type": "function", "function": {"name": "calculadora"}})
+    assert [c.function.name for c in named.choices[0].message.tool_calls] == ["calculadora"]
+    assert named.choices[0].finish_reason == "tool_calls"
+    # required on a step that answers: the model calls again instead
+    history: list[Any] = [*QUESTION]
+    for _ in range(2):
+        r = chat.chat.completions.create(model="correcto", messages=history, tools=TOOLS_CHAT)
+        history += _chat_results(r.choices[0].message.tool_calls)
+    answer = chat.chat.completions.create(model="correcto", messages=history, tools=TOOLS_CHAT)
+    assert answer.choices[0].message.tool_calls is None
+    assert "10.00 %" in answer.choices[0].message.content
+    forced = chat.chat.completions.create(model="correcto", messages=history,
+                                          tools=TOOLS_CHAT, tool_choice="required")
+    assert [c.function.name for c in forced.choices[0].message.tool_calls] == ["calculadora"]
+    # the chat.completion object has no tool_choice / parallel_tool_calls member to echo
+    assert "tool_choice" not in forced.model_dump() and not forced.model_extra
+
+
+def test_chat_parallel_off_plays_one_call_per_turn() -> None:
+    chat = _chat("correcto")
+    history: list[Any] = [*QUESTION]
+    names: list[list[str]] = []
+    for _ in range(5):
+        r = chat.chat.completions.create(model="correcto", messages=history,
+                                         tools=TOOLS_CHAT, parallel_tool_calls=False)
+        calls = r.choices[0].message.tool_calls
+        if calls is None:
+            break
+        names.append([c.function.name for c in calls])
+        history += _chat_results(calls)
+    assert names == [["precio"], ["precio"], ["calculadora"]]
+    assert "10.00 %" in r.choices[0].message.content  # the script went on as in parallel
+    ids = [c["id"] for m in history for c in m.get("tool_calls", [])]
+    assert len(ids) == len(set(ids)) == 3
+
+
+def test_chat_tool_choice_streamed_equals_plain() -> None:
+    chat = _chat("correcto")
+    for choice in ("none", {"type": "function", "function": {"name": "calculadora"}}):
+        kwargs: dict[str, Any] = {"model": "correcto", "messages": QUESTION,
+                                  "tools": TOOLS_CHAT, "tool_choice": choice,
+                                  "parallel_tool_calls": False}
+        plain = chat.chat.completions.create(**kwargs).choices[0].message
+        assert [c.function.name for c in plain.tool_calls or []] == (
+            [] if choice == "none" else ["calculadora"])
+        with chat.chat.completions.stream(**kwargs) as stream:
+            streamed = stream.get_final_completion().choices[0].message
+        assert streamed.content == plain.content
+        assert [(c.id, c.function.name, c.function.arguments)
+                for c in streamed.tool_calls or []] == [
+            (c.id, c.function.name, c.function.arguments) for c in plain.tool_calls or []]
+
+
 def test_tool_choice_naming_a_tool_not_offered_is_refused() -> None:
     with pytest.raises(openai.BadRequestError) as info:
         _oa("correcto").responses.create(model="correcto", input=QUESTION, tools=TOOLS_OA,
                                          tool_choice={"type": "function", "name": "otra"})
+    assert info.value.body["param"] == "tool_choice"
+    with pytest.raises(openai.BadRequestError) as info:
+        _chat("correcto").chat.completions.create(
+            model="correcto", messages=QUESTION, tools=TOOLS_CHAT,
+            tool_choice={"type": "function", "function": {"name": "otra"}})
     assert info.value.body["param"] == "tool_choice"
 
 

@@ -16,8 +16,7 @@ on the scenarios correcto, bucle, json_invalido, fallo_429_recupera and
 herramienta_desconocida. Every case is classified from what happened — the client's
 final answer against the answer the lesson's loop computes in process, the client's own
 limit stopping ``bucle``, and the statuses and event streams the server logged — and
-must be the outcome the scenario calls for. The Chat Completions cases skip, saying so,
-while the server has no ``POST /v1/chat/completions`` route.
+must be the outcome the scenario calls for.
 
 The last test renders the outcomes as the table under "Clients" in docs/simulators.md
 and checks the page holds it (``REACTLAB_WRITE_CLIENTS_TABLE=1`` writes it instead):
@@ -123,10 +122,6 @@ def server() -> Iterator[tuple[ServerThread, Wire]]:
         logger.setLevel(level)
 
 
-def has_route(srv: ServerThread, path: str) -> bool:
-    return any(getattr(r, "path", None) == path for r in srv.app.routes)
-
-
 @pytest.fixture(scope="module")
 def lesson_answer(tmp_path_factory: pytest.TempPathFactory, toolbox: Any) -> str:
     """The answer the lesson's loop computes in process for correcto (the expectation)."""
@@ -206,13 +201,6 @@ def check(key: tuple[str, str, str, str], outcome: str) -> None:
     assert outcome.startswith(expected), outcome
 
 
-def skip_without_chat(srv: ServerThread, key: tuple[str, str, str, str]) -> None:
-    if key[1] == "chat" and not has_route(srv, PATHS["chat"]):
-        OUTCOMES[key] = "not run: this build serves no /v1/chat/completions"
-        pytest.skip("the server has no POST /v1/chat/completions route in this build "
-                    "(the Chat Completions simulator lands separately)")
-
-
 # --- inspect-ai -------------------------------------------------------------------------
 
 
@@ -269,8 +257,6 @@ def inspect_runs(server: tuple[ServerThread, Wire], toolbox: Any,
     out: dict[tuple[str, str], dict[str, str]] = {}
     try:
         for api in APIS:
-            if not has_route(srv, PATHS[api]):
-                continue
             for mode in MODES:
                 task = Task(dataset=[Sample(input=QUESTION, target="6.45")],
                             solver=[use_tools(*_inspect_tools(toolbox)), generate()],
@@ -315,7 +301,6 @@ def inspect_runs(server: tuple[ServerThread, Wire], toolbox: Any,
 def test_inspect_ai(server: tuple[ServerThread, Wire], inspect_runs: dict[Any, Any],
                     loopback: None, api: str, mode: str, scenario: str) -> None:
     key = ("inspect-ai 0.3.285", api, mode, scenario)
-    skip_without_chat(server[0], key)
     check(key, inspect_runs[(api, mode)][scenario])
 
 
@@ -387,7 +372,6 @@ def test_langchain(server: tuple[ServerThread, Wire], toolbox: Any, lesson_answe
     client = "LangChain ChatAnthropic 1.7.10" if api == "messages" else (
         "LangChain ChatOpenAI 1.7.4")
     key = (client, api, mode, scenario)
-    skip_without_chat(srv, key)
     start = len(wire.seen)
     answer, limited = _langchain_run(srv, toolbox, api, scenario, mode == "stream")
     wire.settle(srv)
@@ -532,8 +516,6 @@ def cell(outcome: str) -> str:
     m = re.match(r"works: the client's limit stops the loop \((.*)\)$", outcome)
     if m:
         return f"limit ({m.group(1)})"
-    if outcome.startswith("not run"):
-        return "not run (no route)"
     return outcome.removeprefix("ends: ")
 
 

@@ -30,7 +30,9 @@ Answers
     those of the answer's text, or of each call's name and arguments. The ``id`` is
     ``chatcmpl-`` and a digest of that body: unique per conversation state, and the same
     for the streamed and the plain request. Nothing depends on the wall clock
-    (``created`` is 0).
+    (``created`` is 0). ``tool_choice`` and ``parallel_tool_calls`` are obeyed
+    (:func:`tool_choice`, :class:`~reactlab.simulate.ToolChoice`); the answer does not
+    echo them, as the API's ``chat.completion`` object has no such members.
 
 Streaming
     ``"stream": true`` gets the same answer as ``chat.completion.chunk`` server-sent
@@ -60,6 +62,7 @@ from reactlab.simulate import (
     Handler,
     RequestInvalid,
     ScriptedPolicy,
+    ToolChoice,
     count_runs,
     pair_results,
     parse_tool_output,
@@ -449,6 +452,31 @@ def validate(body: dict[str, Any]) -> None:
     _conversation(messages)
 
 
+def offered(body: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the function tools a (validated) request offers, in order."""
+    return tuple(t["function"]["name"] for t in body.get("tools") or ()
+                 if isinstance(t, dict) and t.get("type") == "function"
+                 and isinstance(t.get("function"), dict)
+                 and isinstance(t["function"].get("name"), str))
+
+
+def tool_choice(body: dict[str, Any]) -> ToolChoice:
+    """What a (validated) request lets the model do with its tools: ``tool_choice``
+    (``none`` / ``auto`` / ``required`` / a named function / ``allowed_tools`` in
+    ``required`` mode) and ``parallel_tool_calls``. The scripted model calls only
+    function tools: a named ``custom`` tool leaves the choice to the script, as
+    ``auto`` does, and so does the deprecated ``function_call``."""
+    choice, mode, name = body.get("tool_choice"), "auto", None
+    if choice in ("none", "required"):
+        mode = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        mode, name = "tool", choice["function"]["name"]
+    elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and (
+            choice["allowed_tools"].get("mode") == "required"):
+        mode = "required"
+    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body))
+
+
 def content_text(content: Any) -> str:
     """A message ``content`` as text: the string, or its text parts joined."""
     if content is None:
@@ -493,9 +521,11 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     results = [parse_tool_output(o) for o in outputs]
     seen = "\n".join(outputs)
     turn = count_runs([m.get("role") == "assistant" for m in messages])
+    calls_made = sum(len(m.get("tool_calls") or []) for m in messages
+                     if m.get("role") == "assistant")
     model = body.get("model")
     try:
-        action = policy.act(model, turn, results, seen)
+        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
     except KeyError:
         return 404, error_body("invalid_request_error", f"The model `{model}` does not exist "
@@ -505,7 +535,8 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     except RecursionError:
         return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
                                "for the scripted model", "messages", "script_error")
-    n = len(results)
+    # Call ids number the calls of the conversation (n made before this turn): unique in it.
+    n = calls_made
     message: dict[str, Any] = {"role": "assistant", "content": action.text, "refusal": None,
                                "annotations": []}
     if action.text is not None:
