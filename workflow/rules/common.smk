@@ -136,7 +136,7 @@ def run_threads(wildcards):
 
 
 # Decoding modes that keep a model calling tools until a result without error arrives
-# (README "Constrained decoding"): their runs take the most steps.
+# (docs/local-models.md): their runs take the most steps.
 FORCING_DECODINGS = ("forced", "forced_scored")
 
 
@@ -144,7 +144,7 @@ def run_priority(wildcards):
     """Longest runs first. Real-model runs hold the machine's lanes for 10-25 s each while
     a simulated run takes milliseconds, and among them the forced-decoding runs make the
     most steps; starting those first keeps one lane from running the last long job alone
-    while the other idles (README "Workflow"). Only the order changes: no trace depends
+    while the other idles (docs/workflow.md). Only the order changes: no trace depends
     on it."""
     cfg = _backend(wildcards)
     if cfg.mode != "model":

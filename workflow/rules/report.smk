@@ -1,7 +1,7 @@
 # Aggregate tables and figures, each annotated for `snakemake --report`, and the viewer.
 # The kinds come from one registry, reactlab.analysis.outputs (the CLI reads it too):
 # TABLE_OUTPUTS and FIGURE_KINDS are built from it in common.smk. `run:` jobs: threads of
-# the Snakemake process with the default profile (README "Workflow").
+# the Snakemake process with the default profile (docs/workflow.md).
 
 
 rule tables:

@@ -5,7 +5,7 @@
 # Every run is a `run:` job calling reactlab.jobs.run_agent: with the default profile
 # (profiles/default, force-use-threads) a simulated or scripted run is a thread of the
 # Snakemake process, which imports the SDKs, pandas and tiktoken once, not once per job
-# (README "Workflow"); a real-model run (mode: model) and a live run keep their own
+# (docs/workflow.md); a real-model run (mode: model) and a live run keep their own
 # process (`python -m reactlab run`), with the threads they reserve.
 
 

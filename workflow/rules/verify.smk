@@ -1,5 +1,5 @@
 # Check each run's final answer against its own trace (pure, deterministic rules).
-# A `run:` job: a thread of the Snakemake process (README "Workflow").
+# A `run:` job: a thread of the Snakemake process (docs/workflow.md).
 
 
 rule verify:
