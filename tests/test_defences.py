@@ -71,11 +71,11 @@ def injection_rows(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
 
 def test_every_injection_scenario_runs_on_every_scripted_backend(injection_rows) -> None:
     assert {s for _, s in injection_rows} == set(EXPECTED)
-    assert {b for b, _ in injection_rows} == {"openai", "anthropic", "local"}
+    assert {b for b, _ in injection_rows} == {"openai", "openai_chat", "anthropic", "local"}
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
-@pytest.mark.parametrize("backend", ["openai", "anthropic", "local"])
+@pytest.mark.parametrize("backend", ["openai", "openai_chat", "anthropic", "local"])
 def test_defences_are_measured(injection_rows, backend: str, scenario: str) -> None:
     row = injection_rows[(backend, scenario)]
     got = (row["utility"], row["attack_present"], row["attack_succeeded"])

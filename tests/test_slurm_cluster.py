@@ -38,7 +38,6 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 import pytest
 
@@ -239,13 +238,10 @@ def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
 # --- the check that refuses a set-up that would hang (no cluster needed) -------------
 
 def _status_check() -> Callable[[str, int, str], str | None]:
-    """slurm_status_problem from workflow/rules/cluster.smk (plain Python between the
-    marker constant and the onstart block; the rest of the file is Snakemake syntax)."""
-    text = (ROOT / "workflow" / "rules" / "cluster.smk").read_text(encoding="utf-8")
-    start, stop = text.index("SLURM_MAX_POLL_S = "), text.index("\nonstart:")
-    namespace: dict[str, object] = {}
-    exec(compile(text[start:stop], "cluster.smk", "exec"), namespace)
-    return cast(Callable[[str, int, str], "str | None"], namespace["slurm_status_problem"])
+    """The check that the SLURM profile's onstart runs (reactlab.jobs)."""
+    from reactlab.jobs import slurm_status_problem
+
+    return slurm_status_problem
 
 
 def scontrol_config(accounting: str, min_job_age: str) -> str:

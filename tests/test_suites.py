@@ -127,7 +127,7 @@ def test_the_default_config_runs_a_small_scripted_slice() -> None:
     parse(raw)
     shards = plan(raw)
     specs = [s for sh in shards for s in sh.specs]
-    assert {s.backend_config["mode"] for s in specs} == {"scripted"}
+    assert {s.backend_config.mode for s in specs} == {"scripted"}
     assert {s.scenario for s in specs} == set(bfcl.POLICIES)
     assert len(specs) == 2 * len(bfcl.CATEGORIES) * len(bfcl.POLICIES)
 

@@ -203,3 +203,70 @@ def suite_tables(traces: Sequence[str], verified: Sequence[str], out_dir: str,
     with job_log(log, "suite-tables") as say:
         written = build_bfcl(zip(traces, verified, strict=True), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
+
+
+def chunks(keys: Sequence[str], size: int) -> list[list[str]]:
+    """``keys`` cut into ceil(len/size) consecutive chunks whose sizes differ by at most
+    one (the cluster profile's run batches: workflow/rules/cluster.smk)."""
+    if not keys:
+        return []
+    n = -(-len(keys) // size)
+    base, extra = divmod(len(keys), n)
+    out, start = [], 0
+    for i in range(n):
+        stop = start + base + (1 if i < extra else 0)
+        out.append(list(keys[start:stop]))
+        start = stop
+    return out
+
+
+def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str],
+              verified: Sequence[str], run_logs: Sequence[str],
+              verify_logs: Sequence[str]) -> None:
+    """Rules run_batch_*: a chunk of simulated or scripted runs and their verifications in
+    one process, with the code of rules run_agent and verify (same files, byte for byte)."""
+    from reactlab.analysis.verify import verify_job
+    from reactlab.runner import run_job
+
+    for i, spec in enumerate(specs):
+        with job_log(run_logs[i], "run") as say:
+            say(run_job(spec, prices, news, traces[i]))
+        with job_log(verify_logs[i], "verify") as say:
+            say(verify_job(traces[i], verified[i]))
+
+
+# Longest wait between two status polls of snakemake-executor-plugin-slurm 2.8.0.
+SLURM_MAX_POLL_S = 180
+
+
+def slurm_status_problem(status_command: str, init_seconds: int,
+                         scontrol_config: str) -> str | None:
+    """Why the SLURM executor would wait forever with this status command on a cluster
+    whose `scontrol show config` is ``scontrol_config``; None if it will not.
+
+    The plugin drops the jobs of a status poll that failed, and keeps waiting for a job
+    that squeue no longer lists: with sacct, accounting must be on; with squeue, a
+    finished job must stay listed (MinJobAge) until the next poll. The plugin itself
+    switches from squeue to sacct when MinJobAge < 3 x the first poll delay."""
+    settings: dict[str, str] = {}
+    for line in scontrol_config.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            settings[key.strip()] = value.strip()
+    accounting = settings.get("AccountingStorageType", "")
+    age_text = settings.get("MinJobAge", "").split()
+    min_age = int(age_text[0]) if age_text and age_text[0].isdigit() else None
+    no_accounting = accounting in ("", "(null)", "accounting_storage/none")
+    if status_command == "squeue" and (min_age is None or min_age < 3 * init_seconds):
+        status_command = "sacct"  # what the plugin then uses instead
+    if status_command == "sacct" and no_accounting:
+        return ("job status would be asked with sacct, but this cluster has no accounting "
+                f"(AccountingStorageType={accounting or 'unset'}): every query fails and "
+                "the run waits forever. Use --slurm-status-command squeue (the profile's "
+                "setting) with MinJobAge >= 180 s in slurm.conf, or enable slurmdbd.")
+    if status_command == "squeue" and min_age is not None and min_age < SLURM_MAX_POLL_S:
+        return (f"job status is asked with squeue, but MinJobAge={min_age} s: a finished "
+                f"job leaves squeue before the next poll (up to {SLURM_MAX_POLL_S} s) and "
+                "the run waits for it forever. Ask for MinJobAge >= 180 s, or use "
+                "--slurm-status-command sacct on a cluster with accounting (slurmdbd).")
+    return None

@@ -22,30 +22,9 @@
 BATCH_SIZE = int(config.get("cluster_batch", 0))
 
 
-def _chunks(keys, size):
-    """``keys`` cut into ceil(len/size) consecutive chunks whose sizes differ by at most
-    one."""
-    if not keys:
-        return []
-    n = -(-len(keys) // size)
-    base, extra = divmod(len(keys), n)
-    out, start = [], 0
-    for i in range(n):
-        stop = start + base + (1 if i < extra else 0)
-        out.append(keys[start:stop])
-        start = stop
-    return out
-
-
-def _mode(run):
-    """The backend mode of a run (its backend settings as a mapping or as an object)."""
-    cfg = run.backend_config
-    return cfg["mode"] if isinstance(cfg, dict) else cfg.mode
-
-
 if BATCH_SIZE > 0:
-    BATCHES = _chunks([k for k, r in RUNS.items() if _mode(r) in ("simulated", "scripted")],
-                      BATCH_SIZE)
+    BATCHES = jobs.chunks([k for k, r in RUNS.items()
+                         if r.backend_config.mode in ("simulated", "scripted")], BATCH_SIZE)
 
     for _i, _keys in enumerate(BATCHES):
 
@@ -67,55 +46,13 @@ if BATCH_SIZE > 0:
                 runs=[f"results/logs/run/{k}.log" for k in _keys],
                 verify=[f"results/logs/verify/{k}.log" for k in _keys],
             run:
-                from reactlab.analysis.verify import verify_job
-                from reactlab.runner import run_job
-
-                for i, spec in enumerate(params.specs):
-                    with job_log(log.runs[i], "run") as say:
-                        say(run_job(spec, input.prices, input.news, output.traces[i]))
-                    with job_log(log.verify[i], "verify") as say:
-                        say(verify_job(output.traces[i], output.verified[i]))
+                jobs.run_batch(params.specs, input.prices, input.news, output.traces,
+                               output.verified, log.runs, log.verify)
 
 
 if config.get("cluster_local", False):
     workflow.localrules("generate_data", "tables", "viewer",
-                        *(f"figure_{kind}" for kind in FIGURE_SOURCES))
-
-
-# Longest wait between two status polls of snakemake-executor-plugin-slurm 2.8.0.
-SLURM_MAX_POLL_S = 180
-
-
-def slurm_status_problem(status_command, init_seconds, scontrol_config):
-    """Why the SLURM executor would wait forever with this status command on a cluster
-    whose `scontrol show config` is ``scontrol_config``; None if it will not.
-
-    The plugin drops the jobs of a status poll that failed, and keeps waiting for a job
-    that squeue no longer lists: with sacct, accounting must be on; with squeue, a
-    finished job must stay listed (MinJobAge) until the next poll. The plugin itself
-    switches from squeue to sacct when MinJobAge < 3 x the first poll delay."""
-    settings = {}
-    for line in scontrol_config.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            settings[key.strip()] = value.strip()
-    accounting = settings.get("AccountingStorageType", "")
-    age_text = settings.get("MinJobAge", "").split()
-    min_age = int(age_text[0]) if age_text and age_text[0].isdigit() else None
-    no_accounting = accounting in ("", "(null)", "accounting_storage/none")
-    if status_command == "squeue" and (min_age is None or min_age < 3 * init_seconds):
-        status_command = "sacct"  # what the plugin then uses instead
-    if status_command == "sacct" and no_accounting:
-        return ("job status would be asked with sacct, but this cluster has no accounting "
-                f"(AccountingStorageType={accounting or 'unset'}): every query fails and "
-                "the run waits forever. Use --slurm-status-command squeue (the profile's "
-                "setting) with MinJobAge >= 180 s in slurm.conf, or enable slurmdbd.")
-    if status_command == "squeue" and min_age is not None and min_age < SLURM_MAX_POLL_S:
-        return (f"job status is asked with squeue, but MinJobAge={min_age} s: a finished "
-                f"job leaves squeue before the next poll (up to {SLURM_MAX_POLL_S} s) and "
-                "the run waits for it forever. Ask for MinJobAge >= 180 s, or use "
-                "--slurm-status-command sacct on a cluster with accounting (slurmdbd).")
-    return None
+                        *(f"figure_{f.kind}" for f in FIGURE_KINDS))
 
 
 onstart:
@@ -130,7 +67,7 @@ onstart:
                         timeout=60)
         if _proc.returncode != 0:
             raise WorkflowError(f"`scontrol show config` failed: {_proc.stderr.strip()}")
-        _problem = slurm_status_problem(
+        _problem = jobs.slurm_status_problem(
             _settings.status_command, _settings.init_seconds_before_status_checks or 40,
             _proc.stdout)
         if _problem:

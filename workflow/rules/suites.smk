@@ -47,7 +47,7 @@ for _shard in SUITE_SHARDS:
             f"suite_run_{_shard.id}"
         input:
             spec=f"results/suites/{_shard.suite}/shards/{_shard.id}.json",
-            model=[BUILTIN_MODEL] if _shard.specs[0].backend_config.get("model") == BUILTIN_MODEL
+            model=[BUILTIN_MODEL] if getattr(_shard.specs[0].backend_config, "model", None) == BUILTIN_MODEL
             else [],
         output:
             _shard.traces(),
@@ -56,7 +56,7 @@ for _shard in SUITE_SHARDS:
             code=SUITE_CODE["suite_run"],
         log:
             f"results/logs/suites/{_shard.id}.run.log",
-        threads: 2 * int(_shard.specs[0].backend_config.get("threads", 1)) if _shard.model else 1
+        threads: 2 * int(getattr(_shard.specs[0].backend_config, "threads", 1)) if _shard.model else 1
         run:
             jobs.suite_run(input.spec, output, log[0], model=bool(params.model),
                            threads=threads)

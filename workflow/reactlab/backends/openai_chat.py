@@ -47,6 +47,7 @@ from reactlab.backends import (
     streaming,
 )
 from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.core.errors import UsageError
 from reactlab.simulate.apis import OPENAI_CHAT
 from reactlab.simulate.openai_chat import unstreamed_body
 
@@ -136,7 +137,7 @@ def chat_final(client: Any, raw: Any) -> Any:
             if c.finish_reason is not None:
                 choice["finish_reason"] = c.finish_reason
     if head is None:
-        raise ValueError("the event stream ended without a chat.completion.chunk")
+        raise UsageError("the event stream ended without a chat.completion.chunk")
     out = []
     for index in sorted(choices):
         choice = choices[index]
@@ -144,7 +145,7 @@ def chat_final(client: Any, raw: Any) -> Any:
         if calls:
             choice["message"]["tool_calls"] = [calls[k] for k in sorted(calls)]
         if choice["finish_reason"] is None:
-            raise ValueError(f"the event stream ended before choice {index} finished")
+            raise UsageError(f"the event stream ended before choice {index} finished")
         out.append(choice)
     data = {**head, "choices": out, **({"usage": usage} if usage is not None else {})}
     return client._process_response_data(data=data, cast_to=ChatCompletion, response=http)

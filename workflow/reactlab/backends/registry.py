@@ -130,7 +130,7 @@ def register(entry: Provider) -> Provider:
     under a taken name is a ValueError."""
     known = _REGISTERED.get(entry.name)
     if known is not None and known != entry:
-        raise ValueError(f"a provider named {entry.name!r} is already registered")
+        raise UsageError(f"a provider named {entry.name!r} is already registered")
     if entry.api is not None:
         register_api(entry.api)
     declare_provider(entry.name, http=entry.http)

@@ -28,6 +28,8 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     │   │                     (unknown ticker, no data); its Spanish message goes back to
     │   │                     the model as data
     │   └── CalculatorError       a refused calculator expression (Spanish, for the model)
+    ├── ExportError           an export (Inspect, OTel) cannot be written: its extra is missing
+    ├── SuiteUnavailable      (also a RuntimeError) an outside suite's package is not installed
     ├── RequestInvalid        a request the simulated API refuses (status, message, param, code)
     ├── BudgetExceeded        control flow of the loop: a request would exceed the token budget
     └── BackendError          a model backend failed; the subclass says how, ``kind`` as data:
@@ -155,6 +157,14 @@ class ToolInputError(ReactlabError, ValueError):
 
 class CalculatorError(ToolInputError):
     """A refused calculator expression; the message (Spanish) is for the model."""
+
+
+class ExportError(ReactlabError):
+    """An export cannot be written (its library is missing, or its input is unusable)."""
+
+
+class SuiteUnavailable(ReactlabError, RuntimeError):
+    """An outside suite's benchmark package is not installed (or not the version read)."""
 
 
 class RequestInvalid(ReactlabError):

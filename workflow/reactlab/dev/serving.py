@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from reactlab.core.errors import InternalError, ModelNotFound
+
 #: The Hermes tool template of the lesson (Qwen2.5-Instruct's chat template), with
 #: SmolLM2's own default system prompt where a conversation brings none.
 HERMES_TEMPLATE = (
@@ -142,7 +144,7 @@ def prepare(model: str | Path, out: str | Path) -> Path:
 
     model, out = Path(model), Path(out)
     if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"{model} is not a model folder (no config.json); build it "
+        raise ModelNotFound(f"{model} is not a model folder (no config.json); build it "
                                 "with `snakemake data/models/SmolLM2-135M-Instruct` or "
                                 "`python -m reactlab convert-model`")
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -160,7 +162,7 @@ def prepare(model: str | Path, out: str | Path) -> Path:
     tokenizer.save_pretrained(out)
     check = AutoTokenizer.from_pretrained(out)
     if not renders_tools(check) or check.response_template is None:
-        raise RuntimeError(f"{out}: the prepared tokenizer does not render tools")
+        raise InternalError(f"{out}: the prepared tokenizer does not render tools")
     (out / "reactlab_tools.json").write_text(json.dumps(
         {"source": str(model), "template": "hermes (Qwen2.5)",
          "response_template": "qwen2"}, indent=1) + "\n")
@@ -228,13 +230,13 @@ class TransformersServe:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"transformers serve exited with {self.process.returncode}"
+                raise InternalError(f"transformers serve exited with {self.process.returncode}"
                                    + (f" (log: {self.log})" if self.log else ""))
             if self._healthy():
                 return self
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError(f"transformers serve did not answer /health within "
+        raise InternalError(f"transformers serve did not answer /health within "
                            f"{self.startup_timeout:.0f} s")
 
     def stop(self, timeout: float = 15.0) -> None:

@@ -23,12 +23,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Verification, load_verification
-from reactlab.core.errors import ReactlabError, TraceError
+from reactlab.core.errors import ExportError, TraceError
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
+
+if TYPE_CHECKING:
+    from reactlab.config.settings import BackendSettings
 
 __all__ = ["EPOCH", "EPOCH_NS", "STEP_NS", "ExportError", "ExportRun", "damaged_exports",
            "derived_id", "find_pairs", "group_runs", "load_runs", "require", "step_window"]
@@ -38,10 +41,6 @@ EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 EPOCH_NS = int(EPOCH.timestamp()) * 1_000_000_000
 STEP_NS = 1_000_000_000
 """One step of the agent loop is one second of the exported time axis."""
-
-
-class ExportError(ReactlabError):
-    """An export cannot be written (its library is missing, or its input is unusable)."""
 
 
 def require(module: str, what: str) -> None:
@@ -94,18 +93,21 @@ class ExportRun:
         return int(value) if value is not None else None
 
     @property
-    def backend_config(self) -> Mapping[str, Any]:
-        return self.spec["backend_config"]
+    def backend_config(self) -> BackendSettings:
+        """The run's backend settings, typed (validated from the trace header's spec)."""
+        from reactlab.config.settings import backend_settings
+
+        return backend_settings(self.spec["backend_config"])
 
     @property
     def provider(self) -> str:
-        return str(self.backend_config["provider"])
+        return self.backend_config.provider
 
     @property
     def model(self) -> str:
         """The model's name: the configured one, else the scripted model's (the scenario
         whose script the simulator or the scripted backend plays)."""
-        name = self.backend_config.get("model")
+        name = getattr(self.backend_config, "model", None)
         if name:
             return Path(str(name)).name if "/" in str(name) else str(name)
         script = self.spec.get("script") or {}
@@ -145,8 +147,7 @@ def load_runs(pairs: Iterable[tuple[str | Path, str | Path]]) -> list[ExportRun]
     runs: dict[str, ExportRun] = {}
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        record = load_verification(tr, verified_path, str(trace_path))
-        run = ExportRun(tr, Verification.from_json(record))
+        run = ExportRun(tr, load_verification(tr, verified_path, str(trace_path)))
         if run.key in runs:
             raise TraceError(f"{trace_path}: run {run.key} appears twice")
         runs[run.key] = run

@@ -111,7 +111,7 @@ def _text(value: Any) -> str:
 def _generate_config(run: ExportRun) -> Any:
     from inspect_ai.model import GenerateConfig
 
-    cfg = run.backend_config
+    cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
     values: dict[str, Any] = {}
     max_tokens = cfg.get("max_tokens", cfg.get("max_new_tokens"))
     if max_tokens is not None:
@@ -392,8 +392,8 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
         for name, u in s.model_usage.items():
             usage[name] = usage[name] + u if name in usage else u
     verified = sum(r.verification.verified for r in runs)
-    configured = head.backend_config.get("model")
-    group_model = f"{head.provider}/{head.model if configured else head.backend_config['mode']}"
+    configured = getattr(head.backend_config, "model", None)
+    group_model = f"{head.provider}/{head.model if configured else head.backend_config.mode}"
     versions = head.trace.header.versions
     spec = EvalSpec(
         eval_id=eval_id, run_id=run_id, created=EPOCH.isoformat(), task=task,
@@ -402,7 +402,7 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
         dataset=EvalDataset(name=task, samples=len(sample_ids), sample_ids=sample_ids),  # type: ignore[arg-type]
         model=group_model, model_generate_config=_generate_config(head),
         config=EvalConfig(epochs=epochs), packages={"reactlab": versions.get("reactlab", "")},
-        metadata={"backend": backend, "backend_config": dict(head.backend_config),
+        metadata={"backend": backend, "backend_config": head.backend_config.to_dict(),
                   "exported_by": "reactlab export inspect",
                   "time_axis": "traces carry no clock: each run starts at 2000-01-01T00:00:00Z "
                                "and each step of the agent loop is one second"})

@@ -108,7 +108,7 @@ def _messages(role: str, text: str | None, calls: Sequence[ToolCallRecord] = (),
 
 
 def _request_attributes(run: ExportRun) -> dict[str, Any]:
-    cfg = run.backend_config
+    cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
     out: dict[str, Any] = {}
     max_tokens = cfg.get("max_tokens", cfg.get("max_new_tokens"))
     if max_tokens is not None:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from reactlab.core.errors import UsageError
+
 #: ``error(status, message, param=, code=, kind=)`` → the API's JSON error body. ``kind``
 #: overrides the error type the API would give ``status``; an API whose shape has no
 #: ``param`` or ``code`` ignores them.
@@ -66,11 +68,11 @@ _APIS: dict[str, WireApi] = {}
 def register_api(api: WireApi) -> WireApi:
     """Add ``api`` (ValueError if its name or one of its routes is taken)."""
     if api.name in _APIS and _APIS[api.name] != api:
-        raise ValueError(f"a wire API named {api.name!r} is already registered")
+        raise UsageError(f"a wire API named {api.name!r} is already registered")
     for other in _APIS.values():
         taken = set(other.routes) & set(api.routes)
         if other.name != api.name and taken:
-            raise ValueError(f"route {sorted(taken)[0]} is already served by {other.name!r}")
+            raise UsageError(f"route {sorted(taken)[0]} is already served by {other.name!r}")
     _APIS[api.name] = api
     return api
 
@@ -84,7 +86,7 @@ def api(name: str) -> WireApi:
     try:
         return _APIS[name]
     except KeyError:
-        raise ValueError(f"unknown wire API {name!r} (known: {', '.join(_APIS)})") from None
+        raise UsageError(f"unknown wire API {name!r} (known: {', '.join(_APIS)})") from None
 
 
 def api_for_path(path: str) -> WireApi:

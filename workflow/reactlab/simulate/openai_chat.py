@@ -57,7 +57,7 @@ from typing import Any
 
 import httpx
 
-from reactlab.core.errors import ScriptError
+from reactlab.core.errors import ScriptError, UsageError
 from reactlab.simulate import (
     Handler,
     RequestInvalid,
@@ -649,7 +649,7 @@ def _drop_member(content: bytes, key: str, value: Any, expected: dict[str, Any])
             except ValueError:
                 pass
             at = content.find(member, at + 1)
-    raise ValueError(f"cannot locate the request body's {key!r} member")
+    raise UsageError(f"cannot locate the request body's {key!r} member")
 
 
 class ChatSimulator(OpenAIErrors, Simulator):

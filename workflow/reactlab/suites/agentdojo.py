@@ -37,6 +37,7 @@ from functools import cache
 from typing import Any
 
 from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.core.errors import UsageError
 
 __all__ = ["ATTACK_MODEL", "DEFENCES", "POLICIES", "SUITES", "Pair", "pairs", "run_pair",
            "score_trace"]
@@ -158,7 +159,7 @@ class PolicySession:
 
     def __init__(self, pair: Pair, policy: str, pre_env: Any) -> None:
         if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+            raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
         s = suite(pair.suite)
         self.user = s.user_tasks[pair.user_task]
         self.injection = s.injection_tasks[pair.injection_task]
@@ -230,8 +231,8 @@ def run_pair(pair: Pair, policy: str, defence: str, out: str) -> dict[str, Any]:
     allowed = spec.suite["scope"] if spec.suite["scope"] is not None else spec.tools
     writer = TraceWriter(out)
     writer.add(header(spec))
-    end = run_agent(session, runtime, allowed, spec.limits["max_steps"], None, writer.add,
-                    delimit=spec.agent["defences"]["delimit_tool_output"])
+    end = run_agent(session, runtime, allowed, spec.limits.max_steps, None, writer.add,
+                    delimit=spec.agent.defences.delimit_tool_output)
     writer.close(end)
     return {k: v for k, v in end.to_json().items() if k != "type"}
 

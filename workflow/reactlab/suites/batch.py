@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import ModelTurn
+from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
@@ -70,7 +71,7 @@ def make_batch_processor(grammars: Sequence[Any]) -> Any:
                 if self.started:
                     token = int(input_ids[i, -1])
                     if not m.accept_token(token):
-                        raise RuntimeError(f"row {i}: grammar rejected token {token} it "
+                        raise InternalError(f"row {i}: grammar rejected token {token} it "
                                            "had allowed")
                     self.accepted[i] += 1
                 if not m.is_terminated():
@@ -86,7 +87,7 @@ def make_batch_processor(grammars: Sequence[Any]) -> Any:
                 if m.is_terminated():
                     break
                 if not m.accept_token(token):
-                    raise RuntimeError(f"row {row}: grammar rejected token {token}")
+                    raise InternalError(f"row {row}: grammar rejected token {token}")
             return bool(m.is_terminated())
 
     del torch
@@ -149,9 +150,9 @@ def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int
             prepared.append(Prepared(prep.ids, prep.grammar, mode))
     turns: list[ModelTurn | None] = [None] * len(specs)
     todo = [i for i, p in enumerate(prepared) if p is not None]
-    max_new = {int(s.backend_config.get("max_new_tokens", 80)) for s in specs}
+    max_new = {int(getattr(s.backend_config, "max_new_tokens", 80)) for s in specs}
     if len(max_new) != 1:
-        raise ValueError("a shard's cases share one backend, and so max_new_tokens")
+        raise UsageError("a shard's cases share one backend, and so max_new_tokens")
     for start in range(0, len(todo), batch_size):
         rows = todo[start:start + batch_size]
         preps = [prepared[i] for i in rows]
@@ -189,7 +190,7 @@ class PrecomputedSession:
         from reactlab.agent.types import BudgetExceeded
 
         if self.turn is None:
-            raise RuntimeError("a batched single-turn session has one turn")
+            raise InternalError("a batched single-turn session has one turn")
         turn, self.turn = self.turn, None
         if budget_left is not None and turn.tokens_sent > budget_left:
             raise BudgetExceeded(turn.tokens_sent, budget_left)

@@ -44,6 +44,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from reactlab.core.errors import SuiteUnavailable, UsageError
+
 __all__ = [
     "CATEGORIES",
     "EXPECTED_ERROR",
@@ -95,10 +97,6 @@ class Case:
     possible_answer: tuple[dict[str, Any], ...] | None
 
 
-class SuiteUnavailable(RuntimeError):
-    """The benchmark package is not installed (or not the version this code reads)."""
-
-
 def data_dir() -> Path:
     """``bfcl_eval/data`` of the installed package (found without importing it)."""
     import importlib.metadata
@@ -127,7 +125,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 def load_cases(category: str) -> tuple[Case, ...]:
     """Every case of ``category``, in the file's order."""
     if category not in CATEGORIES:
-        raise ValueError(f"unknown BFCL category {category!r} (known: {', '.join(CATEGORIES)})")
+        raise UsageError(f"unknown BFCL category {category!r} (known: {', '.join(CATEGORIES)})")
     root = data_dir()
     answers: dict[str, Any] = {}
     if category != "irrelevance":
@@ -137,10 +135,10 @@ def load_cases(category: str) -> tuple[Case, ...]:
     for entry in _jsonl(root / f"BFCL_v4_{category}.json"):
         turns = entry["question"]
         if len(turns) != 1 or [m["role"] for m in turns[0]] != ["user"]:
-            raise ValueError(f"{entry['id']}: not a single-turn, single-message case")
+            raise UsageError(f"{entry['id']}: not a single-turn, single-message case")
         truth = answers.get(entry["id"])
         if category != "irrelevance" and truth is None:
-            raise ValueError(f"{entry['id']}: no possible answer in the package")
+            raise UsageError(f"{entry['id']}: no possible answer in the package")
         out.append(Case(id=entry["id"], category=category, question=turns[0][0]["content"],
                         functions=tuple(entry["function"]),
                         possible_answer=None if truth is None else tuple(truth)))
@@ -288,7 +286,7 @@ def _function(case: Case, name: str) -> Mapping[str, Any]:
     for f in case.functions:
         if f["name"] == name:
             return f
-    raise ValueError(f"{case.id}: the possible answer names {name!r}, which is not offered")
+    raise UsageError(f"{case.id}: the possible answer names {name!r}, which is not offered")
 
 
 def oracle_calls(case: Case) -> list[dict[str, Any]]:
@@ -340,13 +338,13 @@ def _fault(case: Case, call: dict[str, Any], policy: str) -> dict[str, Any]:
             else:
                 args[target] = _wrong_type(args[target])
         return {"name": call["name"], "arguments": args}
-    raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+    raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
 
 
 def policy_calls(case: Case, policy: str) -> list[dict[str, Any]]:
     """The calls a scripted policy makes on ``case`` (an empty list: it answers in text)."""
     if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     if case.category == "irrelevance":
         if policy == "oracle":
             return []

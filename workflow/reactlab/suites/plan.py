@@ -23,6 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
+from reactlab.config.settings import (
+    AgentSettings,
+    BackendSettings,
+    Limits,
+    agent_settings,
+    backend_settings,
+)
+from reactlab.config.settings import limits as limits_settings
+from reactlab.core.errors import UsageError
 
 __all__ = ["CaseSpec", "Shard", "plan", "sample_cases", "shard_paths"]
 
@@ -50,14 +59,23 @@ class CaseSpec:
     scenario: str
     question: str
     tools: tuple[str, ...]
-    backend_config: Mapping[str, Any]
-    script: Mapping[str, Any]
-    limits: Mapping[str, Any]
-    agent: Mapping[str, Any]
+    backend_config: BackendSettings
+    script: Mapping[str, Any]  # the suite's own: the model name and the benchmark policy
+    limits: Limits
+    agent: AgentSettings
     suite: Mapping[str, Any]
     params: Mapping[str, Any] = field(default_factory=dict)
     trial: int | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # the backend, limits and agent settings are the config's typed ones
+        # (reactlab.config.settings), validated here once when given as mappings
+        for name, build in (("backend_config", backend_settings), ("limits", limits_settings),
+                            ("agent", agent_settings)):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, name, build(value, name))
 
     @property
     def base_key(self) -> str:
@@ -74,9 +92,9 @@ class CaseSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "backend": self.backend, "scenario": self.scenario,
                 "question": self.question, "tools": list(self.tools),
-                "params": dict(self.params), "backend_config": dict(self.backend_config),
-                "script": dict(self.script), "limits": dict(self.limits),
-                "agent": dict(self.agent), "suite": dict(self.suite)}
+                "params": dict(self.params), "backend_config": self.backend_config.to_dict(),
+                "script": dict(self.script), "limits": self.limits.to_dict(),
+                "agent": self.agent.to_dict(), "suite": dict(self.suite)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False,
@@ -109,7 +127,7 @@ class Shard:
 
     @property
     def model(self) -> bool:
-        return self.specs[0].backend_config["mode"] == "model"
+        return self.specs[0].backend_config.mode == "model"
 
     def to_json(self) -> str:
         return json.dumps([s.to_dict() for s in self.specs], sort_keys=True,
@@ -182,7 +200,7 @@ def plan(raw: Mapping[str, Any]) -> list[Shard]:
     shards: list[Shard] = []
     for name, suite in (raw.get("suites") or {}).items():
         if suite["benchmark"] != "bfcl":
-            raise ValueError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not "
+            raise UsageError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not "
                              "runnable here")
         groups: dict[tuple[str, str], list[CaseSpec]] = {}
         for spec in _bfcl_specs(name, suite, raw):

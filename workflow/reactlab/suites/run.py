@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
+from reactlab.core.errors import UsageError
 from reactlab.trace.records import Guardrail
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class PolicySession:
         from reactlab.backends.local import render_chatml
         from reactlab.backends.local.hermes import render_tools_system
 
-        system = render_tools_system(self.spec.agent["system_prompt"], self.tools)
+        system = render_tools_system(self.spec.agent.system_prompt, self.tools)
         return render_chatml([{"role": "system", "content": system},
                               {"role": "user", "content": self.spec.question}])
 
@@ -143,7 +144,7 @@ def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None,
         from reactlab.suites.batch import PrecomputedSession
 
         session = PrecomputedSession(turn)
-    elif spec.backend_config["mode"] == "model":
+    elif spec.backend_config.mode == "model":
         from reactlab.backends.local import LocalModelSession
 
         assert model is not None, "a model case needs the shard's model"
@@ -151,8 +152,8 @@ def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None,
         session = LocalModelSession(spec, model)  # type: ignore[arg-type]
     else:
         session = PolicySession(spec)
-    end = run_agent(session, RecordOnly(), spec.tools, spec.limits["max_steps"],
-                    spec.limits["token_budget"], writer.add, strategy=SingleTurn())
+    end = run_agent(session, RecordOnly(), spec.tools, spec.limits.max_steps,
+                    spec.limits.token_budget, writer.add, strategy=SingleTurn())
     writer.close(end)
     return {k: v for k, v in end.to_json().items() if k != "type"}
 
@@ -166,10 +167,10 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
 
     specs = [CaseSpec.from_dict(d) for d in json.loads(specs_json)]
     if len(specs) != len(outputs):
-        raise ValueError(f"{len(specs)} specs but {len(outputs)} outputs")
+        raise UsageError(f"{len(specs)} specs but {len(outputs)} outputs")
     model = None
     t0 = time.perf_counter()
-    if specs and specs[0].backend_config["mode"] == "model":
+    if specs and specs[0].backend_config.mode == "model":
         from reactlab.backends.local import load_model
 
         model = load_model(specs[0])  # type: ignore[arg-type]

@@ -59,7 +59,8 @@ def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     case = case_of(spec)
     calls = [{"name": c.name, "arguments": c.arguments} for c in tr.tool_calls()]
     result = bfcl.score(case, calls)
-    traj = trajectory_metrics(calls, case.question, tr.end.answer, expected_calls(case))
+    traj = trajectory_metrics(list(tr.tool_calls()), case.question, tr.end.answer,
+                              expected_calls(case))
     findings = [] if result["valid"] else [
         Finding(f"bfcl:{result['error_type']}",
                 f"{result['error_type']}: {(result['error'] or [''])[0][:300]}")]

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from reactlab.core.errors import UsageError
 from reactlab.core.io import atomic_dir, write_text_atomic
 
 MANIFEST = ".manifest.json"
@@ -52,14 +53,14 @@ def read_manifest(manifest: str | Path) -> dict[str, str]:
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     try:
         obj = json.loads(text)
         entries = obj["files"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     if not isinstance(entries, dict):
-        raise ValueError("'files' is not a mapping")
+        raise UsageError("'files' is not a mapping")
     return entries
 
 

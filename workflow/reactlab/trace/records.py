@@ -30,10 +30,11 @@ ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked"]
 """What the program did with a tool call (``agent.types.ToolOutcome`` says what each means)."""
 
 GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_rule",
-                        "plan_failed"]
+                        "plan_failed", "single_turn"]
 """The guardrail that fired (``agent.loop`` and ``agent.strategies`` emit them)."""
 
-Termination = Literal["answer", "step_limit", "token_budget", "backend_error", "plan_failed"]
+Termination = Literal["answer", "step_limit", "token_budget", "backend_error", "plan_failed",
+                      "single_turn"]
 """Why a run ended (the ``end`` record)."""
 
 ErrorKind = Literal["rate_limit", "server", "client", "protocol", "timeout", "connection"]

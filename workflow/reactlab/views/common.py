@@ -18,6 +18,7 @@ GUARDRAIL_TEXT = {
     "token_budget": "the next request would exceed the token budget: not sent",
     "scope_rule": "call on a ticker the question does not name: blocked",
     "plan_failed": "the plan's parameters did not validate",
+    "single_turn": "one model turn: its calls are recorded, not executed (an outside suite)",
 }
 
 
