@@ -51,7 +51,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar, cast
 
 import httpx
 
@@ -493,7 +494,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     results = [parse_tool_output(o) for o in outputs]
     seen = "\n".join(outputs)
     turn = count_runs([m.get("role") == "assistant" for m in messages])
-    model = body.get("model")
+    model = cast(str, body.get("model"))  # a string: the body is validated
     try:
         action = policy.act(model, turn, results, seen)
         resolved = policy.resolve(model)
@@ -630,7 +631,7 @@ class ChatSimulator(OpenAIErrors, Simulator):
     """
 
     name = "openai_chat"
-    http = httpx
+    http: ClassVar[ModuleType] = httpx
     broken_member = "choices"
 
     def validate(self, body: dict[str, Any]) -> None:
@@ -660,7 +661,8 @@ class ChatSimulator(OpenAIErrors, Simulator):
             try:
                 body = self.read(request.content, request.headers.get("content-type"))
             except RequestInvalid as exc:
-                return self.refused(exc)
+                refused: httpx.Response = self.refused(exc)
+                return refused
             status, payload = self.respond(
                 policy, body, tokens_of(unstreamed_body(request.content).decode("utf-8")))
             if status == 200 and body.get("stream") is True:
