@@ -95,7 +95,8 @@ class ExportRun:
 
     @property
     def backend_config(self) -> Mapping[str, Any]:
-        return self.spec["backend_config"]
+        settings: Mapping[str, Any] = self.spec["backend_config"]
+        return settings
 
     @property
     def provider(self) -> str:
@@ -145,8 +146,7 @@ def load_runs(pairs: Iterable[tuple[str | Path, str | Path]]) -> list[ExportRun]
     runs: dict[str, ExportRun] = {}
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        record = load_verification(tr, verified_path, str(trace_path))
-        run = ExportRun(tr, Verification.from_json(record))
+        run = ExportRun(tr, load_verification(tr, verified_path, str(trace_path)))
         if run.key in runs:
             raise TraceError(f"{trace_path}: run {run.key} appears twice")
         runs[run.key] = run
