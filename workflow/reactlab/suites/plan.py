@@ -109,7 +109,8 @@ class Shard:
 
     @property
     def model(self) -> bool:
-        return self.specs[0].backend_config["mode"] == "model"
+        mode: str = self.specs[0].backend_config["mode"]
+        return mode == "model"
 
     def to_json(self) -> str:
         return json.dumps([s.to_dict() for s in self.specs], sort_keys=True,
