@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from reactlab.agent.defences import OUT_OF_SCOPE, out_of_scope
 from reactlab.agent.strategies import REACT, Strategy
@@ -25,6 +25,7 @@ from reactlab.trace.records import (
     Answer,
     End,
     Error,
+    ErrorKind,
     Guardrail,
     Record,
     Request,
@@ -97,7 +98,9 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             termination = "token_budget"
             break
         except BackendError as exc:
-            emit(Error(step=step, kind=exc.kind, status=exc.status, message=str(exc),
+            # a raised BackendError is a subclass: its kind is one of BackendError.KINDS
+            emit(Error(step=step, kind=cast(ErrorKind, exc.kind), status=exc.status,
+                       message=str(exc),
                        attempts=exc.attempts, retryable=exc.retryable, history=exc.history))
             termination = "backend_error"
             break

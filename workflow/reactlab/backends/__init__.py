@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolOutcome
 from reactlab.core.errors import ClientError, ProtocolError
@@ -113,7 +113,15 @@ def protocol_error(exc: BaseException | None, detail: str | None = None) -> Prot
     return ProtocolError(detail)
 
 
-def tool_definitions(spec: RunSpec) -> list[tuple[str, str, dict[str, Any]]]:
+class ToolsOf(Protocol):
+    """What :func:`tool_definitions` reads: a :class:`~reactlab.config.RunSpec`, or an
+    outside suite's case (``reactlab.suites.plan.CaseSpec``, which adds ``tool_schemas``)."""
+
+    @property
+    def tools(self) -> tuple[str, ...]: ...
+
+
+def tool_definitions(spec: ToolsOf) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, description, JSON schema) of the task's tools, in the task's order.
 
     A run of an outside suite (:mod:`reactlab.suites`) carries its benchmark's own tool

@@ -82,7 +82,7 @@ class ApiSession:
     #: The request field that carries the system prompt (see :meth:`add_system_prompt`).
     system_field: ClassVar[str]
     #: What a broken answer can raise inside the SDK or while reading the parsed object.
-    catch: ClassVar[tuple[type[BaseException], ...]]
+    catch: ClassVar[tuple[type[Exception], ...]]
 
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
@@ -105,10 +105,10 @@ class ApiSession:
         self.stream = settings.stream
         meter_hook = (streaming.metering_hook if self.stream else metering_hook)(self.meter)
         http = lib.Client(transport=transport, event_hooks={"request": [meter_hook]})
-        live = isinstance(settings, LiveBackend)
-        self.client = self.make_client(key, settings.base_url if live else
+        live = settings if isinstance(settings, LiveBackend) else None
+        self.client = self.make_client(key, live.base_url if live is not None else
                                        self.simulated_base_url, http)
-        self.model = settings.model if live else spec.script.model
+        self.model = live.model if live is not None else spec.script.model
         self.history: list[Any] = [self.user_message(spec.question)]
         self.extra: dict[str, Any] = {}
         if spec.agent.send_tools:
@@ -118,9 +118,9 @@ class ApiSession:
             self.add_system_prompt(spec.agent.system_prompt)
         # Sampling settings of a live backend (the schema allows them nowhere else). The
         # APIs take no seed, so a live trial's seed is recorded in its trace only.
-        if live:
-            for name, value in (("temperature", settings.temperature),
-                                ("top_p", settings.top_p)):
+        if live is not None:
+            for name, value in (("temperature", live.temperature),
+                                ("top_p", live.top_p)):
                 if value is not None:
                     self.extra[name] = value
 
@@ -155,7 +155,7 @@ class ApiSession:
         raise NotImplementedError
 
     @staticmethod
-    def read(answer: Any) -> Answer:
+    def read(answer: Any, /) -> Answer:
         """(calls, text, items to keep); ProtocolError if ``answer`` is not the API's."""
         raise NotImplementedError
 

@@ -13,7 +13,8 @@ transport, metering, retries and error translation are the shared base's
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anthropic
 import httpx2
@@ -108,7 +109,7 @@ def messages_final(client: Any, raw: Any) -> Any:
 
 class AnthropicMessagesSession(ApiSession):
     api = ANTHROPIC_MESSAGES
-    sdk = anthropic
+    sdk: ClassVar[ModuleType] = anthropic
     simulated_base_url = SIMULATED_BASE_URL
     system_field = "system"
     catch = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)

@@ -31,8 +31,8 @@ the result text (``json.dumps`` defaults, as the other HTTP adapters send it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any
+from types import ModuleType, SimpleNamespace
+from typing import Any, ClassVar
 
 import httpx
 import openai
@@ -163,7 +163,7 @@ def _stream_metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
 
 class OpenAIChatSession(ApiSession):
     api = OPENAI_CHAT
-    sdk = openai
+    sdk: ClassVar[ModuleType] = openai
     simulated_base_url = SIMULATED_BASE_URL
     system_field = "messages"  # a system message first in the conversation
     catch = _CAUGHT
@@ -183,7 +183,10 @@ class OpenAIChatSession(ApiSession):
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
         if self.stream:  # count the body without its streaming members, stream_options too
             http.event_hooks = {"request": [_stream_metering_hook(self.meter)]}
-        return openai.OpenAI(api_key=key, base_url=base_url, http_client=http, max_retries=0)
+        return openai.OpenAI(api_key=key, base_url=base_url,
+                             # openai annotates httpx2.Client; it takes an httpx.Client too
+                             http_client=http,  # type: ignore[arg-type]
+                             max_retries=0)
 
     def add_system_prompt(self, text: str) -> None:
         self.history.insert(0, {"role": "system", "content": text})

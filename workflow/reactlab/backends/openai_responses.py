@@ -13,7 +13,8 @@ non-empty key.
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import httpx
 import openai
@@ -64,7 +65,7 @@ def responses_final(client: Any, raw: Any) -> Any:
 
 class OpenAIResponsesSession(ApiSession):
     api = OPENAI_RESPONSES
-    sdk = openai
+    sdk: ClassVar[ModuleType] = openai
     simulated_base_url = SIMULATED_BASE_URL
     system_field = "instructions"
     catch = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError)
@@ -72,7 +73,10 @@ class OpenAIResponsesSession(ApiSession):
     read_stream = staticmethod(responses_final)
 
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
-        return openai.OpenAI(api_key=key, base_url=base_url, http_client=http, max_retries=0)
+        return openai.OpenAI(api_key=key, base_url=base_url,
+                             # openai annotates httpx2.Client; it takes an httpx.Client too
+                             http_client=http,  # type: ignore[arg-type]
+                             max_retries=0)
 
     def tool_definition(self, name: str, description: str,
                         schema: dict[str, Any]) -> dict[str, Any]:

@@ -160,7 +160,8 @@ def _transport_error(lib: ModuleType, error: Mapping[str, Any], request: Any) ->
     cls = getattr(lib, str(error.get("type")), None)
     if not (isinstance(cls, type) and issubclass(cls, lib.TransportError)):
         cls = lib.TransportError
-    return cls(str(error.get("message", "")), request=request)
+    exc: Exception = cls(str(error.get("message", "")), request=request)
+    return exc
 
 
 def _response(lib: ModuleType, rec: Mapping[str, Any], request: Any) -> Any:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from reactlab.config import declare_provider
 from reactlab.core.errors import ClientError, UsageError
@@ -50,6 +50,7 @@ from reactlab.simulate.apis import (
 
 if TYPE_CHECKING:
     from reactlab.agent.types import Session
+    from reactlab.backends.adapter import ApiSession
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
@@ -94,11 +95,14 @@ class Provider:
             raise ClientError(f"provider {self.name!r} has no {session!r} session (it has: "
                               f"{', '.join(self.sessions)})")
         module, attr = target
-        return getattr(importlib.import_module(module), attr)
+        factory: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+        return factory
 
     def stream_reader(self) -> Callable[[Any, Any], Any]:
         """Its adapter's reader of a streamed answer (HTTP providers)."""
-        return self.load().read_stream
+        # An HTTP provider's conversation factory is its ApiSession subclass.
+        session_class = cast("type[ApiSession]", self.load())
+        return session_class.read_stream
 
 
 #: The built-in providers.
@@ -192,12 +196,14 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     if entry.http:
         if recorder is not None and replay is not None:
             raise UsageError("a session either records or replays, not both")
-        return factory(spec, sleep=sleep, recorder=recorder, replay=replay)
+        session: Session = factory(spec, sleep=sleep, recorder=recorder, replay=replay)
+        return session
     if recorder is not None or replay is not None:
-        from reactlab.backends.recording import RecordingError
+        from reactlab.core.errors import RecordingError
 
         raise RecordingError(f"backend {spec.backend!r} ({entry.name}) has no HTTP layer to "
                              "record or replay; recordings are for the "
                              f"{' and '.join(n for n, p in _REGISTERED.items() if p.http)} "
                              "backends")
-    return factory(spec)
+    plain: Session = factory(spec)
+    return plain

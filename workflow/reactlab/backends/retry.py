@@ -107,8 +107,6 @@ def retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> 
                 when = email.utils.parsedate_to_datetime(str(raw))
             except (TypeError, ValueError, IndexError):
                 continue
-            if when is None:
-                continue
             delta = when.timestamp() - (time.time() if now is None else now)
             return max(0.0, delta)
     return None

@@ -40,7 +40,8 @@ def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
 
 
 def is_event_stream(http: Any) -> bool:
-    return http.headers.get("content-type", "").split(";")[0].strip() == "text/event-stream"
+    content_type: str = http.headers.get("content-type", "")
+    return content_type.split(";")[0].strip() == "text/event-stream"
 
 
 def plain_answer(client: Any, http: Any, cast_to: type) -> Any:

@@ -52,7 +52,7 @@ from reactlab.core.errors import ConfigError, ScriptError
 __all__ = ["SCHEMA_PATH", "Config", "RunSpec", "declare_provider", "load", "parse"]
 
 
-def _duplicate_key(node: yaml.Node, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
+def _duplicate_key(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
     """(dotted path, line) of the first duplicate mapping key in a composed YAML tree."""
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
@@ -143,7 +143,8 @@ def declare_provider(name: str, *, http: bool) -> None:
 
 
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
-    return schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
+    enum: list[str] = schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
+    return enum
 
 
 def provider_has_http(name: str) -> bool:
@@ -254,7 +255,7 @@ class RunSpec:
         return trial_key(self.base_key, self.trial)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "task": self.task, "backend": self.backend, "scenario": self.scenario,
             "question": self.question, "tools": list(self.tools), "params": dict(self.params),
             "backend_config": self.backend_config.to_dict(), "script": self.script.to_dict(),
@@ -303,11 +304,13 @@ class Config:
 
     @property
     def data(self) -> Mapping[str, Any]:
-        return self.raw["data"]
+        data: Mapping[str, Any] = self.raw["data"]
+        return data
 
     @property
     def figure(self) -> Mapping[str, Any]:
-        return self.raw["figure"]
+        figure: Mapping[str, Any] = self.raw["figure"]
+        return figure
 
 
 def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:

@@ -56,7 +56,8 @@ def schema_file() -> dict[str, Any]:
     extends its provider enums with the registered providers)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(SCHEMA_PATH, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=loader)
+        schema: dict[str, Any] = yaml.load(fh, Loader=loader)
+    return schema
 
 
 def schema_at(*path: str) -> Mapping[str, Any]:
@@ -64,7 +65,8 @@ def schema_at(*path: str) -> Mapping[str, Any]:
     node: Any = schema_file()
     for key in path:
         node = node[key]
-    return node
+    found: Mapping[str, Any] = node
+    return found
 
 
 _BACKEND_PATH = ("properties", "backends", "additionalProperties", "properties")
@@ -115,7 +117,7 @@ class Settings(BaseModel):
                 for n in names}
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]
+        return type(other) is type(self) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # type: ignore[assignment]  # mutable values (steps) inside
 
@@ -259,18 +261,22 @@ def _build(kind: Any, value: Any, where: str) -> Any:
 
 
 def backend_settings(value: Any, where: str = "backend_config") -> BackendSettings:
-    return _build(BackendSettings, value, where)
+    settings: BackendSettings = _build(BackendSettings, value, where)
+    return settings
 
 
 def script_settings(value: Any, where: str = "script") -> ScriptSettings:
     kind = StrategyScript if isinstance(value, Mapping) and "strategy" in value \
         and "steps" not in value else StepScript
-    return _build(kind, value, where)
+    settings: ScriptSettings = _build(kind, value, where)
+    return settings
 
 
 def agent_settings(value: Any, where: str = "agent") -> AgentSettings:
-    return _build(AgentSettings, value, where)
+    settings: AgentSettings = _build(AgentSettings, value, where)
+    return settings
 
 
 def limits(value: Any, where: str = "limits") -> Limits:
-    return _build(Limits, value, where)
+    settings: Limits = _build(Limits, value, where)
+    return settings

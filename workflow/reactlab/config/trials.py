@@ -25,7 +25,8 @@ SEED_BITS = 63
 def derive_seed(base_key: str, trial: int, data_seed: int) -> int:
     """The seed of trial ``trial`` of run ``base_key`` (a pure function of its inputs)."""
     digest = hashlib.sha256(f"{base_key}|t{trial}|data{data_seed}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % 2**SEED_BITS
+    seed: int = int.from_bytes(digest[:8], "big") % 2**SEED_BITS
+    return seed
 
 
 def trial_key(base_key: str, trial: int | None) -> str:

@@ -113,7 +113,7 @@ HERMES_TEMPLATE = (
 #: Files of a model folder linked (not copied) into the prepared folder.
 _LINKED = ("config.json", "generation_config.json", "model.safetensors",
            "model.safetensors.index.json")
-_PROBE_TOOL = {"type": "function", "function": {
+_PROBE_TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": "sonda_herramienta", "description": "d",
     "parameters": {"type": "object", "properties": {}}}}
 _PROBE = [{"role": "user", "content": "x"}]
@@ -212,7 +212,8 @@ class TransformersServe:
     def _healthy(self) -> bool:
         try:
             with urllib.request.urlopen(self.root + "/health", timeout=2) as r:
-                return r.status == 200
+                status: int = r.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

@@ -399,7 +399,7 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
         eval_id=eval_id, run_id=run_id, created=EPOCH.isoformat(), task=task,
         task_id=task_id(task, backend), task_version=0,
         task_attribs={"question": head.trace.header.question, "tools": list(head.spec["tools"])},
-        dataset=EvalDataset(name=task, samples=len(sample_ids), sample_ids=sample_ids),  # type: ignore[arg-type]
+        dataset=EvalDataset(name=task, samples=len(sample_ids), sample_ids=sample_ids),
         model=group_model, model_generate_config=_generate_config(head),
         config=EvalConfig(epochs=epochs), packages={"reactlab": versions.get("reactlab", "")},
         metadata={"backend": backend, "backend_config": head.backend_config.to_dict(),

@@ -137,7 +137,10 @@ def _tracer(run: ExportRun, exporter: Any) -> tuple[Any, Any]:
                         max_attribute_length=SpanLimits.UNSET,
                         max_span_attribute_length=SpanLimits.UNSET)
     provider = TracerProvider(sampler=ALWAYS_ON, resource=resource, shutdown_on_exit=False,
-                              id_generator=_Ids(f"{run.key}:{run.trace.end.sha256}"),
+                              # IdGenerator is an abstract class; _Ids has its two methods
+                              # (subclassing it would import opentelemetry at module top)
+                              id_generator=_Ids(  # type: ignore[arg-type]
+                                  f"{run.key}:{run.trace.end.sha256}"),
                               span_limits=limits)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, provider.get_tracer(SCOPE, run.trace.header.versions.get("reactlab"))

@@ -24,7 +24,8 @@ from typing import Any
 
 from reactlab.config.faults import Fault, FaultPlan
 from reactlab.config.scripts import Action, Script, ScriptedCall
-from reactlab.core.errors import RequestInvalid, UsageError
+from reactlab.core.errors import RequestInvalid as RequestInvalid  # re-exported for the simulators
+from reactlab.core.errors import UsageError
 
 HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
              "<h1>Please sign in to continue</h1>"

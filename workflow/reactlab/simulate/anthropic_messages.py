@@ -20,7 +20,8 @@ none) and ``disable_parallel_tool_use`` are obeyed; ``thread`` is refused with
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar, cast
 
 import httpx2
 
@@ -129,7 +130,8 @@ def validate(body: dict[str, Any], *, count_only: bool = False) -> None:
         raise RequestInvalid("thread: this model keeps no server-side threads; resend the "
                              "whole conversation without `thread`", "thread",
                              code=THREAD_UNSUPPORTED)
-    required = (("model", str, "a valid string"), ("messages", list, "a valid list"))
+    required: tuple[tuple[str, type, str], ...] = (
+        ("model", str, "a valid string"), ("messages", list, "a valid list"))
     if not count_only:
         required += (("max_tokens", int, "a valid integer"),)
     for name, kind, expected in required:
@@ -141,10 +143,10 @@ def validate(body: dict[str, Any], *, count_only: bool = False) -> None:
     if not count_only and body["max_tokens"] < 1:
         raise RequestInvalid("max_tokens: Input should be greater than or equal to 1",
                              "max_tokens")
-    for name, (kind, expected) in _OPTIONAL.items():
+    for name, (kinds, expected) in _OPTIONAL.items():
         value = body.get(name)
-        if value is not None and (not isinstance(value, kind) or (isinstance(value, bool)
-                                  and kind is not bool)):
+        if value is not None and (not isinstance(value, kinds) or (isinstance(value, bool)
+                                  and kinds is not bool)):
             raise _bad(name, expected)
     if isinstance(body.get("system"), list):
         _blocks(body["system"], "system", {"text"})
@@ -187,7 +189,8 @@ def tool_choice(body: dict[str, Any]) -> ToolChoice:
     """What a (validated) request lets the model do with its tools (``tool_choice``:
     auto / any / tool / none, and ``disable_parallel_tool_use``)."""
     choice = body.get("tool_choice") or {}
-    mode = {"any": "required", "tool": "tool", "none": "none"}.get(choice.get("type"), "auto")
+    modes: dict[Any, str] = {"any": "required", "tool": "tool", "none": "none"}
+    mode = modes.get(choice.get("type"), "auto")
     offered = tuple(t["name"] for t in body.get("tools") or () if isinstance(t, dict))
     return ToolChoice(mode, choice.get("name") if mode == "tool" else None,
                       choice.get("disable_parallel_tool_use") is not True, offered)
@@ -222,7 +225,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     seen = "\n".join(outputs)
     turn = count_runs([m.get("role") == "assistant" for m in messages])
     calls_made = sum(b.get("type") == "tool_use" for b in blocks)
-    model = body.get("model")
+    model = cast(str, body.get("model"))  # a string: the body is validated
     try:
         action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
@@ -235,6 +238,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
                                "a tool result is nested too deeply for the scripted model")
     # Call ids number the calls of the conversation (n made before this turn): unique in it.
     n = calls_made
+    content: list[dict[str, Any]]
     if action.text is not None:
         content, stop = [{"type": "text", "text": action.text}], "end_turn"
         spent = tokens_of(action.text)
@@ -339,7 +343,7 @@ class MessagesSimulator(Simulator):
     """The Messages API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
     name = "anthropic"
-    http = httpx2
+    http: ClassVar[ModuleType] = httpx2
     broken_member = "content"
 
     def validate(self, body: dict[str, Any]) -> None:

@@ -53,7 +53,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar, cast
 
 import httpx
 
@@ -523,7 +524,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     turn = count_runs([m.get("role") == "assistant" for m in messages])
     calls_made = sum(len(m.get("tool_calls") or []) for m in messages
                      if m.get("role") == "assistant")
-    model = body.get("model")
+    model = cast(str, body.get("model"))  # a string: the body is validated
     try:
         action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
@@ -661,7 +662,7 @@ class ChatSimulator(OpenAIErrors, Simulator):
     """
 
     name = "openai_chat"
-    http = httpx
+    http: ClassVar[ModuleType] = httpx
     broken_member = "choices"
 
     def validate(self, body: dict[str, Any]) -> None:
@@ -691,7 +692,8 @@ class ChatSimulator(OpenAIErrors, Simulator):
             try:
                 body = self.read(request.content, request.headers.get("content-type"))
             except RequestInvalid as exc:
-                return self.refused(exc)
+                refused: httpx.Response = self.refused(exc)
+                return refused
             status, payload = self.respond(
                 policy, body, tokens_of(unstreamed_body(request.content).decode("utf-8")))
             if status == 200 and body.get("stream") is True:

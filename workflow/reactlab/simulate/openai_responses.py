@@ -17,7 +17,8 @@ events (:func:`events`), in the documented order. ``tool_choice`` and
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar, cast
 
 import httpx
 
@@ -114,10 +115,10 @@ def validate(body: dict[str, Any]) -> None:
                                  code="missing_required_parameter")
         if not isinstance(value, kind):
             raise _type_error(name, expected, value)
-    for name, (kind, expected) in _OPTIONAL.items():
+    for name, (kinds, expected) in _OPTIONAL.items():
         value = body.get(name)
-        if value is not None and (not isinstance(value, kind) or (
-                isinstance(value, bool) and kind in ((int, float),))):
+        if value is not None and (not isinstance(value, kinds) or (
+                isinstance(value, bool) and kinds in ((int, float),))):
             raise _type_error(name, expected, value)
     mot = body.get("max_output_tokens")
     if mot is not None:
@@ -244,7 +245,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     seen = "\n".join(outputs)
     turn = count_runs([_is_assistant(x) for x in items])
     calls_made = sum(x.get("type") == "function_call" for x in items)
-    model = body.get("model")
+    model = cast(str, body.get("model"))  # a string: the body is validated
     try:
         action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
         resolved = policy.resolve(model)
@@ -259,6 +260,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     # Call ids number the calls of the conversation (n calls made before this turn), so
     # they are unique in it; the answer's ids derive from the request (content_id).
     n, key = calls_made, content_id(body)
+    output: list[dict[str, Any]]
     if action.text is not None:
         output = [{"type": "message", "id": f"msg_{key}", "role": "assistant",
                    "status": "completed", "content": [
@@ -352,7 +354,7 @@ class ResponsesSimulator(OpenAIErrors, Simulator):
     """The Responses API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
     name = "openai"
-    http = httpx
+    http: ClassVar[ModuleType] = httpx
     broken_member = "output"
 
     def validate(self, body: dict[str, Any]) -> None:

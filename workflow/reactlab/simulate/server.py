@@ -113,8 +113,8 @@ def served_models(config: Config, task: str | None = None) -> dict[str, ServedMo
     if task is not None and task not in tasks:
         raise ConfigError("task", f"no task named {task!r}; tasks: {', '.join(tasks)}")
     scenarios: dict[str, tuple[Script, tuple[Fault, ...]]] = {}
-    for sid, entry in raw["scenarios"].items():
-        if "strategy" in entry:
+    for sid, declared in raw["scenarios"].items():
+        if "strategy" in declared:
             continue
         resolved = resolved_scenario(raw, sid)
         faults = parse_plan(resolved.get("faults") or (), f"scenarios.{sid}.faults")
@@ -210,7 +210,7 @@ def _check(api: WireApi, raw: bytes, content_type: str | None,
     simulator = _simulator(api)
     try:
         if simulator is None:
-            body = read_request(raw, content_type)
+            body: dict[str, Any] = read_request(raw, content_type)
             api.sim().validate(body)
             return body
         body = simulator.read(raw, content_type)

@@ -87,7 +87,7 @@ def _attack(name: str) -> Any:
 
     from agentdojo.attacks.attack_registry import load_attack
 
-    return load_attack(ATTACK, suite(name), SimpleNamespace(name=ATTACK_MODEL))  # type: ignore[arg-type]
+    return load_attack(ATTACK, suite(name), SimpleNamespace(name=ATTACK_MODEL))
 
 
 @cache
@@ -280,7 +280,7 @@ def table(rows: Sequence[dict[str, Any]]) -> Any:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["suite"], r["policy"], r["defence"]), []).append(r)
-    out = []
+    out: list[dict[str, Any]] = []
     for (s, policy, defence), rs in groups.items():
         n = len(rs)
         u = wilson(sum(r["utility"] for r in rs), n)

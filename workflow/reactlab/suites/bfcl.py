@@ -151,7 +151,8 @@ def load_cases(category: str) -> tuple[Case, ...]:
 def _mapping() -> Mapping[str, str]:
     from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
 
-    return GORILLA_TO_OPENAPI
+    mapping: Mapping[str, str] = GORILLA_TO_OPENAPI
+    return mapping
 
 
 def to_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,7 +227,8 @@ def score(case: Case, calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ``error`` (BFCL's messages, as text)."""
     decoded = decode(calls)
     if case.category == "irrelevance":
-        called = bool(decoded) and not (len(decoded) == 1 and not decoded[0])
+        called = decoded is not None and bool(decoded) and not (
+            len(decoded) == 1 and not decoded[0])
         return {"valid": not called,
                 "error_type": "irrelevance_error:decoder_success" if called else None,
                 "sub_error_types": [],

@@ -49,6 +49,7 @@ class SingleTurn:
 
     name: str = "single_turn"
     max_steps: int | None = 1
+    session: str = "conversation"
 
     def allowed(self, offered: Collection[str]) -> Collection[str]:
         return offered

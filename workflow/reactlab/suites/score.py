@@ -57,10 +57,10 @@ def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     if spec.suite.get("benchmark") != "bfcl":
         raise TraceError(f"{trace_path}: not a BFCL suite trace")
     case = case_of(spec)
-    calls = [{"name": c.name, "arguments": c.arguments} for c in tr.tool_calls()]
+    records = tr.tool_calls()
+    calls = [{"name": c.name, "arguments": c.arguments} for c in records]
     result = bfcl.score(case, calls)
-    traj = trajectory_metrics(list(tr.tool_calls()), case.question, tr.end.answer,
-                              expected_calls(case))
+    traj = trajectory_metrics(records, case.question, tr.end.answer, expected_calls(case))
     findings = [] if result["valid"] else [
         Finding(f"bfcl:{result['error_type']}",
                 f"{result['error_type']}: {(result['error'] or [''])[0][:300]}")]

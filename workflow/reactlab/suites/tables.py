@@ -33,7 +33,7 @@ MEASURED = "measured"
 PUBLISHED_SOURCE = ("published: BFCL v3 leaderboard, prompt mode (not like-for-like: "
                     "other model, data version and prompt format)")
 #: Qwen2.5-0.5B-Instruct on the BFCL v3 leaderboard, prompt mode (accuracy, %).
-PUBLISHED = {"model": "Qwen2.5-0.5B-Instruct",
+PUBLISHED: dict[str, Any] = {"model": "Qwen2.5-0.5B-Instruct",
              "accuracy": {"simple_python": 58.25, "multiple": 68.00, "parallel": 53.50,
                           "parallel_multiple": 33.00, "irrelevance": 16.44,
                           "non_live_ast": 53.19}}

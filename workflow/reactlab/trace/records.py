@@ -31,11 +31,13 @@ ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked"]
 
 GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_rule",
                         "plan_failed", "single_turn"]
-"""The guardrail that fired (``agent.loop`` and ``agent.strategies`` emit them)."""
+"""The guardrail that fired (``agent.loop``, ``agent.strategies`` and the single-turn
+strategy of ``suites.run`` emit them)."""
 
-Termination = Literal["answer", "step_limit", "token_budget", "backend_error", "plan_failed",
-                      "single_turn"]
-"""Why a run ended (the ``end`` record)."""
+Termination = Literal["answer", "backend_error", "step_limit", "repeated_call",
+                      "token_budget", "scope_rule", "plan_failed", "single_turn"]
+"""Why a run ended (the ``end`` record): an answer, a backend error, or the guardrail that
+stopped it (any rule a strategy's ``stop`` returns ends the run under that rule's name)."""
 
 ErrorKind = Literal["rate_limit", "server", "client", "protocol", "timeout", "connection"]
 """The ``kind`` of a backend failure: one per ``BackendError`` subclass (core/errors.py)."""

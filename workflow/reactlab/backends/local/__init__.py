@@ -27,7 +27,7 @@ from reactlab.agent.strategies import (
     PLAN_WRITE_PROMPT,
 )
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
-from reactlab.backends import tool_definitions
+from reactlab.backends import ToolsOf, tool_definitions
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
 from reactlab.config.settings import ModelBackend
 from reactlab.core.errors import ClientError, ScriptError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
 
-def hermes_tools(spec: RunSpec) -> list[dict[str, Any]]:
+def hermes_tools(spec: ToolsOf) -> list[dict[str, Any]]:
     """The task's tools in the chat-template function format."""
     return [{"type": "function", "function": {"name": n, "description": d, "parameters": s}}
             for n, d, s in tool_definitions(spec)]

@@ -70,7 +70,8 @@ def xgrammar_version() -> str:
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
-    return tool.get("function", tool)
+    function: dict[str, Any] = tool.get("function", tool)
+    return function
 
 
 def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -177,7 +178,7 @@ class GrammarFactory:
         import xgrammar as xgr
 
         def build() -> Any:
-            tag = xgr.get_model_structural_tag("qwen_3", tools=tools, tool_choice="auto",
+            tag = xgr.get_model_structural_tag("qwen_3", tools=list(tools), tool_choice="auto",
                                                reasoning="disabled")
             return xgr.Grammar.from_structural_tag(tag)
 

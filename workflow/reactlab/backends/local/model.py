@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactlab.backends.local.hermes import (
     render_tool_calls,
@@ -136,7 +136,7 @@ def gguf_parse_once() -> Iterator[None]:
     reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[tuple[str, str], Any] = {}
 
-    def reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
+    def reader(path: str | os.PathLike[str], mode: Literal["r", "r+", "c"] = "r") -> Any:
         key = (os.fspath(path), mode)
         if mode != "r":  # writable maps are not shared
             return reader_cls(path, mode)
@@ -144,12 +144,14 @@ def gguf_parse_once() -> Iterator[None]:
             readers[key] = reader_cls(path, mode)
         return readers[key]
 
-    gguf.GGUFReader = reader
+    # Patching the module: mypy refuses to assign to a class name, hence setattr.
+    setattr(gguf, "GGUFReader", reader)  # noqa: B010
     gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
     try:
         yield
     finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+        setattr(gguf, "GGUFReader", reader_cls)  # noqa: B010
+        gguf.get_tensor_name_map = name_map
 
 
 def _load_gguf(gguf_file: Path) -> tuple[Any, Any]:
@@ -177,7 +179,8 @@ def greedy_tokens(model: Any, tok: Any, messages: list[dict[str, Any]],
     with torch.inference_mode():
         out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
                              do_sample=False, pad_token_id=tok.eos_token_id)
-    return out[0, len(ids):].tolist()
+    tokens: list[int] = out[0, len(ids):].tolist()
+    return tokens
 
 
 def convert_gguf(gguf_file: Path, out_dir: Path, *, verify: bool = True) -> Path:
@@ -377,7 +380,8 @@ class LocalModel:
         return int(self.tokenizer.eos_token_id)
 
     def _render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        text: str = self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        return text
 
     def supports_tools(self) -> bool:
         """Whether the chat template renders ``tools=`` (a probe with and without them)."""
