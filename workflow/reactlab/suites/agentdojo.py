@@ -198,6 +198,7 @@ class PolicySession:
 
 def spec_for(pair: Pair, policy: str, defence: str) -> Any:
     from reactlab.agent.defences import NO_DEFENCES
+    from reactlab.config.settings import agent_settings, backend_settings, limits
     from reactlab.suites.plan import CaseSpec
 
     s = suite(pair.suite)
@@ -205,12 +206,14 @@ def spec_for(pair: Pair, policy: str, defence: str) -> Any:
         task=pair.id, backend="scripted", scenario=f"{policy}__{defence.replace('+', '_')}",
         question=s.user_tasks[pair.user_task].PROMPT,
         tools=tuple(f.name for f in s.tools),
-        backend_config={"provider": "local", "mode": "scripted"},
+        backend_config=backend_settings({"provider": "local", "mode": "scripted"}),
         script={"model": policy, "policy": policy},
-        limits={"max_steps": 8, "token_budget": None},
-        agent={"send_tools": True, "send_system_prompt": False, "system_prompt": "",
-               "defences": {**NO_DEFENCES, "delimit_tool_output": "delimit" in defence,
-                            "scope_rule": "scope" in defence}},
+        limits=limits({"max_steps": 8, "token_budget": None}),
+        agent=agent_settings({"send_tools": True, "send_system_prompt": False,
+                              "system_prompt": "",
+                              "defences": {**NO_DEFENCES,
+                                           "delimit_tool_output": "delimit" in defence,
+                                           "scope_rule": "scope" in defence}}),
         suite={"name": "agentdojo", "benchmark": "agentdojo", "version": VERSION,
                "suite": pair.suite, "user_task": pair.user_task,
                "injection_task": pair.injection_task, "attack": ATTACK,

@@ -189,9 +189,9 @@ def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
                         task=case.id, backend=backend, scenario=scenario,
                         question=case.question,
                         tools=tuple(f["name"] for f in case.functions),
-                        backend_config=cfg, script=script,
-                        limits={"max_steps": 1, "token_budget": None},
-                        agent=agent, suite=info))
+                        backend_config=backend_settings(cfg), script=script,
+                        limits=limits_settings({"max_steps": 1, "token_budget": None}),
+                        agent=agent_settings(agent), suite=info))
     return specs
 
 
