@@ -38,6 +38,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,29 @@ def _skip_reason() -> str | None:
     return None
 
 
+#: pytest's terminal reporter: the evidence lines go to the test log (CI's output) even
+#: while pytest captures the tests' output.
+_TERMINAL: Any = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _terminal(request: pytest.FixtureRequest) -> Iterator[None]:
+    global _TERMINAL
+    _TERMINAL = request.config.pluginmanager.get_plugin("terminalreporter")
+    yield
+    _TERMINAL = None
+
+
+def show(text: str) -> None:
+    """One evidence line, on the terminal (and in CI's log) as the test runs."""
+    line = f"[slurm] {text}"
+    if _TERMINAL is not None:
+        _TERMINAL.write_line(line)
+    else:
+        print(line, flush=True)
+
+
+
 @dataclass
 class Evidence:
     """What one cluster run showed; ``lines`` are printed and go into assertion messages."""
@@ -71,7 +95,7 @@ class Evidence:
 
     def say(self, text: str) -> None:
         self.lines.append(text)
-        print(f"[slurm] {text}", flush=True)
+        show(text)
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
@@ -86,7 +110,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     c = Cluster(root, accounting=request.param)
     t0 = time.monotonic()
     try:
-        c.up(say=lambda s: print(f"[slurm] {s}", flush=True))
+        c.up(say=show)
     except Unavailable as e:
         c.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -94,8 +118,8 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     except BaseException:
         c.stop()
         raise
-    print(f"[slurm] cluster up ({'slurmdbd' if c.accounting else 'no accounting'}) in "
-          f"{time.monotonic() - t0:.1f} s: {root}", flush=True)
+    show(f"cluster up ({'slurmdbd' if c.accounting else 'no accounting'}) in "
+         f"{time.monotonic() - t0:.1f} s: {root}")
     try:
         yield c
     finally:
@@ -227,8 +251,8 @@ def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
                           timeout=300)
     elapsed = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
-    print(f"[slurm] --slurm-status-command sacct without accounting: exit "
-          f"{proc.returncode} after {elapsed:.1f} s", flush=True)
+    show(f"--slurm-status-command sacct without accounting: exit "
+         f"{proc.returncode} after {elapsed:.1f} s")
     assert proc.returncode != 0, log[-3000:]
     assert "this cluster has no accounting" in log, log[-3000:]
     assert "has been submitted with SLURM jobid" not in log, log[-3000:]
