@@ -40,9 +40,9 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/suites.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/cluster.smk"
-include: "workflow/rules/suites.smk"
 
 
 rule all:

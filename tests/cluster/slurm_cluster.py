@@ -149,11 +149,13 @@ class Cluster:
         if pid is None:
             return False
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return False
-        return os.path.basename(cmdline.decode()) == name and state != "Z"
+        # the process name from stat (comm, 15 characters at most): /proc/PID/cmdline is
+        # briefly empty while a freshly started daemon execs, which read as "exited"
+        comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()[0]
+        return comm == name[:15] and state != "Z"
 
     def _start(self, name: str, argv: list[str], user: str | None = None) -> None:
         if self.alive(name):

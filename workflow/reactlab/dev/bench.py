@@ -54,8 +54,10 @@ def copy_workflow(dest: Path, simulated_only: bool = False) -> None:
 
 def write_simulated_config(path: Path) -> int:
     """Keep only the matrix blocks whose backends are all simulated or scripted (no
-    model, no live API); returns how many blocks were kept."""
+    model, no live API), without the outside suites (their own jobs: docs/suites.md);
+    returns how many blocks were kept."""
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw.pop("suites", None)
     offline = {"simulated", "scripted"}
     raw["matrix"] = [b for b in raw["matrix"]
                      if all(raw["backends"][x]["mode"] in offline for x in b["backends"])]
