@@ -64,27 +64,29 @@ def _skip_reason() -> str | None:
     return None
 
 
-#: pytest's terminal reporter: the evidence lines go to the test log (CI's output) even
-#: while pytest captures the tests' output.
-_TERMINAL: Any = None
+#: pytest's config: the evidence lines go to the terminal (CI's log) with capturing
+#: suspended, so they show although the tests pass.
+_CONFIG: Any = None
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _terminal(request: pytest.FixtureRequest) -> Iterator[None]:
-    global _TERMINAL
-    _TERMINAL = request.config.pluginmanager.get_plugin("terminalreporter")
+    global _CONFIG
+    _CONFIG = request.config
     yield
-    _TERMINAL = None
+    _CONFIG = None
 
 
 def show(text: str) -> None:
     """One evidence line, on the terminal (and in CI's log) as the test runs."""
     line = f"[slurm] {text}"
-    if _TERMINAL is not None:
-        _TERMINAL.write_line(line)
-    else:
+    reporter = _CONFIG and _CONFIG.pluginmanager.getplugin("terminalreporter")
+    capture = _CONFIG and _CONFIG.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
         print(line, flush=True)
-
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
 
 
 @dataclass
