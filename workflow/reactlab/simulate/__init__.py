@@ -388,15 +388,9 @@ def sse(events: Sequence[Mapping[str, Any]]) -> bytes:
                     .encode() for e in events)
 
 
-_MEMBERS = (b',"stream":true', b'"stream":true,', b', "stream": true', b'"stream": true, ')
-
-
 def unstreamed(content: bytes) -> bytes:
     """``content`` without its top-level ``"stream": true`` member (unchanged without one):
     what a client sends for the same request unstreamed. Usage (and a trace) counts that.
-
-    Each textual occurrence is tried until removing it leaves exactly the other members,
-    so a ``"stream":true`` inside a string or a nested object is never the one removed.
     """
     try:
         body = json.loads(content)
@@ -404,8 +398,22 @@ def unstreamed(content: bytes) -> bytes:
         return content
     if not isinstance(body, dict) or body.get("stream") is not True:
         return content
-    expected = {k: v for k, v in body.items() if k != "stream"}
-    for member in _MEMBERS:
+    return drop_member(content, "stream", True,
+                       {k: v for k, v in body.items() if k != "stream"})
+
+
+def drop_member(content: bytes, key: str, value: Any, expected: dict[str, Any]) -> bytes:
+    """``content`` (a JSON object's bytes) without its top-level member ``key: value``,
+    as compact or spaced JSON writes it. Each textual occurrence is tried until removing
+    it leaves exactly ``expected``, so a look-alike inside a string or a nested object is
+    never the one removed; UsageError when none does."""
+    forms: list[bytes] = []
+    for sep in ((",", ":"), (", ", ": ")):
+        for ascii_ in (True, False):
+            member = (json.dumps(key) + sep[1]
+                      + json.dumps(value, separators=sep, ensure_ascii=ascii_)).encode()
+            forms += [sep[0].encode() + member, member + sep[0].encode(), member]
+    for member in dict.fromkeys(forms):
         at = content.find(member)
         while at >= 0:
             candidate = content[:at] + content[at + len(member):]
@@ -415,7 +423,7 @@ def unstreamed(content: bytes) -> bytes:
             except ValueError:
                 pass
             at = content.find(member, at + 1)
-    raise UsageError("cannot locate the request body's \"stream\" member")
+    raise UsageError(f"cannot locate the request body's {key!r} member")
 
 
 def tokens_of(text: str) -> int:

@@ -58,13 +58,14 @@ from typing import Any, ClassVar, cast
 
 import httpx
 
-from reactlab.core.errors import ScriptError, UsageError
+from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     Handler,
     RequestInvalid,
     ScriptedPolicy,
     ToolChoice,
     count_runs,
+    drop_member,
     pair_results,
     parse_tool_output,
     text_chunks,
@@ -625,32 +626,12 @@ def unstreamed_body(content: bytes) -> bytes:
             continue
         expected = {k: v for k, v in body.items() if k != key}
         try:
-            content = _drop_member(content, key, body[key], expected)
+            content = drop_member(content, key, body[key], expected)
         except ValueError:
             rest = {k: v for k, v in body.items() if k not in STREAM_MEMBERS}
             return json.dumps(rest, separators=(",", ":")).encode()
         body = expected
     return content
-
-
-def _drop_member(content: bytes, key: str, value: Any, expected: dict[str, Any]) -> bytes:
-    forms = []
-    for sep in ((",", ":"), (", ", ": ")):
-        for ascii_ in (True, False):
-            member = (json.dumps(key) + sep[1]
-                      + json.dumps(value, separators=sep, ensure_ascii=ascii_)).encode()
-            forms += [sep[0].encode() + member, member + sep[0].encode(), member]
-    for member in forms:
-        at = content.find(member)
-        while at >= 0:
-            candidate = content[:at] + content[at + len(member):]
-            try:
-                if json.loads(candidate) == expected:
-                    return candidate
-            except ValueError:
-                pass
-            at = content.find(member, at + 1)
-    raise UsageError(f"cannot locate the request body's {key!r} member")
 
 
 class ChatSimulator(OpenAIErrors, Simulator):
