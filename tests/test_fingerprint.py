@@ -127,6 +127,8 @@ def test_a_module_named_for_importlib_is_followed(package: Path) -> None:
 def test_job_log_puts_the_logging_levels_back(tmp_path: Path) -> None:
     """A job quiets httpx and raises the reactlab loggers to INFO only while it runs: the
     process's own logging configuration (here pytest's caplog) is left as it was."""
+    import reactlab.backends.registry  # noqa: F401  (the providers register their loggers)
+
     before = {n: logging.getLogger(n).level for n in ("reactlab", "openai", "httpx")}
     with job_log(tmp_path / "a.log"):
         assert logging.getLogger("httpx").level == logging.WARNING
