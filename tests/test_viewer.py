@@ -94,7 +94,7 @@ def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
 class _Tree(HTMLParser):
     """Collects tags, attributes, links and marks; checks that elements nest properly."""
 
-    VOID = frozenset({"meta", "br", "hr", "img", "link", "input"})
+    VOID = frozenset({"meta", "br", "hr", "img", "link", "input", "col"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -145,6 +145,22 @@ def parse(page: str) -> _Tree:
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "nav", "a", "h1", "h2", "h3",
                 "div", "span", "b", "code", "pre", "p", "ul", "li", "mark", "section", "dl",
                 "dt", "dd", "table", "thead", "tbody", "tr", "th", "td"}
+#: The index's run list adds its filters, its script and its embedded rows.
+INDEX_TAGS = ALLOWED_TAGS | {"script", "noscript", "label", "select", "option", "input",
+                             "button", "colgroup", "col", "details", "summary", "br"}
+
+
+def index_data(page: str) -> dict[str, Any]:
+    """The run list embedded in the index (``<script type="application/json">``)."""
+    start = page.index('<script type="application/json" id="runs-data">')
+    start = page.index(">", start) + 1
+    return dict(json.loads(page[start:page.index("</script>", start)]))
+
+
+def index_rows(page: str) -> list[dict[str, Any]]:
+    """The run list's rows as dicts of its columns."""
+    data = index_data(page)
+    return [dict(zip(data["columns"], row, strict=True)) for row in data["rows"]]
 
 
 @pytest.fixture(scope="module")
@@ -175,11 +191,12 @@ def test_build_writes_the_index_and_one_page_per_run(built) -> None:
 
 def test_index_links_every_run_page(built) -> None:
     out, _ = built
-    tree = parse((out / "index.html").read_text(encoding="utf-8"))
-    assert sorted(tree.links) == sorted(f"{t}/{b}/{s}.html" for t, b, s in RUNS)
-    for link in tree.links:
-        assert (out / link).is_file()
     index = (out / "index.html").read_text(encoding="utf-8")
+    parse(index)
+    links = [r["href"] for r in index_rows(index)]
+    assert sorted(links) == sorted(f"{t}/{b}/{s}.html" for t, b, s in RUNS)
+    for link in links:
+        assert (out / link).is_file()
     assert f"<b>{len(RUNS)}</b>" in index
     for t, b, s in RUNS:
         back = parse(page(built, f"{t}/{b}/{s}")).links
@@ -188,16 +205,44 @@ def test_index_links_every_run_page(built) -> None:
 
 
 def test_index_shows_termination_verdict_steps_tokens(built) -> None:
+    rows = {r["href"]: r for r in index_rows((built[0] / "index.html").read_text("utf-8"))}
+    row = rows["cierre_acme/openai/cierre_inventado.html"]
+    assert (row["suite"], row["termination"], row["verdict"], row["steps"]) == (
+        "lesson", "answer", "rejected", 2)
+    assert row["tokens"] == 758 and "figure without a source: 10" in row["detail"]
+    assert rows["variacion_busi/openai/correcto.html"]["verdict"] == "verified"
+    loop = rows["variacion_busi/openai/bucle.html"]
+    assert (loop["termination"], loop["verdict"]) == ("step_limit", "no answer")
+
+
+def test_index_summarises_before_it_lists(pairs, built) -> None:
     index = (built[0] / "index.html").read_text(encoding="utf-8")
-    row = index[index.index('href="cierre_acme/openai/cierre_inventado.html"'):]
-    row = row[:row.index("</tr>")]
-    assert "<td>answer</td>" in row and "rejected" in row and ">2</td>" in row
-    assert ">758</td>" in row and "figure without a source: 10" in row
-    row = index[index.index('href="variacion_busi/openai/correcto.html"'):]
-    row = row[:row.index("</tr>")]
-    assert "verified" in row and "rejected" not in row
-    row = index[index.index('href="variacion_busi/openai/bucle.html"'):]
-    assert "<td>step_limit</td>" in row[:row.index("</tr>")]
+    assert index.index('id="lesson"') < index.index('id="runs"')
+    # the backend table counts what the traces and their verifications say
+    expected: dict[str, list[int]] = {}
+    for tpath, vpath in pairs:
+        run = verify.load_verified(tpath, vpath)
+        counts = expected.setdefault(run.trace.run["backend"], [0, 0, 0, 0])
+        counts[0] += 1
+        if run.verification.verified:
+            counts[1] += 1
+        elif run.trace.end.answer is None:
+            counts[3] += 1
+        else:
+            counts[2] += 1
+    assert sorted(expected) == ["local", "openai"]
+    for backend, counts in expected.items():
+        row = index[index.index(f"<tr><td>{backend}</td>"):]
+        cells = row[:row.index("</tr>")].split('<td class="num">')[1:]
+        assert [int(c.split("<")[0]) for c in cells[:4]] == counts, backend
+    assert "Scenario × backend" in index and "Task × backend" in index
+    # every filter lists the values present, and only those
+    for name, values in (("backend", ["local", "openai"]),
+                         ("verdict", ["verified", "rejected", "no answer"])):
+        sel = index[index.index(f'<select id="f-{name}">'):]
+        sel = sel[:sel.index("</select>")]
+        assert sel.count("<option") == len(values) + 1
+        assert [v for v in values if f'value="{v}"' in sel] == values
 
 
 def test_figure_without_a_source_is_marked_on_the_answer(built) -> None:
@@ -248,15 +293,29 @@ def test_statuses_guardrails_and_backend_errors_are_shown(built) -> None:
 
 
 def test_pages_are_self_contained(built) -> None:
+    from reactlab.views.page import script_hash
+
     _, written = built
     for path in written:
         html = path.read_text(encoding="utf-8")
         low = html.lower()
-        assert "<script" not in low and "http://" not in low and "https://" not in low
+        assert "http://" not in low and "https://" not in low
         assert "src=" not in low and "<link" not in low and "@import" not in low
         tree = parse(html)
-        assert tree.tags <= ALLOWED_TAGS
         assert not [a for a, _ in tree.attrs if a.startswith("on")]
+        if path.name != "index.html" or path.parent != written[0].parent:
+            assert "<script" not in low
+            assert tree.tags <= ALLOWED_TAGS
+            continue
+        # the index: one inline script, allowed by its hash and nothing else, and the
+        # rows as JSON (a data block the browser never executes)
+        assert tree.tags <= INDEX_TAGS
+        assert low.count("<script") == 2 and '<script type="application/json"' in low
+        script = html[html.rindex("<script>") + 8:html.rindex("</script>")]
+        csp = html[html.index("Content-Security-Policy"):]
+        csp = csp[:csp.index(">")]
+        assert f"default-src 'none'; style-src 'unsafe-inline'; script-src {script_hash(script)}" \
+            in csp
 
 
 def test_hostile_text_is_escaped(pairs, tmp_path: Path) -> None:
@@ -300,10 +359,20 @@ def test_render_index_accepts_rows_of_runs_csv() -> None:
             {"task": "a", "backend": "b", "scenario": "s", "termination": "answer",
              "verified": "True", "steps": "3", "tokens_sent": "900", "findings": ""}]
     html = viewer.render_index(rows)
-    tree = parse(html)
-    assert tree.links == ["a/b/s.html", "t/b/s.html"]
-    assert html.count('class="badge v-rejected"') == 1
-    assert html.count('class="badge v-verified"') == 1
+    parse(html)
+    listed = index_rows(html)
+    assert [r["href"] for r in listed] == ["a/b/s.html", "t/b/s.html"]
+    assert [(r["verdict"], r["steps"], r["tokens"], r["detail"]) for r in listed] == [
+        ("verified", 3, 900, ""), ("rejected", 2, 758, "")]
+
+
+def test_embedded_rows_cannot_close_their_script() -> None:
+    rows = [{"task": "t", "backend": "b", "scenario": "s", "termination": "answer",
+             "verified": False, "steps": 1, "tokens_sent": 1,
+             "findings": "</script><script>alert(1)</script> & \u2028"}]
+    html = viewer.render_index(rows)
+    assert html.count("</script>") == 2 and "alert(1)</script>" not in html
+    assert index_rows(html)[0]["detail"] == "</script><script>alert(1)</script> & \u2028"
 
 
 def test_finding_spans_follow_the_findings_not_the_text() -> None:
