@@ -39,7 +39,8 @@ def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],
 
 
 def test_every_table_and_figure_has_its_caption() -> None:
-    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in outputs.FIGURES.values()]
+    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in
+                                                   outputs.ALL_FIGURES.values()]
     assert [p for p in pages if not (ROOT / "workflow" / "report" / f"{p}.rst").is_file()] == []
 
 
@@ -49,8 +50,49 @@ def test_the_cli_offers_the_registrys_figures(built: dict[str, Path], tmp_path: 
     parser = cli.build_parser()
     figure = next(a for a in parser._subparsers._group_actions[0].choices["figure"]._actions
                   if a.dest == "kind")
-    assert list(figure.choices) == list(outputs.FIGURES)
+    assert list(figure.choices) == list(outputs.ALL_FIGURES)
     out = tmp_path / "o.png"
     assert cli.main(["figure", "--kind", "outcomes", "--table", str(built["runs"]),
                      "--out", str(out)]) == 0
     assert out.is_file()
+
+
+def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    tables = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")
+    assert [f.kind for f in outputs.suite_figures([str(tables["bfcl"])])] == ["bfcl_accuracy"]
+    assert outputs.suite_figures(["results/tables/runs.csv"]) == []
+    png = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "b.png", {})
+    again = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "c.png", {})
+    assert png.read_bytes() == again.read_bytes()
+    assert png.with_suffix(".svg").read_bytes() == again.with_suffix(".svg").read_bytes()
+
+
+def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path: Path
+                                                                         ) -> None:
+    import csv
+
+    from reactlab.analysis.trial_figures import pooled, success_rates
+    from tests.test_viewer_browser import _png_size
+
+    def summary(n_tasks: int) -> Path:
+        path = tmp_path / f"summary_{n_tasks}.csv"
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task", "backend", "scenario", "n", "successes"])
+            for t in range(n_tasks):
+                for b in ("openai", "local"):
+                    for s in ("correcto", "bucle"):
+                        w.writerow([f"t{t:04d}", b, s, 3, (t + len(b) + len(s)) % 4])
+        return path
+
+    small, large = summary(3), summary(1500)
+    groups = pooled(large)
+    assert sorted(groups) == [(b, s) for b in ("local", "openai") for s in ("bucle", "correcto")]
+    assert groups[("openai", "bucle")] == (
+        sum((t + 6 + 5) % 4 for t in range(1500)), 3 * 1500)
+    a = success_rates(small, tmp_path / "small.png")
+    b = success_rates(large, tmp_path / "large.png")
+    assert _png_size(a.read_bytes()) == _png_size(b.read_bytes())

@@ -431,9 +431,9 @@ def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
 def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[Mapping[str, Any]] = (),
                  suite_tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
     """The index page (:func:`reactlab.views.index.render_index`)."""
-    from reactlab.views import index
+    from reactlab.views.index import render_index as render
 
-    return index.render_index(rows, suite_rows, suite_tables)
+    return render(rows, suite_rows, suite_tables)
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:
