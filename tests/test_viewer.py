@@ -454,3 +454,92 @@ def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
                     assert node.module != "reactlab.views.page", name
                 if node.module == "reactlab.analysis.verify":
                     assert not [n for n in imported if n.startswith("_")], (name, imported)
+
+
+@pytest.fixture(scope="module")
+def suite_site(pairs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two lesson runs and a BFCL slice (1 case per category, every scripted policy)."""
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    base = tmp_path_factory.mktemp("viewer_suites")
+    cases = run_all(suite_config(sample=1), base / "r")
+    tables = build_bfcl(cases, base / "tables")
+    agentdojo = base / "tables" / "agentdojo.csv"  # a suite table without its own layout
+    agentdojo.write_text("suite,policy,defence,utility,attack_success\n"
+                         "banking,obeys,none,0.5,0.3194\nbanking,obeys,delimit,1.0,0.0\n",
+                         encoding="utf-8")
+    out = base / "viewer"
+    written = viewer.build(pairs[:2], out, suite_pairs=cases, suite_tables=[
+        str(tables["bfcl"]), str(tables["bfcl_cases"]), str(agentdojo)])
+    return {"out": out, "written": written, "cases": cases, "bfcl": tables["bfcl"]}
+
+
+def test_suite_cases_get_a_row_and_a_page_each(suite_site: dict[str, Any]) -> None:
+    out, cases = suite_site["out"], suite_site["cases"]
+    index = (out / "index.html").read_text(encoding="utf-8")
+    rows = [r for r in index_rows(index) if r["suite"] != "lesson"]
+    assert len(rows) == len(cases) == len(suite_site["written"]) - 3
+    for trace_path, verified_path in cases:
+        tr = trace.read(trace_path)
+        rec = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        href = "suites/bfcl/{backend}/{scenario}/{task}.html".format(**tr.run)
+        row = next(r for r in rows if r["href"] == href)
+        assert row["suite"] == f"bfcl/{rec['category']}"
+        assert row["verdict"] == ("correct" if rec["verified"] else "incorrect")
+        assert row["detail"] == (rec["error_type"] or "")
+        page_html = (out / href).read_text(encoding="utf-8")
+        tree = parse(page_html)
+        assert tree.tags <= ALLOWED_TAGS and "<script" not in page_html.lower()
+        assert tree.links == ["../../../../index.html"]
+        assert (out / href).parent.joinpath(tree.links[0]).resolve() == (out / "index.html"
+                                                                        ).resolve()
+        assert ("correct" if rec["verified"] else "incorrect") in page_html
+        if rec["error_type"]:
+            assert _escaped(rec["error_type"]) in page_html
+
+
+def _escaped(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_the_index_summarises_bfcl_from_its_table(suite_site: dict[str, Any]) -> None:
+    import csv
+
+    from reactlab.suites.tables import PUBLISHED
+
+    index = (suite_site["out"] / "index.html").read_text(encoding="utf-8")
+    assert index.index('id="lesson"') < index.index('id="suite-bfcl"') < index.index(
+        'id="runs"')
+    def section_of(anchor: str) -> str:
+        start = index.index(f'id="{anchor}"')
+        return index[start:index.index("<h2", start)]
+
+    section = section_of("suite-bfcl")
+    table = list(csv.DictReader(suite_site["bfcl"].open(encoding="utf-8")))
+    for r in table:
+        if r["source"] != "measured" or not r["ci_low"]:
+            continue
+        cell = (f"{float(r['accuracy']) * 100:.1f} %<br><span class=\"muted small\">"
+                f"[{float(r['ci_low']) * 100:.0f}–{float(r['ci_high']) * 100:.0f}] "
+                f"n={r['cases']}</span>")
+        assert cell in section, (r["backend"], r["scenario"], r["category"])
+        if r["error_types"] and r["category"] != "all":
+            assert f"<td>{r['category']}</td><td class=\"text\">{_escaped(r['error_types'])}" \
+                in section
+    for category, pct in PUBLISHED["accuracy"].items():
+        assert f"{pct:.2f} %" in section, category
+    assert "published, not like-for-like" in section
+    generic = section_of("suite-agentdojo")
+    # as the file writes them
+    assert "<td>banking</td><td>obeys</td><td>none</td><td>0.5</td><td>0.3194</td>" in generic
+    assert "<td>banking</td><td>obeys</td><td>delimit</td><td>1.0</td><td>0.0</td>" in generic
+
+
+def test_a_suite_verification_of_another_case_is_refused(suite_site: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    (t1, _), (_, v2) = suite_site["cases"][:2]
+    with pytest.raises(TraceError, match="another version of the trace"):
+        viewer.build([], tmp_path / "v", suite_pairs=[(t1, v2)])

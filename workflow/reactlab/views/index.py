@@ -57,6 +57,7 @@ table.matrix td.cell { text-align: center; font-variant-numeric: tabular-nums; }
 td.r0 { background: #fde8e6; } td.r1 { background: #fbe3cf; } td.r2 { background: #fbf0c9; }
 td.r3 { background: #e9f3cf; } td.r4 { background: #d3eed6; } td.r5 { background: #bfe5c6; }
 td.na { color: #9aa1b1; }
+.small { font-size: .82em; }
 tr.published td { color: #5a6275; font-style: italic; background: #f6f7fa; }
 .v-none { background: #eceef3; color: #4a5263; border-color: #c9ced9; }
 details { margin: .4em 0 .8em; }
@@ -322,11 +323,12 @@ def _interval(k: int, n: int) -> str:
     return f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
 
 
-def _table(head: Sequence[str], body: Sequence[str], cls: str = "", nums: int = 0) -> str:
-    """A table in a horizontally scrolling box; the last ``nums`` header cells are
-    numeric."""
-    ths = "".join(f'<th class="num">{h(c)}</th>' if i >= len(head) - nums else
-                  f"<th>{h(c)}</th>" for i, c in enumerate(head))
+def _table(head: Sequence[str], body: Sequence[str], cls: str = "",
+           numeric: Sequence[str] = ()) -> str:
+    """A table in a horizontally scrolling box; the ``numeric`` columns' headers are
+    right-aligned like their cells."""
+    ths = "".join(f'<th class="num">{h(c)}</th>' if c in numeric else f"<th>{h(c)}</th>"
+                  for c in head)
     klass = f' class="{cls}"' if cls else ""
     return (f'<div class="scroll"><table{klass}>\n<thead><tr>{ths}</tr></thead>\n<tbody>\n'
             + "".join(body) + "</tbody>\n</table></div>\n")
@@ -362,7 +364,7 @@ def _matrix(runs: Sequence[list[Any]], by: int, title: str, label: str) -> str:
         body.append(f"<tr><td>{h(key)}</td>{extra}{''.join(tds)}"
                     f'<td class="num">{_interval(k_all, n_all)}</td></tr>\n')
     head = [label, *(["tasks"] if by == 3 else []), *backends, "all backends [95 % Wilson]"]
-    return _fold(title, len(keys), _table(head, body, "matrix", 1))
+    return _fold(title, len(keys), _table(head, body, "matrix", [head[-1]]))
 
 
 def _lesson_summary(runs: Sequence[list[Any]]) -> str:
@@ -385,7 +387,8 @@ def _lesson_summary(runs: Sequence[list[Any]]) -> str:
            "the matrices: verified/runs, pooled over the other factors (trials count as "
            "runs).</p>\n",
            _table(["backend", "runs", "verified", "rejected", "no answer",
-                   "success rate [95 % Wilson]"], body, "", 5),
+                   "success rate [95 % Wilson]"], body, "",
+                  ["runs", "verified", "rejected", "no answer", "success rate [95 % Wilson]"]),
            _matrix(runs, 3, "Scenario × backend", "scenario"),
            _matrix(runs, 1, "Task × backend", "task")]
     return "".join(out)
@@ -405,31 +408,33 @@ def _bfcl_summary(table: Sequence[Mapping[str, Any]]) -> str:
         groups.setdefault((str(r["backend"]), _text(r["scenario"])), {})[str(r["category"])] = r
     body = []
     for (backend, scenario), cats in sorted(groups.items()):
-        tds = []
+        tds: list[str] = []
         for c in categories:
-            r = cats.get(c)
-            if r is None:
+            cell = cats.get(c)
+            if cell is None:
                 tds.append('<td class="cell na">—</td>')
                 continue
-            n, k = _int(r["cases"]), _int(r["correct"])
-            acc, lo, hi = _float(r["accuracy"]), _float(r["ci_low"]), _float(r["ci_high"])
+            n, k = _int(cell["cases"]), _int(cell["correct"])
+            acc, lo, hi = (_float(cell["accuracy"]), _float(cell["ci_low"]),
+                           _float(cell["ci_high"]))
             text = "—" if acc is None else f"{acc * 100:.1f} %"
+            detail = f"n={n}"
             if lo is not None and hi is not None:
-                text += f" [{lo * 100:.0f}–{hi * 100:.0f}]"
+                detail = f"[{lo * 100:.0f}–{hi * 100:.0f}] {detail}"
             cls = _rate_class(int(k), int(n)) if isinstance(n, int) and isinstance(k, int) \
                 and n else "na"
             tds.append(f'<td class="cell {cls}" title="{attr(f"{k}/{n} correct")}">'
-                       f"{h(text)}<br><span class=\"muted\">n={h(n)}</span></td>")
+                       f"{h(text)}<br><span class=\"muted small\">{h(detail)}</span></td>")
         body.append(f"<tr><td>{h(backend)}</td><td>{h(scenario)}</td>{''.join(tds)}</tr>\n")
     if published:
         by_cat = {str(r["category"]): r for r in published}
-        tds = "".join(
+        published_tds = "".join(
             f'<td class="cell">{(_float(by_cat[c]["accuracy"]) or 0) * 100:.2f} %</td>'
             if c in by_cat else '<td class="cell na">—</td>' for c in categories)
         src = _text(published[0].get("source"))
         body.append(f'<tr class="published"><td title="{attr(src)}">'
                     f"{h(published[0]['backend'])}</td><td>published, not like-for-like"
-                    f"</td>{tds}</tr>\n")
+                    f"</td>{published_tds}</tr>\n")
     matrix = _table(["backend", "scenario", *categories], body, "matrix")
     errors = []
     for (backend, scenario), cats in sorted(groups.items()):
@@ -461,7 +466,7 @@ def _bfcl_summary(table: Sequence[Mapping[str, Any]]) -> str:
         out.append(_fold("Error types (BFCL's checker, all categories pooled) and agreement "
                          "with the project's trajectory verdict", len(errors),
                          _table(["backend", "scenario", "cases", "correct", "agreement",
-                                 "error types"], errors, "", 3)))
+                                 "error types"], errors, "", ["cases", "correct", "agreement"])))
     if per_cat:
         out.append(_fold("Error types per category", len(per_cat),
                          _table(["backend", "scenario", "category", "error types"], per_cat)))
@@ -469,16 +474,14 @@ def _bfcl_summary(table: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _generic_summary(name: str, table: Sequence[Mapping[str, Any]]) -> str:
-    """A suite table the viewer has no layout for (``agentdojo.csv`` ...): as it is."""
+    """A suite table the viewer has no layout for (``agentdojo.csv`` ...): as it is, each
+    cell as the file writes it."""
     if not table:
         return ""
     columns = list(table[0])
 
-    def fmt(value: object) -> str:
-        f = value if isinstance(value, float) else None
-        if f is not None and math.isnan(f):
-            return "—"
-        return f"{f:.4g}" if f is not None else h(_text(value))
+    def fmt(value: object) -> str:  # the cell as the file writes it; empty: a dash
+        return h(_text(value)) or "—"
 
     body = ["<tr>" + "".join(f"<td>{fmt(r.get(c))}</td>" for c in columns) + "</tr>\n"
             for r in table]
@@ -509,7 +512,8 @@ def _trials_summary(runs: Sequence[list[Any]], rows: Sequence[Mapping[str, Any]]
                     f'<td class="num">{pass_at_k(n, c, n):.2f}</td>'
                     f'<td class="num">{pass_hat_k(n, c, n):.2f}</td></tr>\n')
     table = _table(["task", "backend", "scenario", "n", "successes",
-                    "success rate [95 % Wilson]", "pass@n", "pass^n"], body, "", 5)
+                    "success rate [95 % Wilson]", "pass@n", "pass^n"], body, "",
+                   ["n", "successes", "success rate [95 % Wilson]", "pass@n", "pass^n"])
     return ('<h2 id="trials">Repeated trials</h2>\n'
             + _fold("Run groups with trials", len(body), table))
 
