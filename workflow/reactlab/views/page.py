@@ -21,12 +21,15 @@ from reactlab.views.common import escape_char, is_hidden, visible
 
 __all__ = ["CSS", "attr", "badge", "doc", "h", "page_path", "script_hash", "verdict_badge"]
 
+_NEWLINE_TAB = str.maketrans("", "", "\n\t")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def h(text: object) -> str:
     """Escape any value for HTML; hidden characters appear as escapes in a ``ctl`` span."""
     s = text if isinstance(text, str) else str(text)
+    if s.isprintable() or s.translate(_NEWLINE_TAB).isprintable():
+        return html.escape(s)  # no hidden character (the common case, and fast)
     out: list[str] = []
     plain: list[str] = []
     for ch in s:
