@@ -96,3 +96,28 @@ def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path
     a = success_rates(small, tmp_path / "small.png")
     b = success_rates(large, tmp_path / "large.png")
     assert _png_size(a.read_bytes()) == _png_size(b.read_bytes())
+
+
+def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reactlab import jobs
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    table = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")["bfcl"]
+    png = tmp_path / "f" / "bfcl_accuracy.png"
+
+    def draw() -> list[str]:
+        outputs.draw("bfcl_accuracy", table, png, {})
+        return [str(png), str(png.with_suffix(".svg"))]
+
+    figures = draw()
+    jobs.remove_damaged_figures(figures, [str(table)])
+    assert png.is_file() and capsys.readouterr().err == ""  # intact: kept
+    png.write_bytes(png.read_bytes() + b"edited")
+    jobs.remove_damaged_figures(figures, [str(table)])
+    assert not png.exists() and not png.with_suffix(".svg").exists()
+    assert "the figure will be redrawn" in capsys.readouterr().err
+    figures = draw()
+    jobs.remove_damaged_figures(figures, [str(table), str(tmp_path / "t" / "gone.csv")])
+    assert not png.exists() and "its table will be rebuilt" in capsys.readouterr().err
