@@ -543,3 +543,37 @@ def test_a_suite_verification_of_another_case_is_refused(suite_site: dict[str, A
     (t1, _), (_, v2) = suite_site["cases"][:2]
     with pytest.raises(TraceError, match="another version of the trace"):
         viewer.build([], tmp_path / "v", suite_pairs=[(t1, v2)])
+
+
+def test_a_case_named_with_slashes_is_a_nested_page(suite_site: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    """AgentDojo names a case ``{suite}/{user task}__{injection task}``: the page is a
+    folder deeper, its link back still reaches the index, its suite's name is the
+    category; a name that could leave the folder is refused."""
+    source, verified_path = suite_site["cases"][0]
+    tr = trace.read(source)
+    run = {**tr.run, "task": "banking/user_task_0__injection_task_1"}
+    header = replace(tr.header, run=run, key="agentdojo/" + "/".join(run.values()))
+    tpath = tmp_path / "case.jsonl"
+    w = trace.TraceWriter(tpath)
+    w.add(header)
+    for rec in tr.records:
+        w.add(rec)
+    w.close(replace(tr.end, records=None, sha256=None))
+    record = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    record.update(run=run, trace=str(tpath), suite="agentdojo", category=None,
+                  trace_sha256=trace.read(tpath).end.sha256)
+    vpath = tmp_path / "case.json"
+    vpath.write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "viewer"
+    viewer.build([], out, suite_pairs=[(str(tpath), str(vpath))])
+    href = "suites/agentdojo/{backend}/{scenario}/banking/user_task_0__injection_task_1.html" \
+        .format(**run)
+    row, = index_rows((out / "index.html").read_text(encoding="utf-8"))
+    assert (row["href"], row["suite"]) == (href, "agentdojo/banking")
+    back = parse((out / href).read_text(encoding="utf-8")).links
+    assert back == ["../../../../../index.html"]
+    assert (out / href).parent.joinpath(back[0]).resolve() == (out / "index.html").resolve()
+    for bad in ("../x", "a/../../b", "a//b"):
+        with pytest.raises(TraceError, match="cannot be used in a file name"):
+            viewer.case_path("agentdojo", {**run, "task": bad})

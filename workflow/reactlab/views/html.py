@@ -315,11 +315,13 @@ SUITE_FIELDS = ("trace", "trace_sha256", "run", "verified", "findings")
 
 def case_path(suite: str, run: Mapping[str, Any]) -> str:
     """The page of a suite case relative to the viewer folder:
-    ``suites/{suite}/{backend}/{scenario}/{case}.html``.
+    ``suites/{suite}/{backend}/{scenario}/{case}.html``; a case named with slashes
+    (AgentDojo's ``banking/user_task_0__injection_task_1``) is a path of folders.
 
     Raises :class:`TraceError` for a name that could leave the folder.
     """
-    parts = [suite] + [str(run.get(k, "")) for k in ("backend", "scenario", "task")]
+    parts = [suite, str(run.get("backend", "")), str(run.get("scenario", "")),
+             *str(run.get("task", "")).split("/")]
     for p in parts:
         if not _SAFE.fullmatch(p):
             raise TraceError(f"suite case name {p!r} cannot be used in a file name")
@@ -365,7 +367,9 @@ def suite_row(run: VerifiedRun, record: Mapping[str, Any]) -> dict[str, Any]:
     suite = str(record.get("suite") or tr.header.spec.get("suite", {}).get("name", "suite"))
     detail = record.get("error_type") or "; ".join(f.message for f in
                                                    run.verification.findings)
-    return {"suite": suite, "category": record.get("category") or "",
+    task = str(tr.run["task"])
+    category = record.get("category") or (task.split("/")[0] if "/" in task else "")
+    return {"suite": suite, "category": category,
             "task": tr.run["task"], "backend": tr.run["backend"],
             "scenario": tr.run["scenario"], "termination": tr.end.termination,
             "verified": run.verification.verified, "steps": tr.end.steps,
@@ -384,13 +388,14 @@ def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
     key = tr.header.key or "/".join(tr.run.values())
     verdict = (_badge("v-verified", "correct") if verification.verified
                else _badge("v-rejected", "incorrect"))
+    up = "../" * case_path(suite, tr.run).count("/")
     body: list[str] = [
-        '<nav><a href="../../../../index.html">← all runs</a></nav>\n',
+        f'<nav><a href="{up}index.html">← all runs</a></nav>\n',
         f"<h1>{_h(key)} {verdict}</h1>\n",
         f'<div class="question"><span class="label">question</span>'
         f'<div class="text">{_h(tr.header.question)}</div></div>\n',
     ]
-    summary = [("suite", suite), ("category", record.get("category", "—")),
+    summary = [("suite", suite), ("category", suite_row(run, record)["category"] or "—"),
                ("termination", end.termination), ("steps", end.steps),
                ("tool calls", end.calls), ("tokens sent", end.tokens_sent)]
     body.append('<div class="summary">' + "".join(
