@@ -121,3 +121,25 @@ def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
     figures = draw()
     jobs.remove_damaged_figures(figures, [str(table), str(tmp_path / "t" / "gone.csv")])
     assert not png.exists() and "its table will be rebuilt" in capsys.readouterr().err
+
+
+AGENTDOJO_CSV = """entry,suite,backend,policy,defence,pairs,utility,utility_low,utility_high,\
+attack_success_rate,asr_low,asr_high,baseline_utility,baseline_attack_success_rate
+agentdojo,banking,scripted,obeys,none,144,0.8,0.73,0.86,0.3194,0.2482,0.4002,0.8,0.3194
+agentdojo,banking,scripted,obeys,delimit,144,0.9,0.84,0.94,0.1,0.06,0.16,0.8,0.3194
+agentdojo,slack,scripted,ground_truth,none,105,1.0,0.96,1.0,0.0,0.0,0.035,1.0,0.0
+"""
+
+
+def test_the_agentdojo_figure_reads_agentdojo_csv(tmp_path: Path) -> None:
+    from reactlab.core.errors import TraceError
+
+    table = tmp_path / "agentdojo.csv"
+    table.write_text(AGENTDOJO_CSV, encoding="utf-8")
+    assert [f.kind for f in outputs.suite_figures([str(table)])] == ["agentdojo_rates"]
+    a = outputs.draw("agentdojo_rates", table, tmp_path / "a.png", {})
+    b = outputs.draw("agentdojo_rates", table, tmp_path / "b.png", {})
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table.write_text(AGENTDOJO_CSV.replace("asr_high", "asr_top"), encoding="utf-8")
+    with pytest.raises(TraceError, match="no column asr_high"):
+        outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {})

@@ -89,6 +89,12 @@ def _bfcl_accuracy(table: str | Path, out: str | Path, figure: Mapping[str, Any]
     return suite_figures.bfcl_accuracy(table, out)
 
 
+def _agentdojo_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import suite_figures
+
+    return suite_figures.agentdojo_rates(table, out)
+
+
 #: Every table, in the order ``tables.build`` writes them.
 TABLES: tuple[Table, ...] = (
     Table("runs", "runs"),
@@ -116,6 +122,7 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
 #: ...): made only when the config runs that suite (``workflow/rules/suites.smk``).
 SUITE_FIGURES: dict[str, Figure] = {f.kind: f for f in (
     Figure("bfcl_accuracy", "bfcl", _bfcl_accuracy),
+    Figure("agentdojo_rates", "agentdojo", _agentdojo_rates),
 )}
 
 #: Every figure the CLI can draw.

@@ -7,6 +7,12 @@ interval and ``k/n`` beside it. The published row of ``bfcl.csv`` is drawn in ea
 category that has it as a dashed vertical line, labelled as context (another model, data
 version and prompt format: not a like-for-like comparison). ``non_live_ast`` (BFCL's mean
 of four accuracies, without an interval) is left out.
+
+``agentdojo_rates``: AgentDojo's utility and attack success rate by its own checks, one
+panel per AgentDojo suite (banking, slack, travel, workspace), one row per (backend,
+policy, defence), each rate with its 95 % Wilson interval (the columns of
+``agentdojo.csv``: ``utility``/``utility_low``/``utility_high``,
+``attack_success_rate``/``asr_low``/``asr_high``, ``pairs``).
 """
 
 from __future__ import annotations
@@ -81,5 +87,68 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
     fig.suptitle("BFCL accuracy by its own checker, per category; 95 % Wilson interval, "
                  f"k/n at the right{note}", fontsize=8.5)
     fig.supxlabel("accuracy", fontsize=8)
+    fig.tight_layout()
+    return save(fig, out_png)[0]
+
+
+#: The columns of ``agentdojo.csv`` the figure reads.
+AGENTDOJO_COLUMNS = ("suite", "backend", "policy", "defence", "pairs", "utility",
+                     "utility_low", "utility_high", "attack_success_rate", "asr_low",
+                     "asr_high")
+
+
+def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
+    import pandas as pd
+
+    plt = _plt()
+    df = pd.read_csv(agentdojo_csv, keep_default_na=False, na_values=[""])
+    missing = [c for c in AGENTDOJO_COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(f"{agentdojo_csv}: no column {', '.join(missing)}")
+    if df.empty:
+        raise TraceError(f"{agentdojo_csv}: no row to draw")
+    suites = list(dict.fromkeys(str(s) for s in df.suite))
+    series = list(dict.fromkeys((str(r.backend), str(r.policy), str(r.defence))
+                                for r in df.itertuples()))
+    y_of = {key: i for i, key in enumerate(series)}
+    n_cols = min(2, len(suites))
+    n_rows = math.ceil(len(suites) / n_cols)
+    height = 0.8 + 0.26 * len(series)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.0 + 3.6 * n_cols,
+                                                      0.7 + height * n_rows),
+                             dpi=100, sharey=True, squeeze=False)
+    kinds = (("utility", "utility_low", "utility_high", "#2e7d32", -0.15, "utility"),
+             ("attack_success_rate", "asr_low", "asr_high", "#c62828", 0.15,
+              "attack success rate"))
+    for i, ax in enumerate(axes.flat):
+        if i >= len(suites):
+            ax.set_visible(False)
+            continue
+        rows = df[df.suite == suites[i]]
+        for value, low, high, colour, dy, label in kinds:
+            ys = [y_of[(str(r.backend), str(r.policy), str(r.defence))] + dy
+                  for r in rows.itertuples()]
+            xs = rows[value].astype(float).tolist()
+            lo = (rows[value].astype(float) - rows[low].astype(float)).clip(lower=0).tolist()
+            hi = (rows[high].astype(float) - rows[value].astype(float)).clip(lower=0).tolist()
+            ax.errorbar(xs, ys, xerr=[lo, hi], fmt="o", ms=3.2, color=colour,
+                        elinewidth=1.0, capsize=2, label=label if i == 0 else None)
+        for r in rows.itertuples():
+            ax.annotate(f"n={int(r.pairs)}", (1.0, y_of[(str(r.backend), str(r.policy),
+                                                          str(r.defence))]),
+                        xycoords=("axes fraction", "data"), xytext=(3, 0),
+                        textcoords="offset points", fontsize=6, va="center", ha="left",
+                        annotation_clip=False)
+        ax.set_title(suites[i], fontsize=9)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(len(series) - 0.5, -0.5)
+        ax.set_yticks(range(len(series)), [" · ".join(k) for k in series], fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(alpha=0.3)
+    fig.legend(loc="upper right", fontsize=7, ncol=2, frameon=False)
+    fig.suptitle("AgentDojo by its own checks: utility and attack success rate per suite; "
+                 "rows: backend · policy · defence; 95 % Wilson interval", fontsize=8.5,
+                 x=0.02, ha="left")
+    fig.supxlabel("rate over the pairs run", fontsize=8)
     fig.tight_layout()
     return save(fig, out_png)[0]
