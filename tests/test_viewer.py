@@ -577,3 +577,31 @@ def test_a_case_named_with_slashes_is_a_nested_page(suite_site: dict[str, Any],
     for bad in ("../x", "a/../../b", "a//b"):
         with pytest.raises(TraceError, match="cannot be used in a file name"):
             viewer.case_path("agentdojo", {**run, "task": bad})
+
+
+def test_agentdojo_table_gets_its_own_layout() -> None:
+    import csv
+    import io
+
+    from tests.test_outputs import AGENTDOJO_CSV
+
+    table = list(csv.DictReader(io.StringIO(AGENTDOJO_CSV)))
+    html = viewer.render_index([], [{
+        "suite": "agentdojo", "category": "banking", "task": "banking/u0__i1",
+        "backend": "scripted", "scenario": "obeys__none", "termination": "answer",
+        "verified": False, "steps": 3, "calls": 2, "tokens_sent": 900, "detail": "",
+        "href": "suites/agentdojo/scripted/obeys__none/banking/u0__i1.html"}],
+        {"agentdojo": table})
+    parse(html)
+    start = html.index('id="suite-agentdojo"')
+    section = html[start:html.index("<h2", start)]
+    for r in table:
+        u, ul, uh = (float(r[k]) for k in ("utility", "utility_low", "utility_high"))
+        a, al, ah = (float(r[k]) for k in ("attack_success_rate", "asr_low", "asr_high"))
+        row = section[section.index(f"<tr><td>{r['suite']}</td><td>{r['backend']}</td>"
+                                    f"<td>{r['policy']}</td><td>{r['defence']}</td>"):]
+        row = row[:row.index("</tr>")]
+        assert f">{u:.2f} [{ul:.2f}, {uh:.2f}]<" in row and f">{a:.2f} [{al:.2f}, {ah:.2f}]<" in row
+        du = u - float(r["baseline_utility"])
+        da = a - float(r["baseline_attack_success_rate"])
+        assert f'<td class="num">{du:+.2f}</td>' in row and f'<td class="num">{da:+.2f}</td>' in row

@@ -473,6 +473,52 @@ def _bfcl_summary(table: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+AGENTDOJO_COLUMNS = ("suite", "backend", "policy", "defence", "pairs", "utility",
+                     "utility_low", "utility_high", "attack_success_rate", "asr_low",
+                     "asr_high", "baseline_utility", "baseline_attack_success_rate")
+
+
+def _rate_cell(value: object, low: object, high: object, good_high: bool) -> str:
+    v, lo, hi = _float(value), _float(low), _float(high)
+    if v is None:
+        return '<td class="cell na">—</td>'
+    text = f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+    bucket = min(5, int((v if good_high else 1 - v) * 5 + 1e-9))
+    return f'<td class="cell r{bucket}">{h(text)}</td>'
+
+
+def _agentdojo_summary(name: str, table: Sequence[Mapping[str, Any]]) -> str:
+    """AgentDojo's table: utility and attack success rate per suite × backend × policy ×
+    defence, with intervals and the change against the same group without defence."""
+    if not table or any(c not in table[0] for c in AGENTDOJO_COLUMNS):
+        return _generic_summary(name, table)
+
+    def delta(value: object, base: object) -> str:
+        v, b = _float(value), _float(base)
+        return "—" if v is None or b is None else f"{v - b:+.2f}"
+
+    body = []
+    for r in table:
+        asr_delta = delta(r["attack_success_rate"], r["baseline_attack_success_rate"])
+        body.append(f"<tr><td>{h(_text(r['suite']))}</td><td>{h(_text(r['backend']))}</td>"
+                    f"<td>{h(_text(r['policy']))}</td><td>{h(_text(r['defence']))}</td>"
+                    f'<td class="num">{h(_int(r["pairs"]))}</td>'
+                    + _rate_cell(r["utility"], r["utility_low"], r["utility_high"], True)
+                    + f'<td class="num">{delta(r["utility"], r["baseline_utility"])}</td>'
+                    + _rate_cell(r["attack_success_rate"], r["asr_low"], r["asr_high"], False)
+                    + f'<td class="num">{asr_delta}</td></tr>\n')
+    head = ["suite", "backend", "policy", "defence", "pairs", "utility [95 % Wilson]",
+            "Δ utility", "attack success [95 % Wilson]", "Δ attack success"]
+    return (f'<h2 id="suite-{attr(name)}">AgentDojo</h2>\n'
+            '<p class="muted">Utility and attack success rate by AgentDojo\'s own '
+            "<code>utility</code> and <code>security</code> checks, per (user task, "
+            "injection task) pair; Δ: the change against the same suite, backend and "
+            f"policy without defence (<code>results/tables/{h(name)}.csv</code>).</p>\n"
+            + _fold("Utility and attack success: suite × backend × policy × defence",
+                    len(body), _table(head, body, "matrix",
+                                      ["pairs", "Δ utility", "Δ attack success"])))
+
+
 def _generic_summary(name: str, table: Sequence[Mapping[str, Any]]) -> str:
     """A suite table the viewer has no layout for (``agentdojo.csv`` ...): as it is, each
     cell as the file writes it."""
@@ -604,7 +650,12 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
             '<nav class="toc">' + "".join(link for link, shown in toc if shown) + "</nav>\n",
             _lesson_summary(lesson)]
     for name, table in tables.items():
-        body.append(_bfcl_summary(table) if name == "bfcl" else _generic_summary(name, table))
+        if name == "bfcl":
+            body.append(_bfcl_summary(table))
+        elif name == "agentdojo":
+            body.append(_agentdojo_summary(name, table))
+        else:
+            body.append(_generic_summary(name, table))
     body.append(_trials_summary(lesson, rows))
     body.append(_run_list_section(runs))
     return doc("reactlab — results", "".join(body), css=INDEX_CSS, script=INDEX_JS)
