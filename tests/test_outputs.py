@@ -99,28 +99,31 @@ def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path
 
 
 def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from reactlab import jobs
     from reactlab.suites.tables import build_bfcl
     from tests.test_suites import run_all, suite_config
 
     table = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")["bfcl"]
-    png = tmp_path / "f" / "bfcl_accuracy.png"
+    monkeypatch.chdir(tmp_path)  # the figure's own paths: results/figures/...
+    figure = outputs.SUITE_FIGURES["bfcl_accuracy"]
+    png = Path(figure.paths[0])
+    tables = str(table.parent)
 
-    def draw() -> list[str]:
+    def draw() -> None:
         outputs.draw("bfcl_accuracy", table, png, {})
-        return [str(png), str(png.with_suffix(".svg"))]
 
-    figures = draw()
-    jobs.remove_damaged_figures(figures, [str(table)])
+    draw()
+    jobs.remove_damaged_figures([figure], tables)
     assert png.is_file() and capsys.readouterr().err == ""  # intact: kept
     png.write_bytes(png.read_bytes() + b"edited")
-    jobs.remove_damaged_figures(figures, [str(table)])
+    jobs.remove_damaged_figures([figure], tables)
     assert not png.exists() and not png.with_suffix(".svg").exists()
     assert "the figure will be redrawn" in capsys.readouterr().err
-    figures = draw()
-    jobs.remove_damaged_figures(figures, [str(table), str(tmp_path / "t" / "gone.csv")])
-    assert not png.exists() and "its table will be rebuilt" in capsys.readouterr().err
+    draw()
+    jobs.remove_damaged_figures([figure], str(tmp_path / "elsewhere"))
+    assert not png.exists() and "will be rebuilt" in capsys.readouterr().err
 
 
 AGENTDOJO_CSV = """entry,suite,backend,policy,defence,pairs,utility,utility_low,utility_high,\

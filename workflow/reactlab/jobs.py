@@ -170,22 +170,24 @@ def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
         print(f"reactlab: {line}", file=sys.stderr)
 
 
-def remove_damaged_figures(figures: Sequence[str], tables: Sequence[str]) -> None:
-    """Before a run plans its jobs (main process only): a suite figure (PNG and SVG paths)
-    edited or damaged after it was drawn, or whose table is gone (the suite recovery
-    removed it), is removed so that it is drawn again."""
+def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/tables") -> None:
+    """Before a run plans its jobs (main process only): a suite figure
+    (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after it was drawn, or
+    whose source table is gone (the suite recovery removed it), is removed so that it is
+    drawn again."""
     from reactlab.analysis.figures import manifest_path
     from reactlab.trace.integrity import check_manifest
 
-    for png in (Path(f) for f in figures if f.endswith(".png")):
-        pair = [png, png.with_suffix(".svg")]
-        if not any(p.exists() for p in pair):
+    for figure in figures:
+        png, svg = (Path(p) for p in figure.paths)
+        if not (png.exists() or svg.exists()):
             continue
         problems = check_manifest(manifest_path(png), png.parent)
-        if problems or not all(Path(t).exists() for t in tables):
-            reason = problems[0] if problems else "its table will be rebuilt"
+        table = Path(tables_dir) / f"{figure.source}.csv"
+        if problems or not table.exists():
+            reason = problems[0] if problems else f"{table} will be rebuilt"
             print(f"reactlab: {png}: {reason}: the figure will be redrawn", file=sys.stderr)
-            for p in (*pair, manifest_path(png)):
+            for p in (png, svg, manifest_path(png)):
                 p.unlink(missing_ok=True)
 
 

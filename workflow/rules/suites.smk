@@ -29,7 +29,7 @@ SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
 
 if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
     jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)
-    jobs.remove_damaged_figures(SUITE_FIGURES, SUITE_TABLES)
+    jobs.remove_damaged_figures(SUITE_FIGURE_KINDS)
 
 
 
