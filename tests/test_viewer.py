@@ -231,6 +231,10 @@ def test_index_summarises_before_it_lists(pairs, built) -> None:
         else:
             counts[2] += 1
     assert sorted(expected) == ["local", "openai"]
+    totals = [sum(c[i] for c in expected.values()) for i in range(4)]
+    tiles = "".join(f'<div><span class="label">{k}</span><b>{v}</b></div>' for k, v in zip(
+        ("runs", "verified", "rejected", "no answer"), totals, strict=True))
+    assert tiles in index
     for backend, counts in expected.items():
         row = index[index.index(f"<tr><td>{backend}</td>"):]
         cells = row[:row.index("</tr>")].split('<td class="num">')[1:]

@@ -633,8 +633,8 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
     runs = run_list(rows, suite_rows)
     lesson = [r for r in runs if r[0] == "lesson"]
     suites = [r for r in runs if r[0] != "lesson"]
-    n_ok = sum(r[6] == "verified" for r in lesson)
-    tiles = [("runs", len(lesson)), ("verified", n_ok), ("rejected", len(lesson) - n_ok)]
+    tiles = [("runs", len(lesson))] + [(v, sum(r[6] == v for r in lesson))
+                                       for v in ("verified", "rejected", "no answer")]
     if suites:
         ok = sum(r[6] == "correct" for r in suites)
         tiles += [("suite cases", len(suites)), ("correct", ok), ("incorrect", len(suites) - ok)]
