@@ -609,3 +609,21 @@ def test_agentdojo_table_gets_its_own_layout() -> None:
         du = u - float(r["baseline_utility"])
         da = a - float(r["baseline_attack_success_rate"])
         assert f'<td class="num">{du:+.2f}</td>' in row and f'<td class="num">{da:+.2f}</td>' in row
+
+
+def test_trials_are_rows_and_a_summary() -> None:
+    from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
+
+    ok = [True, False, True]
+    rows = [{"task": "t", "backend": "b", "scenario": "s", "trial": i, "termination": "answer",
+             "verified": v, "steps": 2, "tokens_sent": 10} for i, v in enumerate(ok, 1)]
+    html = viewer.render_index(rows)
+    listed = index_rows(html)
+    assert [(r["trial"], r["href"], r["verdict"]) for r in listed] == [
+        (i, f"t/b/s/t{i}.html", "verified" if v else "rejected") for i, v in enumerate(ok, 1)]
+    start = html.index('id="trials"')
+    section = html[start:html.index("<h2", start)]
+    iv = wilson(sum(ok), len(ok))
+    assert (f'<td class="num">3</td><td class="num">2</td><td class="num">{iv.estimate:.2f} '
+            f'[{iv.low:.2f}, {iv.high:.2f}]</td><td class="num">{pass_at_k(3, 2, 3):.2f}</td>'
+            f'<td class="num">{pass_hat_k(3, 2, 3):.2f}</td>') in section

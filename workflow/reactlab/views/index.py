@@ -536,7 +536,7 @@ def _generic_summary(name: str, table: Sequence[Mapping[str, Any]]) -> str:
             + _fold(name, len(body), _table(columns, body)))
 
 
-def _trials_summary(runs: Sequence[list[Any]], rows: Sequence[Mapping[str, Any]]) -> str:
+def _trials_summary(rows: Sequence[Mapping[str, Any]]) -> str:
     """Runs with repeated trials: success rate with its 95 % Wilson interval, pass@k and
     pass^k for k = n (the same estimators as results/tables/summary_trials.csv)."""
     from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
@@ -656,6 +656,6 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
             body.append(_agentdojo_summary(name, table))
         else:
             body.append(_generic_summary(name, table))
-    body.append(_trials_summary(lesson, rows))
+    body.append(_trials_summary(rows))
     body.append(_run_list_section(runs))
     return doc("reactlab — results", "".join(body), css=INDEX_CSS, script=INDEX_JS)
