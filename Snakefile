@@ -52,3 +52,4 @@ rule all:
         FIGURES,
         VIEWER,
         SUITE_TABLES,
+        SUITE_FIGURES,

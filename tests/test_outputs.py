@@ -39,7 +39,8 @@ def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],
 
 
 def test_every_table_and_figure_has_its_caption() -> None:
-    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in outputs.FIGURES.values()]
+    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in
+                                                   outputs.ALL_FIGURES.values()]
     assert [p for p in pages if not (ROOT / "workflow" / "report" / f"{p}.rst").is_file()] == []
 
 
@@ -49,8 +50,99 @@ def test_the_cli_offers_the_registrys_figures(built: dict[str, Path], tmp_path: 
     parser = cli.build_parser()
     figure = next(a for a in parser._subparsers._group_actions[0].choices["figure"]._actions
                   if a.dest == "kind")
-    assert list(figure.choices) == list(outputs.FIGURES)
+    assert list(figure.choices) == list(outputs.ALL_FIGURES)
     out = tmp_path / "o.png"
     assert cli.main(["figure", "--kind", "outcomes", "--table", str(built["runs"]),
                      "--out", str(out)]) == 0
     assert out.is_file()
+
+
+def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    tables = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")
+    assert [f.kind for f in outputs.suite_figures([str(tables["bfcl"])])] == ["bfcl_accuracy"]
+    assert outputs.suite_figures(["results/tables/runs.csv"]) == []
+    png = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "b.png", {})
+    again = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "c.png", {})
+    assert png.read_bytes() == again.read_bytes()
+    assert png.with_suffix(".svg").read_bytes() == again.with_suffix(".svg").read_bytes()
+
+
+def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path: Path
+                                                                         ) -> None:
+    import csv
+
+    from reactlab.analysis.trial_figures import pooled, success_rates
+    from tests.test_viewer_browser import _png_size
+
+    def summary(n_tasks: int) -> Path:
+        path = tmp_path / f"summary_{n_tasks}.csv"
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task", "backend", "scenario", "n", "successes"])
+            for t in range(n_tasks):
+                for b in ("openai", "local"):
+                    for s in ("correcto", "bucle"):
+                        w.writerow([f"t{t:04d}", b, s, 3, (t + len(b) + len(s)) % 4])
+        return path
+
+    small, large = summary(3), summary(1500)
+    groups = pooled(large)
+    assert sorted(groups) == [(b, s) for b in ("local", "openai") for s in ("bucle", "correcto")]
+    assert groups[("openai", "bucle")] == (
+        sum((t + 6 + 5) % 4 for t in range(1500)), 3 * 1500)
+    a = success_rates(small, tmp_path / "small.png")
+    b = success_rates(large, tmp_path / "large.png")
+    assert _png_size(a.read_bytes()) == _png_size(b.read_bytes())
+
+
+def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab import jobs
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    table = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")["bfcl"]
+    monkeypatch.chdir(tmp_path)  # the figure's own paths: results/figures/...
+    figure = outputs.SUITE_FIGURES["bfcl_accuracy"]
+    png = Path(figure.paths[0])
+    tables = str(table.parent)
+
+    def draw() -> None:
+        outputs.draw("bfcl_accuracy", table, png, {})
+
+    draw()
+    jobs.remove_damaged_figures([figure], tables)
+    assert png.is_file() and capsys.readouterr().err == ""  # intact: kept
+    png.write_bytes(png.read_bytes() + b"edited")
+    jobs.remove_damaged_figures([figure], tables)
+    assert not png.exists() and not png.with_suffix(".svg").exists()
+    assert "the figure will be redrawn" in capsys.readouterr().err
+    draw()
+    jobs.remove_damaged_figures([figure], str(tmp_path / "elsewhere"))
+    assert not png.exists() and "will be rebuilt" in capsys.readouterr().err
+
+
+AGENTDOJO_CSV = """entry,suite,backend,policy,defence,pairs,utility,utility_low,utility_high,\
+attack_success_rate,asr_low,asr_high,baseline_utility,baseline_attack_success_rate
+agentdojo,banking,scripted,obeys,none,144,0.8,0.73,0.86,0.3194,0.2482,0.4002,0.8,0.3194
+agentdojo,banking,scripted,obeys,delimit,144,0.9,0.84,0.94,0.1,0.06,0.16,0.8,0.3194
+agentdojo,slack,scripted,ground_truth,none,105,1.0,0.96,1.0,0.0,0.0,0.035,1.0,0.0
+"""
+
+
+def test_the_agentdojo_figure_reads_agentdojo_csv(tmp_path: Path) -> None:
+    from reactlab.core.errors import TraceError
+
+    table = tmp_path / "agentdojo.csv"
+    table.write_text(AGENTDOJO_CSV, encoding="utf-8")
+    assert [f.kind for f in outputs.suite_figures([str(table)])] == ["agentdojo_rates"]
+    a = outputs.draw("agentdojo_rates", table, tmp_path / "a.png", {})
+    b = outputs.draw("agentdojo_rates", table, tmp_path / "b.png", {})
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table.write_text(AGENTDOJO_CSV.replace("asr_high", "asr_top"), encoding="utf-8")
+    with pytest.raises(TraceError, match="no column asr_high"):
+        outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {})

@@ -177,7 +177,8 @@ def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
 
 
 def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
-    for kind in ("cumulative_tokens", "outcomes", "tokens", "defences", "success_rates"):
+    for kind in ("cumulative_tokens", "outcomes", "tokens", "defences", "success_rates",
+                 "bfcl_accuracy"):
         png = pipeline / "results" / "figures" / f"{kind}.png"
         svg = pipeline / "results" / "figures" / f"{kind}.svg"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", kind
@@ -196,8 +197,18 @@ def test_snakemake_report_is_self_contained_html(pipeline: Path) -> None:
 
 def test_viewer_pages_for_every_run(pipeline: Path) -> None:
     from reactlab import config
+    from tests.test_viewer import index_rows
 
     index = (pipeline / "results" / "viewer" / "index.html").read_text(encoding="utf-8")
+    listed = {r["href"] for r in index_rows(index)}
     for spec in config.load(pipeline / "config.yaml").runs:
         assert (pipeline / "results" / "viewer" / f"{spec.key}.html").is_file(), spec.key
-        assert f'href="{spec.key}.html"' in index, spec.key
+        assert f"{spec.key}.html" in listed, spec.key
+    # the suite cases of the default slice: a row and a page each
+    cases = [p.relative_to(pipeline / "results" / "suites").with_suffix("")
+             for p in (pipeline / "results" / "suites").rglob("*.jsonl")]
+    assert cases
+    for case in cases:  # {suite}/traces/{backend}/{scenario}/{case}
+        suite, _, *rest = case.parts
+        href = "/".join(("suites", suite, *rest)) + ".html"
+        assert href in listed and (pipeline / "results" / "viewer" / href).is_file(), href

@@ -94,7 +94,7 @@ def write_hostile_trace(template: Path, out: Path) -> tuple[Path, Path]:
 class _Tree(HTMLParser):
     """Collects tags, attributes, links and marks; checks that elements nest properly."""
 
-    VOID = frozenset({"meta", "br", "hr", "img", "link", "input"})
+    VOID = frozenset({"meta", "br", "hr", "img", "link", "input", "col"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -145,6 +145,22 @@ def parse(page: str) -> _Tree:
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "nav", "a", "h1", "h2", "h3",
                 "div", "span", "b", "code", "pre", "p", "ul", "li", "mark", "section", "dl",
                 "dt", "dd", "table", "thead", "tbody", "tr", "th", "td"}
+#: The index's run list adds its filters, its script and its embedded rows.
+INDEX_TAGS = ALLOWED_TAGS | {"script", "noscript", "label", "select", "option", "input",
+                             "button", "colgroup", "col", "details", "summary", "br"}
+
+
+def index_data(page: str) -> dict[str, Any]:
+    """The run list embedded in the index (``<script type="application/json">``)."""
+    start = page.index('<script type="application/json" id="runs-data">')
+    start = page.index(">", start) + 1
+    return dict(json.loads(page[start:page.index("</script>", start)]))
+
+
+def index_rows(page: str) -> list[dict[str, Any]]:
+    """The run list's rows as dicts of its columns."""
+    data = index_data(page)
+    return [dict(zip(data["columns"], row, strict=True)) for row in data["rows"]]
 
 
 @pytest.fixture(scope="module")
@@ -175,11 +191,12 @@ def test_build_writes_the_index_and_one_page_per_run(built) -> None:
 
 def test_index_links_every_run_page(built) -> None:
     out, _ = built
-    tree = parse((out / "index.html").read_text(encoding="utf-8"))
-    assert sorted(tree.links) == sorted(f"{t}/{b}/{s}.html" for t, b, s in RUNS)
-    for link in tree.links:
-        assert (out / link).is_file()
     index = (out / "index.html").read_text(encoding="utf-8")
+    parse(index)
+    links = [r["href"] for r in index_rows(index)]
+    assert sorted(links) == sorted(f"{t}/{b}/{s}.html" for t, b, s in RUNS)
+    for link in links:
+        assert (out / link).is_file()
     assert f"<b>{len(RUNS)}</b>" in index
     for t, b, s in RUNS:
         back = parse(page(built, f"{t}/{b}/{s}")).links
@@ -188,16 +205,48 @@ def test_index_links_every_run_page(built) -> None:
 
 
 def test_index_shows_termination_verdict_steps_tokens(built) -> None:
+    rows = {r["href"]: r for r in index_rows((built[0] / "index.html").read_text("utf-8"))}
+    row = rows["cierre_acme/openai/cierre_inventado.html"]
+    assert (row["suite"], row["termination"], row["verdict"], row["steps"]) == (
+        "lesson", "answer", "rejected", 2)
+    assert row["tokens"] == 758 and "figure without a source: 10" in row["detail"]
+    assert rows["variacion_busi/openai/correcto.html"]["verdict"] == "verified"
+    loop = rows["variacion_busi/openai/bucle.html"]
+    assert (loop["termination"], loop["verdict"]) == ("step_limit", "no answer")
+
+
+def test_index_summarises_before_it_lists(pairs, built) -> None:
     index = (built[0] / "index.html").read_text(encoding="utf-8")
-    row = index[index.index('href="cierre_acme/openai/cierre_inventado.html"'):]
-    row = row[:row.index("</tr>")]
-    assert "<td>answer</td>" in row and "rejected" in row and ">2</td>" in row
-    assert ">758</td>" in row and "figure without a source: 10" in row
-    row = index[index.index('href="variacion_busi/openai/correcto.html"'):]
-    row = row[:row.index("</tr>")]
-    assert "verified" in row and "rejected" not in row
-    row = index[index.index('href="variacion_busi/openai/bucle.html"'):]
-    assert "<td>step_limit</td>" in row[:row.index("</tr>")]
+    assert index.index('id="lesson"') < index.index('id="runs"')
+    # the backend table counts what the traces and their verifications say
+    expected: dict[str, list[int]] = {}
+    for tpath, vpath in pairs:
+        run = verify.load_verified(tpath, vpath)
+        counts = expected.setdefault(run.trace.run["backend"], [0, 0, 0, 0])
+        counts[0] += 1
+        if run.verification.verified:
+            counts[1] += 1
+        elif run.trace.end.answer is None:
+            counts[3] += 1
+        else:
+            counts[2] += 1
+    assert sorted(expected) == ["local", "openai"]
+    totals = [sum(c[i] for c in expected.values()) for i in range(4)]
+    tiles = "".join(f'<div><span class="label">{k}</span><b>{v}</b></div>' for k, v in zip(
+        ("runs", "verified", "rejected", "no answer"), totals, strict=True))
+    assert tiles in index
+    for backend, counts in expected.items():
+        row = index[index.index(f"<tr><td>{backend}</td>"):]
+        cells = row[:row.index("</tr>")].split('<td class="num">')[1:]
+        assert [int(c.split("<")[0]) for c in cells[:4]] == counts, backend
+    assert "Scenario × backend" in index and "Task × backend" in index
+    # every filter lists the values present, and only those
+    for name, values in (("backend", ["local", "openai"]),
+                         ("verdict", ["verified", "rejected", "no answer"])):
+        sel = index[index.index(f'<select id="f-{name}">'):]
+        sel = sel[:sel.index("</select>")]
+        assert sel.count("<option") == len(values) + 1
+        assert [v for v in values if f'value="{v}"' in sel] == values
 
 
 def test_figure_without_a_source_is_marked_on_the_answer(built) -> None:
@@ -248,15 +297,29 @@ def test_statuses_guardrails_and_backend_errors_are_shown(built) -> None:
 
 
 def test_pages_are_self_contained(built) -> None:
+    from reactlab.views.page import script_hash
+
     _, written = built
     for path in written:
         html = path.read_text(encoding="utf-8")
         low = html.lower()
-        assert "<script" not in low and "http://" not in low and "https://" not in low
+        assert "http://" not in low and "https://" not in low
         assert "src=" not in low and "<link" not in low and "@import" not in low
         tree = parse(html)
-        assert tree.tags <= ALLOWED_TAGS
         assert not [a for a, _ in tree.attrs if a.startswith("on")]
+        if path.name != "index.html" or path.parent != written[0].parent:
+            assert "<script" not in low
+            assert tree.tags <= ALLOWED_TAGS
+            continue
+        # the index: one inline script, allowed by its hash and nothing else, and the
+        # rows as JSON (a data block the browser never executes)
+        assert tree.tags <= INDEX_TAGS
+        assert low.count("<script") == 2 and '<script type="application/json"' in low
+        script = html[html.rindex("<script>") + 8:html.rindex("</script>")]
+        csp = html[html.index("Content-Security-Policy"):]
+        csp = csp[:csp.index(">")]
+        assert f"default-src 'none'; style-src 'unsafe-inline'; script-src {script_hash(script)}" \
+            in csp
 
 
 def test_hostile_text_is_escaped(pairs, tmp_path: Path) -> None:
@@ -300,10 +363,20 @@ def test_render_index_accepts_rows_of_runs_csv() -> None:
             {"task": "a", "backend": "b", "scenario": "s", "termination": "answer",
              "verified": "True", "steps": "3", "tokens_sent": "900", "findings": ""}]
     html = viewer.render_index(rows)
-    tree = parse(html)
-    assert tree.links == ["a/b/s.html", "t/b/s.html"]
-    assert html.count('class="badge v-rejected"') == 1
-    assert html.count('class="badge v-verified"') == 1
+    parse(html)
+    listed = index_rows(html)
+    assert [r["href"] for r in listed] == ["a/b/s.html", "t/b/s.html"]
+    assert [(r["verdict"], r["steps"], r["tokens"], r["detail"]) for r in listed] == [
+        ("verified", 3, 900, ""), ("rejected", 2, 758, "")]
+
+
+def test_embedded_rows_cannot_close_their_script() -> None:
+    rows = [{"task": "t", "backend": "b", "scenario": "s", "termination": "answer",
+             "verified": False, "steps": 1, "tokens_sent": 1,
+             "findings": "</script><script>alert(1)</script> & \u2028"}]
+    html = viewer.render_index(rows)
+    assert html.count("</script>") == 2 and "alert(1)</script>" not in html
+    assert index_rows(html)[0]["detail"] == "</script><script>alert(1)</script> & \u2028"
 
 
 def test_finding_spans_follow_the_findings_not_the_text() -> None:
@@ -362,7 +435,7 @@ def test_cli_viewer(pairs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
                  "--out-dir", str(out)]) == 0
     assert (out / "index.html").is_file()
     assert len(list(out.rglob("*.html"))) == 4
-    assert "3 run pages" in capsys.readouterr().err
+    assert "3 run pages and 0 suite case pages" in capsys.readouterr().err
     assert main(["viewer", "--traces", *traces, "--verified", verified[0],
                  "--out-dir", str(out)]) == 2
     assert "must pair up" in capsys.readouterr().err
@@ -372,11 +445,185 @@ def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
     import ast
 
     views = ROOT / "workflow" / "reactlab" / "views"
-    for name in ("html.py", "terminal.py", "common.py"):
+    shared = {"reactlab.views.common", "reactlab.views.page"}
+    for name in ("html.py", "index.py", "terminal.py", "common.py", "page.py"):
         tree = ast.parse((views / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 imported = [a.name for a in node.names]
-                assert node.module != "reactlab.views.html", name
+                if node.module.startswith("reactlab.views.") and node.module not in shared:
+                    # html.render_index hands over to the index module; nothing else
+                    assert (name, node.module) == ("html.py", "reactlab.views.index"), name
+                if name == "terminal.py":
+                    assert node.module != "reactlab.views.page", name
                 if node.module == "reactlab.analysis.verify":
                     assert not [n for n in imported if n.startswith("_")], (name, imported)
+
+
+@pytest.fixture(scope="module")
+def suite_site(pairs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two lesson runs and a BFCL slice (1 case per category, every scripted policy)."""
+    from reactlab.suites.tables import build_bfcl
+    from tests.test_suites import run_all, suite_config
+
+    base = tmp_path_factory.mktemp("viewer_suites")
+    cases = run_all(suite_config(sample=1), base / "r")
+    tables = build_bfcl(cases, base / "tables")
+    agentdojo = base / "tables" / "agentdojo.csv"  # a suite table without its own layout
+    agentdojo.write_text("suite,policy,defence,utility,attack_success\n"
+                         "banking,obeys,none,0.5,0.3194\nbanking,obeys,delimit,1.0,0.0\n",
+                         encoding="utf-8")
+    out = base / "viewer"
+    written = viewer.build(pairs[:2], out, suite_pairs=cases, suite_tables=[
+        str(tables["bfcl"]), str(tables["bfcl_cases"]), str(agentdojo)])
+    return {"out": out, "written": written, "cases": cases, "bfcl": tables["bfcl"]}
+
+
+def test_suite_cases_get_a_row_and_a_page_each(suite_site: dict[str, Any]) -> None:
+    out, cases = suite_site["out"], suite_site["cases"]
+    index = (out / "index.html").read_text(encoding="utf-8")
+    rows = [r for r in index_rows(index) if r["suite"] != "lesson"]
+    assert len(rows) == len(cases) == len(suite_site["written"]) - 3
+    for trace_path, verified_path in cases:
+        tr = trace.read(trace_path)
+        rec = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+        href = "suites/bfcl/{backend}/{scenario}/{task}.html".format(**tr.run)
+        row = next(r for r in rows if r["href"] == href)
+        assert row["suite"] == f"bfcl/{rec['category']}"
+        assert row["verdict"] == ("correct" if rec["verified"] else "incorrect")
+        assert row["detail"] == (rec["error_type"] or "")
+        page_html = (out / href).read_text(encoding="utf-8")
+        tree = parse(page_html)
+        assert tree.tags <= ALLOWED_TAGS and "<script" not in page_html.lower()
+        assert tree.links == ["../../../../index.html"]
+        assert (out / href).parent.joinpath(tree.links[0]).resolve() == (out / "index.html"
+                                                                        ).resolve()
+        assert ("correct" if rec["verified"] else "incorrect") in page_html
+        if rec["error_type"]:
+            assert _escaped(rec["error_type"]) in page_html
+
+
+def _escaped(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_the_index_summarises_bfcl_from_its_table(suite_site: dict[str, Any]) -> None:
+    import csv
+
+    from reactlab.suites.tables import PUBLISHED
+
+    index = (suite_site["out"] / "index.html").read_text(encoding="utf-8")
+    assert index.index('id="lesson"') < index.index('id="suite-bfcl"') < index.index(
+        'id="runs"')
+    def section_of(anchor: str) -> str:
+        start = index.index(f'id="{anchor}"')
+        return index[start:index.index("<h2", start)]
+
+    section = section_of("suite-bfcl")
+    table = list(csv.DictReader(suite_site["bfcl"].open(encoding="utf-8")))
+    for r in table:
+        if r["source"] != "measured" or not r["ci_low"]:
+            continue
+        cell = (f"{float(r['accuracy']) * 100:.1f} %<br><span class=\"muted small\">"
+                f"[{float(r['ci_low']) * 100:.0f}–{float(r['ci_high']) * 100:.0f}] "
+                f"n={r['cases']}</span>")
+        assert cell in section, (r["backend"], r["scenario"], r["category"])
+        if r["error_types"] and r["category"] != "all":
+            assert f"<td>{r['category']}</td><td class=\"text\">{_escaped(r['error_types'])}" \
+                in section
+    for category, pct in PUBLISHED["accuracy"].items():
+        assert f"{pct:.2f} %" in section, category
+    assert "published, not like-for-like" in section
+    generic = section_of("suite-agentdojo")
+    # as the file writes them
+    assert "<td>banking</td><td>obeys</td><td>none</td><td>0.5</td><td>0.3194</td>" in generic
+    assert "<td>banking</td><td>obeys</td><td>delimit</td><td>1.0</td><td>0.0</td>" in generic
+
+
+def test_a_suite_verification_of_another_case_is_refused(suite_site: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    (t1, _), (_, v2) = suite_site["cases"][:2]
+    with pytest.raises(TraceError, match="another version of the trace"):
+        viewer.build([], tmp_path / "v", suite_pairs=[(t1, v2)])
+
+
+def test_a_case_named_with_slashes_is_a_nested_page(suite_site: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    """AgentDojo names a case ``{suite}/{user task}__{injection task}``: the page is a
+    folder deeper, its link back still reaches the index, its suite's name is the
+    category; a name that could leave the folder is refused."""
+    source, verified_path = suite_site["cases"][0]
+    tr = trace.read(source)
+    run = {**tr.run, "task": "banking/user_task_0__injection_task_1"}
+    header = replace(tr.header, run=run, key="agentdojo/" + "/".join(run.values()))
+    tpath = tmp_path / "case.jsonl"
+    w = trace.TraceWriter(tpath)
+    w.add(header)
+    for rec in tr.records:
+        w.add(rec)
+    w.close(replace(tr.end, records=None, sha256=None))
+    record = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    record.update(run=run, trace=str(tpath), suite="agentdojo", category=None,
+                  trace_sha256=trace.read(tpath).end.sha256)
+    vpath = tmp_path / "case.json"
+    vpath.write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "viewer"
+    viewer.build([], out, suite_pairs=[(str(tpath), str(vpath))])
+    href = "suites/agentdojo/{backend}/{scenario}/banking/user_task_0__injection_task_1.html" \
+        .format(**run)
+    row, = index_rows((out / "index.html").read_text(encoding="utf-8"))
+    assert (row["href"], row["suite"]) == (href, "agentdojo/banking")
+    back = parse((out / href).read_text(encoding="utf-8")).links
+    assert back == ["../../../../../index.html"]
+    assert (out / href).parent.joinpath(back[0]).resolve() == (out / "index.html").resolve()
+    for bad in ("../x", "a/../../b", "a//b"):
+        with pytest.raises(TraceError, match="cannot be used in a file name"):
+            viewer.case_path("agentdojo", {**run, "task": bad})
+
+
+def test_agentdojo_table_gets_its_own_layout() -> None:
+    import csv
+    import io
+
+    from tests.test_outputs import AGENTDOJO_CSV
+
+    table = list(csv.DictReader(io.StringIO(AGENTDOJO_CSV)))
+    html = viewer.render_index([], [{
+        "suite": "agentdojo", "category": "banking", "task": "banking/u0__i1",
+        "backend": "scripted", "scenario": "obeys__none", "termination": "answer",
+        "verified": False, "steps": 3, "calls": 2, "tokens_sent": 900, "detail": "",
+        "href": "suites/agentdojo/scripted/obeys__none/banking/u0__i1.html"}],
+        {"agentdojo": table})
+    parse(html)
+    start = html.index('id="suite-agentdojo"')
+    section = html[start:html.index("<h2", start)]
+    for r in table:
+        u, ul, uh = (float(r[k]) for k in ("utility", "utility_low", "utility_high"))
+        a, al, ah = (float(r[k]) for k in ("attack_success_rate", "asr_low", "asr_high"))
+        row = section[section.index(f"<tr><td>{r['suite']}</td><td>{r['backend']}</td>"
+                                    f"<td>{r['policy']}</td><td>{r['defence']}</td>"):]
+        row = row[:row.index("</tr>")]
+        assert f">{u:.2f} [{ul:.2f}, {uh:.2f}]<" in row and f">{a:.2f} [{al:.2f}, {ah:.2f}]<" in row
+        du = u - float(r["baseline_utility"])
+        da = a - float(r["baseline_attack_success_rate"])
+        assert f'<td class="num">{du:+.2f}</td>' in row and f'<td class="num">{da:+.2f}</td>' in row
+
+
+def test_trials_are_rows_and_a_summary() -> None:
+    from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
+
+    ok = [True, False, True]
+    rows = [{"task": "t", "backend": "b", "scenario": "s", "trial": i, "termination": "answer",
+             "verified": v, "steps": 2, "tokens_sent": 10} for i, v in enumerate(ok, 1)]
+    html = viewer.render_index(rows)
+    listed = index_rows(html)
+    assert [(r["trial"], r["href"], r["verdict"]) for r in listed] == [
+        (i, f"t/b/s/t{i}.html", "verified" if v else "rejected") for i, v in enumerate(ok, 1)]
+    start = html.index('id="trials"')
+    section = html[start:html.index("<h2", start)]
+    iv = wilson(sum(ok), len(ok))
+    assert (f'<td class="num">3</td><td class="num">2</td><td class="num">{iv.estimate:.2f} '
+            f'[{iv.low:.2f}, {iv.high:.2f}]</td><td class="num">{pass_at_k(3, 2, 3):.2f}</td>'
+            f'<td class="num">{pass_hat_k(3, 2, 3):.2f}</td>') in section

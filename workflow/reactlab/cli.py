@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reactlab.analysis.outputs import FIGURES as FIGURE_KINDS
+from reactlab.analysis.outputs import ALL_FIGURES as FIGURE_KINDS
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
 
@@ -119,8 +119,13 @@ def _cmd_viewer(a: argparse.Namespace) -> None:
 
     if len(a.traces) != len(a.verified):
         raise ReactlabError("viewer: --traces and --verified must pair up")
-    written = viewer.build(zip(a.traces, a.verified, strict=True), a.out_dir)
-    print(f"wrote {written[0]} and {len(written) - 1} run pages", file=sys.stderr)
+    if len(a.suite_traces) != len(a.suite_verified):
+        raise ReactlabError("viewer: --suite-traces and --suite-verified must pair up")
+    written = viewer.build(zip(a.traces, a.verified, strict=True), a.out_dir,
+                           suite_pairs=zip(a.suite_traces, a.suite_verified, strict=True),
+                           suite_tables=a.suite_tables)
+    print(f"wrote {written[0]}, {len(a.traces)} run pages and {len(a.suite_traces)} suite "
+          "case pages", file=sys.stderr)
 
 
 def _cmd_show(a: argparse.Namespace) -> None:
@@ -178,8 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_verify)
 
     s = sub.add_parser("tables", help="aggregate traces into CSV tables")
-    s.add_argument("--traces", nargs="+", required=True)
-    s.add_argument("--verified", nargs="+", required=True)
+    s.add_argument("--traces", nargs="*", default=[])
+    s.add_argument("--verified", nargs="*", default=[])
+    s.add_argument("--suite-traces", nargs="*", default=[], help="suite case traces")
+    s.add_argument("--suite-verified", nargs="*", default=[],
+                   help="their verification records, in the same order")
+    s.add_argument("--suite-tables", nargs="*", default=[],
+                   help="suite tables to summarise (results/tables/bfcl.csv ...)")
     s.add_argument("--out-dir", required=True)
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--figure", help="the config's `figure` section as JSON")
@@ -218,8 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_convert_model)
 
     s = sub.add_parser("viewer", help="write static HTML pages for traces, and an index")
-    s.add_argument("--traces", nargs="+", required=True)
-    s.add_argument("--verified", nargs="+", required=True)
+    s.add_argument("--traces", nargs="*", default=[])
+    s.add_argument("--verified", nargs="*", default=[])
+    s.add_argument("--suite-traces", nargs="*", default=[], help="suite case traces")
+    s.add_argument("--suite-verified", nargs="*", default=[],
+                   help="their verification records, in the same order")
+    s.add_argument("--suite-tables", nargs="*", default=[],
+                   help="suite tables to summarise (results/tables/bfcl.csv ...)")
     s.add_argument("--out-dir", required=True)
     s.set_defaults(func=_cmd_viewer)
 

@@ -126,13 +126,18 @@ def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
         say(f"drew {png} and {Path(png).with_suffix('.svg')}")
 
 
-def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str) -> None:
-    """Rule viewer: the static HTML pages and their index."""
+def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *,
+           suite_traces: Sequence[str] = (), suite_verified: Sequence[str] = (),
+           suite_tables: Sequence[str] = ()) -> None:
+    """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index."""
     from reactlab.views import html
 
     with job_log(log, "viewer") as say:
-        written = html.build(zip(traces, verified, strict=True), out)
-        say(f"wrote {written[0]} and {len(written) - 1} run pages")
+        written = html.build(zip(traces, verified, strict=True), out,
+                             suite_pairs=zip(suite_traces, suite_verified, strict=True),
+                             suite_tables=suite_tables)
+        say(f"wrote {written[0]}, {len(traces)} run pages and {len(suite_traces)} suite "
+            "case pages")
 
 
 def remove_damaged_exports(folders: Sequence[str]) -> None:
@@ -163,6 +168,27 @@ def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
 
     for line in recover(shards, tables):
         print(f"reactlab: {line}", file=sys.stderr)
+
+
+def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/tables") -> None:
+    """Before a run plans its jobs (main process only): a suite figure
+    (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after it was drawn, or
+    whose source table is gone (the suite recovery removed it), is removed so that it is
+    drawn again."""
+    from reactlab.analysis.figures import manifest_path
+    from reactlab.trace.integrity import check_manifest
+
+    for figure in figures:
+        png, svg = (Path(p) for p in figure.paths)
+        if not (png.exists() or svg.exists()):
+            continue
+        problems = check_manifest(manifest_path(png), png.parent)
+        table = Path(tables_dir) / f"{figure.source}.csv"
+        if problems or not table.exists():
+            reason = problems[0] if problems else f"{table} will be rebuilt"
+            print(f"reactlab: {png}: {reason}: the figure will be redrawn", file=sys.stderr)
+            for p in (png, svg, manifest_path(png)):
+                p.unlink(missing_ok=True)
 
 
 def suite_shard_spec(spec_json: str, out: str, log: str) -> None:

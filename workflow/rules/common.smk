@@ -97,10 +97,10 @@ FIGURES = _outputs.figure_paths()
 VIEWER = "results/viewer"
 
 
-def figure_report(figure, ext):
+def figure_report(figure, ext, category="Figures"):
     """A figure's PNG or SVG output, annotated for `snakemake --report`."""
     path = {"png": figure.paths[0], "svg": figure.paths[1]}[ext]
-    return report(path, caption=f"../report/{figure.caption}.rst", category="Figures",
+    return report(path, caption=f"../report/{figure.caption}.rst", category=category,
                   labels={"figure": figure.kind, "format": ext})
 
 # What the trial tables need beyond the traces (expected calls, pricing, comparisons).

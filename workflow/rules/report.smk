@@ -41,11 +41,17 @@ for _figure in FIGURE_KINDS:
             jobs.figure(params.kind, input[0], output.png, params.figure, log[0])
 
 
-# A static HTML page per run and an index linking them (no server, no external assets).
+# A static HTML page per run and per suite case, and an index: summaries (the lesson's
+# runs, each suite's table), then every run in a filterable, paged list (docs/viewer.md).
+# No server, no external assets. The suite inputs come from suites.smk (included later:
+# input functions, read when the DAG is built).
 rule viewer:
     input:
         traces=TRACES,
         verified=VERIFIED,
+        suite_traces=lambda wildcards: SUITE_TRACES,
+        suite_verified=lambda wildcards: SUITE_VERIFIED,
+        suite_tables=lambda wildcards: SUITE_TABLES,
     output:
         # Not in `snakemake --report`: a self-contained HTML report cannot hold a
         # folder; the viewer is its own static site (results/viewer/index.html).
@@ -55,4 +61,6 @@ rule viewer:
     log:
         "results/logs/viewer.log",
     run:
-        jobs.viewer(input.traces, input.verified, output[0], log[0])
+        jobs.viewer(input.traces, input.verified, output[0], log[0],
+                    suite_traces=input.suite_traces, suite_verified=input.suite_verified,
+                    suite_tables=input.suite_tables)

@@ -23,8 +23,13 @@ SUITE_VERIFIED = [p for s in SUITE_SHARDS for p in s.verified()]
 SUITE_TABLES = ([f"results/tables/{name}.csv" for name in ("bfcl", "bfcl_cases")]
                 if SUITE_SHARDS else [])
 
+# The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
+SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
+SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
+
 if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
     jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)
+    jobs.remove_damaged_figures(SUITE_FIGURE_KINDS)
 
 
 
@@ -93,3 +98,22 @@ if SUITE_SHARDS:
         run:
             jobs.suite_tables(input.traces, input.verified, os.path.dirname(output.bfcl),
                               log[0])
+
+
+for _figure in SUITE_FIGURE_KINDS:
+
+    rule:
+        name:
+            f"figure_{_figure.kind}"
+        input:
+            f"results/tables/{_figure.source}.csv",
+        output:
+            png=figure_report(_figure, "png", category="Suites"),
+            svg=figure_report(_figure, "svg", category="Suites"),
+        params:
+            kind=_figure.kind,
+            code=CODE["figures"],
+        log:
+            f"results/logs/figure_{_figure.kind}.log",
+        run:
+            jobs.figure(params.kind, input[0], output.png, "{}", log[0])

@@ -83,6 +83,18 @@ def _success_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]
     return trial_figures.success_rates(table, out)
 
 
+def _bfcl_accuracy(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import suite_figures
+
+    return suite_figures.bfcl_accuracy(table, out)
+
+
+def _agentdojo_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import suite_figures
+
+    return suite_figures.agentdojo_rates(table, out)
+
+
 #: Every table, in the order ``tables.build`` writes them.
 TABLES: tuple[Table, ...] = (
     Table("runs", "runs"),
@@ -106,14 +118,30 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
     Figure("success_rates", "summary_trials", _success_rates),
 )}
 
+#: The figures of the outside suites, drawn from a suite table (``results/tables/bfcl.csv``
+#: ...): made only when the config runs that suite (``workflow/rules/suites.smk``).
+SUITE_FIGURES: dict[str, Figure] = {f.kind: f for f in (
+    Figure("bfcl_accuracy", "bfcl", _bfcl_accuracy),
+    Figure("agentdojo_rates", "agentdojo", _agentdojo_rates),
+)}
+
+#: Every figure the CLI can draw.
+ALL_FIGURES: dict[str, Figure] = {**FIGURES, **SUITE_FIGURES}
+
 
 def table_paths() -> list[str]:
     return [t.path for t in TABLES]
 
 
 def figure_paths() -> list[str]:
-    """Every figure's PNG and SVG, figure by figure."""
+    """Every figure's PNG and SVG, figure by figure (the lesson's tables' figures)."""
     return [p for f in FIGURES.values() for p in f.paths]
+
+
+def suite_figures(tables: list[str]) -> list[Figure]:
+    """The suite figures whose source table is among ``tables`` (paths of suite tables)."""
+    names = {Path(t).stem for t in tables}
+    return [f for f in SUITE_FIGURES.values() if f.source in names]
 
 
 def draw(kind: str, table_csv: str | Path, out_png: str | Path,
@@ -123,9 +151,9 @@ def draw(kind: str, table_csv: str | Path, out_png: str | Path,
     from reactlab.analysis.figures import check_source
 
     try:
-        entry = FIGURES[kind]
+        entry = ALL_FIGURES[kind]
     except KeyError:
-        raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURES)})"
+        raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(ALL_FIGURES)})"
                          ) from None
     check_source(table_csv)
     return entry.draw(table_csv, out_png, figure)

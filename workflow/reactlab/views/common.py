@@ -79,7 +79,7 @@ def visible(text: str) -> str:
     ``"\\x1b[2J"`` becomes the literal text ``\\x1b[2J``, a right-to-left override
     ``\\u202e``, a lone surrogate ``\\udc80``.
     """
-    if all(not is_hidden(ch) for ch in text):
+    if text.isprintable() or all(not is_hidden(ch) for ch in text):
         return text
     return "".join(escape_char(ch) if is_hidden(ch) else ch for ch in text)
 

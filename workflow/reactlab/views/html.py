@@ -1,8 +1,9 @@
-"""A static HTML viewer for traces: one self-contained page per run, and an index.
+"""The static HTML viewer: one self-contained page per run and per suite case, and an
+index (:mod:`reactlab.views.index`).
 
-Every page is plain HTML with inline CSS: no JavaScript, no external asset, no network.
-Every piece of text that comes from a trace (the question, the model's text, tool
-arguments and results, error messages) is escaped with :func:`html.escape`, and
+Run and case pages are plain HTML with inline CSS: no JavaScript, no external asset, no
+network. Every piece of text that comes from a trace (the question, the model's text,
+tool arguments and results, error messages) is escaped (:mod:`reactlab.views.page`), and
 characters that could disturb a reader (control characters, bidirectional overrides,
 lone surrogates) are shown as visible escapes such as ``\\x1b`` instead.
 
@@ -12,8 +13,8 @@ news result is wrapped in ``<mark class="finding">``. The places are the ones th
 verifier recorded with each finding (``span``, :mod:`reactlab.analysis.verify`), so the
 page shows exactly what the verifier found.
 
-The bytes are a pure function of the traces and verification files: no timestamps, no
-absolute paths, runs in sorted order.
+The bytes are a pure function of the traces, verification files and suite tables: no
+timestamps, no absolute paths, runs in sorted order.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,15 +32,16 @@ from reactlab.core.errors import TraceError
 from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
 from reactlab.trace.records import Error, Guardrail, Request, ToolCallRecord
-from reactlab.views.common import (
-    escape_char,
-    finding_spans,
-    guardrail_parts,
-    is_hidden,
-    visible,
-)
+from reactlab.views.common import finding_spans, guardrail_parts, visible
+from reactlab.views.page import attr as _t
+from reactlab.views.page import badge as _badge
+from reactlab.views.page import doc as _doc
+from reactlab.views.page import h as _h
+from reactlab.views.page import page_path
+from reactlab.views.page import verdict_badge as _verdict_badge
 
-__all__ = ["build", "finding_spans", "index_row", "page_path", "render_index", "render_run",
+__all__ = ["build", "case_path", "finding_spans", "index_row", "page_path", "render_case",
+           "render_index", "render_run",
            "visible"]
 
 MARKED_RULES = {
@@ -51,30 +52,6 @@ MARKED_RULES = {
 """The rules whose findings are marked on the answer text, with the mark's title."""
 
 STATUSES = ("ok", "error", "invalid", "unknown", "repeated", "blocked")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _h(text: object) -> str:
-    """Escape any value for HTML; hidden characters appear as escapes in a ``ctl`` span."""
-    s = text if isinstance(text, str) else str(text)
-    out: list[str] = []
-    plain: list[str] = []
-    for ch in s:
-        if is_hidden(ch):
-            if plain:
-                out.append(html.escape("".join(plain)))
-                plain = []
-            out.append(f'<span class="ctl">{html.escape(escape_char(ch))}</span>')
-        else:
-            plain.append(ch)
-    if plain:
-        out.append(html.escape("".join(plain)))
-    return "".join(out)
-
-
-def _t(text: object) -> str:
-    """Escape any value for an attribute or the title: hidden characters as plain escapes."""
-    return html.escape(visible(text if isinstance(text, str) else str(text)))
 
 
 def _json(value: Any) -> str:
@@ -118,98 +95,9 @@ def _marked(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
 
 # --------------------------------------------------------------------------- pages
 
-_CSS = """
-:root { color-scheme: light; }
-body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
-  margin: 0 auto; max-width: 1100px; padding: 1em 1.5em 3em; color: #1d2330;
-  background: #fbfbfd; }
-h1 { font-size: 1.35em; margin: .4em 0; word-break: break-all; }
-h2 { font-size: 1.1em; margin: 1.4em 0 .5em; border-bottom: 1px solid #d8dbe3; }
-a { color: #1f5fbf; }
-code, pre, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace;
-  font-size: 13px; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: .3em 0;
-  background: #f1f3f7; border: 1px solid #e0e3ea; border-radius: 4px; padding: .45em .6em; }
-.text { white-space: pre-wrap; overflow-wrap: anywhere; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .3em .55em; border-bottom: 1px solid #e3e6ec;
-  vertical-align: top; }
-th { background: #eef0f5; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .15em 1em; margin: 0; }
-dl.meta dt { color: #5a6275; }
-dl.meta dd { margin: 0; overflow-wrap: anywhere; }
-.question { font-size: 1.1em; background: #fff; border-left: 4px solid #1f5fbf;
-  padding: .5em .8em; margin: .6em 0; }
-.step { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; margin: .8em 0;
-  padding: .6em .9em; }
-.step h3 { font-size: 1em; margin: 0 0 .4em; display: flex; gap: 1em; align-items: baseline;
-  flex-wrap: wrap; }
-.tokens { color: #5a6275; font-weight: normal; font-size: .92em; }
-.bar { display: inline-block; height: .55em; background: #8fb3e8; border-radius: 2px;
-  vertical-align: middle; }
-.call { border-left: 3px solid #c9ced9; padding: .2em 0 .2em .7em; margin: .5em 0; }
-.call-head { display: flex; gap: .6em; align-items: baseline; flex-wrap: wrap; }
-.label { color: #5a6275; font-size: .85em; text-transform: uppercase; letter-spacing: .04em; }
-.badge { display: inline-block; padding: 0 .5em; border-radius: 999px; font-size: .8em;
-  font-weight: 600; border: 1px solid transparent; }
-.s-ok { background: #e3f4e6; color: #1c6b2c; border-color: #b9e0c1; }
-.s-error { background: #fde8e6; color: #a3261a; border-color: #f3c1bb; }
-.s-invalid { background: #fdeede; color: #9a4a00; border-color: #f4cfa5; }
-.s-unknown { background: #f1e6fb; color: #6a2b9c; border-color: #d9c1ee; }
-.s-repeated { background: #fff6d6; color: #7a5c00; border-color: #ecd98f; }
-.s-blocked { background: #e6e9f0; color: #333b4d; border-color: #c5cad6; }
-.v-verified { background: #e3f4e6; color: #1c6b2c; border-color: #b9e0c1; }
-.v-rejected { background: #fde8e6; color: #a3261a; border-color: #f3c1bb; }
-.event { border-radius: 4px; padding: .35em .7em; margin: .5em 0; }
-.guardrail { background: #fff6d6; border: 1px solid #ecd98f; }
-.backend-error { background: #fde8e6; border: 1px solid #f3c1bb; }
-.answer { background: #fff; border: 2px solid #1c6b2c; border-radius: 6px;
-  padding: .6em .9em; font-size: 1.05em; }
-.answer.rejected { border-color: #a3261a; }
-.no-answer { background: #f1f3f7; border: 2px dashed #9aa1b1; border-radius: 6px;
-  padding: .6em .9em; color: #333b4d; }
-mark.finding { background: #ffd2cc; color: #7d1206; border-bottom: 2px solid #d0311f;
-  padding: 0 .1em; border-radius: 2px; }
-mark.finding mark.finding { background: #ffb3a8; }
-mark.finding[data-rule="headline_not_verbatim"] { background: #ffe9b8; color: #6b4700;
-  border-bottom-color: #d08b00; }
-mark.finding[data-rule="percentage_without_calculation"] { background: #ffd9ec;
-  color: #7d0640; border-bottom-color: #c2185b; }
-ul.findings { margin: .4em 0; padding-left: 1.3em; }
-ul.findings li { margin: .15em 0; }
-.ctl { background: #333b4d; color: #fff; border-radius: 2px; padding: 0 .15em;
-  font-family: "DejaVu Sans Mono", monospace; font-size: .85em; }
-.muted { color: #6b7285; }
-.summary { display: flex; gap: 1.2em; flex-wrap: wrap; margin: .5em 0; }
-.summary div { background: #fff; border: 1px solid #dde1e8; border-radius: 6px;
-  padding: .35em .8em; }
-.summary b { display: block; font-size: 1.15em; }
-td.findings { min-width: 24em; font-size: .9em; }
-nav { margin: .3em 0 .8em; font-size: .95em; }
-"""
-
-
-def _doc(title: str, body: str) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"es\">\n<head>\n<meta charset=\"utf-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'\">\n"
-            f"<title>{_t(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            f"{body}</body>\n</html>\n")
-
-
-def _badge(cls: str, text: str) -> str:
-    return f'<span class="badge {cls}">{_h(text)}</span>'
-
-
 def _status_badge(status: object) -> str:
     s = str(status)
     return _badge(f"s-{s}" if s in STATUSES else "s-error", s)
-
-
-def _verdict_badge(verified: bool) -> str:
-    return _badge("v-verified", "verified") if verified else _badge("v-rejected", "rejected")
 
 
 def _meta(items: Iterable[tuple[str, str]]) -> str:
@@ -409,20 +297,6 @@ def render_run(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> str:
     return _doc(f"{key} — reactlab trace", "".join(body))
 
 
-def page_path(run: Mapping[str, Any]) -> str:
-    """The page of a run relative to the viewer folder: ``{task}/{backend}/{scenario}.html``.
-
-    Raises :class:`TraceError` for a name that could leave the folder.
-    """
-    parts = [str(run.get(k, "")) for k in ("task", "backend", "scenario")]
-    for p in parts:
-        if not _SAFE_NAME.fullmatch(p):
-            raise TraceError(f"run name {p!r} cannot be used in a file name")
-    if run.get("trial") is not None:  # trial i of a run with trials: {scenario}/t{i}.html
-        parts.append(f"t{int(str(run['trial']))}")
-    return "/".join(parts) + ".html"
-
-
 def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The index's row for one run: the table builder's row (``row``, computed here when
     not given) plus the page's link."""
@@ -435,101 +309,160 @@ def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[st
     return out
 
 
-def _truthy(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+SUITE_FIELDS = ("trace", "trace_sha256", "run", "verified", "findings")
+"""The fields every verification record has; a suite record's other fields are its own."""
 
 
-def render_index(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The index page: one line per run, linking its page (relative links).
+def case_path(suite: str, run: Mapping[str, Any]) -> str:
+    """The page of a suite case relative to the viewer folder:
+    ``suites/{suite}/{backend}/{scenario}/{case}.html``; a case named with slashes
+    (AgentDojo's ``banking/user_task_0__injection_task_1``) is a path of folders.
 
-    Each row needs ``task``, ``backend``, ``scenario``, ``termination``, ``verified``,
-    ``steps``, ``tokens_sent``; ``calls``, ``errors``, ``findings`` and ``href`` are used
-    when present (rows of ``runs.csv`` work as they are). Rows are shown sorted by run.
+    Raises :class:`TraceError` for a name that could leave the folder.
     """
-    ordered = sorted(rows, key=lambda r: (str(r["task"]), str(r["backend"]),
-                                          str(r["scenario"]), _trial(r)))
-    n_ok = sum(_truthy(r["verified"]) for r in ordered)
-    body = ["<h1>reactlab — traces</h1>\n",
-            '<div class="summary">'
-            f'<div><span class="label">runs</span><b>{len(ordered)}</b></div>'
-            f'<div><span class="label">verified</span><b>{n_ok}</b></div>'
-            f'<div><span class="label">rejected</span><b>{len(ordered) - n_ok}</b></div>'
-            "</div>\n",
-            "<table>\n<thead><tr><th>task</th><th>backend</th><th>scenario</th>"
-            "<th>termination</th><th>verdict</th><th class=\"num\">steps</th>"
-            "<th class=\"num\">calls</th><th class=\"num\">errors</th>"
-            "<th class=\"num\">tokens</th><th>findings</th></tr></thead>\n<tbody>\n"]
-    for r in ordered:
-        href = str(r.get("href") or page_path(r))
-        url = urllib.parse.quote(href, safe="/")
-        findings = r.get("findings", "")
-        if isinstance(findings, list):
-            findings = "; ".join(str(f.get("message", f)) if isinstance(f, Mapping) else str(f)
-                                 for f in findings)
-        if not isinstance(findings, str):  # NaN from an empty CSV cell
-            findings = ""
-        trial = f" · t{_trial(r)}" if _trial(r) else ""
-        body.append(
-            f"<tr><td>{_h(r['task'])}</td><td>{_h(r['backend'])}</td>"
-            f'<td><a href="{html.escape(url)}">{_h(r["scenario"])}</a>{_h(trial)}</td>'
-            f"<td>{_h(r['termination'])}</td><td>{_verdict_badge(_truthy(r['verified']))}</td>"
-            f"<td class=\"num\">{_h(r['steps'])}</td>"
-            f"<td class=\"num\">{_h(r.get('calls', ''))}</td>"
-            f"<td class=\"num\">{_h(r.get('errors', ''))}</td>"
-            f"<td class=\"num\">{_h(r['tokens_sent'])}</td>"
-            f'<td class="text findings">{_h(findings)}</td></tr>\n')
-    body.append("</tbody>\n</table>\n")
-    body.append(_trials_section(ordered))
-    return _doc("reactlab — traces", "".join(body))
+    parts = [suite, str(run.get("backend", "")), str(run.get("scenario", "")),
+             *str(run.get("task", "")).split("/")]
+    for p in parts:
+        if not _SAFE.fullmatch(p):
+            raise TraceError(f"suite case name {p!r} cannot be used in a file name")
+    return "suites/" + "/".join(parts) + ".html"
 
 
-def _trial(row: Mapping[str, Any]) -> int:
-    """The row's trial number, 0 for a run without trials (also for empty CSV cells)."""
-    value = row.get("trial")
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _flat(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        return [item for k, v in value.items() for item in _flat(f"{prefix}.{k}", v)]
+    return [(prefix, value)]
+
+
+def load_case(trace_path: str, verified_path: str | Path) -> tuple[VerifiedRun, dict[str, Any]]:
+    """A suite case: its trace (checked by :func:`reactlab.trace.read`) and its stored
+    verification record, which must name this version of the trace (its sha256).
+
+    The benchmark's checker is not run again here: the suite tables job recomputes
+    every record from its trace and refuses one that differs
+    (:func:`reactlab.suites.score.load_suite_verification`); the viewer shows what those
+    tables hold.
+    """
+    from reactlab.analysis.verify import Verification
+
+    tr = tracemod.read(trace_path)
     try:
-        return int(value) if value is not None and value == value and value != "" else 0
-    except (TypeError, ValueError):
-        return 0
+        stored = json.loads(Path(verified_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{verified_path}: cannot read the verification ({exc})") from exc
+    if not isinstance(stored, dict):
+        raise TraceError(f"{verified_path}: a verification record is a JSON object")
+    run = VerifiedRun(tr, Verification.from_json(stored))
+    if stored.get("run") != tr.run:
+        raise TraceError(f"{verified_path}: 'run' names another run than {trace_path}")
+    return run, stored
 
 
-def _trials_section(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Runs with repeated trials: success rate with its 95 % Wilson interval, pass@k and
-    pass^k for k = n (the same estimators as results/tables/summary_trials.csv)."""
-    from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
-
-    groups: dict[tuple[str, str, str], list[bool]] = {}
-    for r in rows:
-        if _trial(r):
-            key = (str(r["task"]), str(r["backend"]), str(r["scenario"]))
-            groups.setdefault(key, []).append(_truthy(r.get("utility", r["verified"])))
-    if not groups:
-        return ""
-    out = ["<h2>Repeated trials</h2>\n<table>\n<thead><tr><th>task</th><th>backend</th>"
-           "<th>scenario</th><th class=\"num\">n</th><th class=\"num\">successes</th>"
-           "<th class=\"num\">success rate [95 % Wilson]</th>"
-           "<th class=\"num\">pass@n</th><th class=\"num\">pass^n</th></tr></thead>\n"
-           "<tbody>\n"]
-    for (task, backend, scenario), ok in sorted(groups.items()):
-        n, c = len(ok), sum(ok)
-        iv = wilson(c, n)
-        out.append(f"<tr><td>{_h(task)}</td><td>{_h(backend)}</td><td>{_h(scenario)}</td>"
-                   f'<td class="num">{n}</td><td class="num">{c}</td>'
-                   f'<td class="num">{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]</td>'
-                   f'<td class="num">{pass_at_k(n, c, n):.2f}</td>'
-                   f'<td class="num">{pass_hat_k(n, c, n):.2f}</td></tr>\n')
-    out.append("</tbody>\n</table>\n")
-    return "".join(out)
+def suite_row(run: VerifiedRun, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The index's row for one suite case (:data:`reactlab.views.index.SuiteRow`)."""
+    tr = run.trace
+    suite = str(record.get("suite") or tr.header.spec.get("suite", {}).get("name", "suite"))
+    detail = record.get("error_type") or "; ".join(f.message for f in
+                                                   run.verification.findings)
+    task = str(tr.run["task"])
+    category = record.get("category") or (task.split("/")[0] if "/" in task else "")
+    return {"suite": suite, "category": category,
+            "task": tr.run["task"], "backend": tr.run["backend"],
+            "scenario": tr.run["scenario"], "termination": tr.end.termination,
+            "verified": run.verification.verified, "steps": tr.end.steps,
+            "calls": tr.end.calls, "tokens_sent": tr.end.tokens_sent,
+            "detail": str(detail or ""), "href": case_path(suite, tr.run)}
 
 
-def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
-    """Write ``index.html`` and one page per run from (trace path, verification path) pairs.
+def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
+    """One suite case as a self-contained page: the question, the benchmark checker's
+    verdict and findings, the conversation step by step, the checker's record (category,
+    error types, the project's trajectory metrics ...) and the functions offered."""
+    tr, verification = run.trace, run.verification
+    end = tr.end
+    suite_spec = tr.header.spec.get("suite", {})
+    suite = str(record.get("suite") or suite_spec.get("name", "suite"))
+    key = tr.header.key or "/".join(tr.run.values())
+    verdict = (_badge("v-verified", "correct") if verification.verified
+               else _badge("v-rejected", "incorrect"))
+    up = "../" * case_path(suite, tr.run).count("/")
+    body: list[str] = [
+        f'<nav><a href="{up}index.html">← all runs</a></nav>\n',
+        f"<h1>{_h(key)} {verdict}</h1>\n",
+        f'<div class="question"><span class="label">question</span>'
+        f'<div class="text">{_h(tr.header.question)}</div></div>\n',
+    ]
+    summary = [("suite", suite), ("category", suite_row(run, record)["category"] or "—"),
+               ("termination", end.termination), ("steps", end.steps),
+               ("tool calls", end.calls), ("tokens sent", end.tokens_sent)]
+    body.append('<div class="summary">' + "".join(
+        f"<div><span class=\"label\">{_h(k)}</span><b>{_h(v)}</b></div>" for k, v in summary)
+        + "</div>\n")
+    checker = record.get("checker", "the benchmark's checker")
+    if verification.findings:
+        items = "".join(f'<li data-rule="{_t(f.rule)}"><code>{_h(f.rule)}</code>: '
+                        f"{_h(f.message)}</li>" for f in verification.findings)
+        body.append(f"<p>Checker <code>{_h(checker)}</code>: {verdict}</p>\n"
+                    f'<ul class="findings">{items}</ul>\n')
+    else:
+        body.append(f"<p>Checker <code>{_h(checker)}</code>: {verdict}</p>\n")
+    body.append("<h2>Conversation</h2>\n")
+    body.append(_steps(tr, _h(end.answer) if end.answer is not None else ""))
+    meta = [("task", f"<code>{_h(tr.run['task'])}</code>"),
+            ("backend", f"<code>{_h(tr.run['backend'])}</code>"),
+            ("scenario", f"<code>{_h(tr.run['scenario'])}</code>")]
+    for name, value in sorted(record.items()):
+        if name in SUITE_FIELDS or name == "checker":
+            continue
+        for k, v in _flat(name, value):
+            shown = ", ".join(map(str, v)) if isinstance(v, list) else v
+            meta.append((k, _v(shown)))
+    meta.append(("config hash", f"<code>{_h(tr.header.config_hash)}</code>"))
+    meta.append(("trace sha256", f"<code>{_h(end.sha256)}</code>"))
+    body.append("<h2>Case</h2>\n" + _meta(meta))
+    if "possible_answer" in suite_spec:
+        body.append("<h2>Possible answers</h2>\n"
+                    f"<pre>{_h(_json(suite_spec['possible_answer']))}</pre>\n")
+    functions = suite_spec.get("functions") or suite_spec.get("tools")
+    if functions:
+        body.append("<h2>Functions offered</h2>\n"
+                    f"<pre>{_h(json.dumps(functions, ensure_ascii=False, indent=1))}</pre>\n")
+    return _doc(f"{key} — reactlab suite case", "".join(body))
 
-    Pages go to ``out_dir/{task}/{backend}/{scenario}.html``; the folder is published
-    atomically with a checksum manifest (:func:`reactlab.trace.integrity.publish_dir`)
-    and replaces any earlier one. Returns the paths written, the index
-    first, then the pages in run order.
+
+def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[Mapping[str, Any]] = (),
+                 suite_tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
+    """The index page (:func:`reactlab.views.index.render_index`)."""
+    from reactlab.views.index import render_index as render
+
+    return render(rows, suite_rows, suite_tables)
+
+
+def read_table(path: str | Path) -> list[dict[str, Any]]:
+    """A suite table's rows as strings (empty cells as ``""``), in file order."""
+    import csv
+
+    with Path(path).open(encoding="utf-8", newline="") as fh:
+        return [dict(r) for r in csv.DictReader(fh)]
+
+
+def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path, *,
+          suite_pairs: Iterable[tuple[str, str]] = (),
+          suite_tables: Sequence[str | Path] = ()) -> list[Path]:
+    """Write ``index.html``, one page per run and one per suite case.
+
+    ``pairs`` are the lesson's (trace path, verification path) pairs: pages go to
+    ``out_dir/{task}/{backend}/{scenario}.html``. ``suite_pairs`` are suite cases: pages
+    go to ``out_dir/suites/{suite}/{backend}/{scenario}/{case}.html``. ``suite_tables``
+    are suite tables (``results/tables/bfcl.csv`` ...), summarised on the index by their
+    file name; a ``*_cases.csv`` table is not (its rows are the cases themselves).
+    The folder is published atomically with a checksum manifest
+    (:func:`reactlab.trace.integrity.publish_dir`) and replaces any earlier one. Returns
+    the paths written, the index first, then the run pages in run order, then the case
+    pages.
     """
     from reactlab.analysis.tables import run_row
 
@@ -541,19 +474,39 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> list[Path]:
         if rel in runs:
             raise TraceError(f"{trace_path}: run {rel[:-5]} appears twice")
         runs[rel] = run
-    if not runs:
+    cases: dict[str, tuple[VerifiedRun, dict[str, Any]]] = {}
+    for trace_path, verified_path in suite_pairs:
+        case, record = load_case(trace_path, verified_path)
+        rel = suite_row(case, record)["href"]
+        if rel in cases:
+            raise TraceError(f"{trace_path}: suite case {rel[:-5]} appears twice")
+        cases[rel] = (case, record)
+    if not runs and not cases:
         raise TraceError("no traces to show")
+    tables = {}
+    for path in sorted(map(Path, suite_tables), key=lambda p: p.name):
+        if not path.name.endswith("_cases.csv"):
+            tables[path.stem] = read_table(path)
     rows = []
     pages: list[tuple[str, str]] = []
     for rel in sorted(runs):
         row = run_row(runs[rel])
         rows.append(index_row(runs[rel], row))
         pages.append((rel, render_run(runs[rel], row)))
-    index_text = render_index(rows)
+    suite_rows = []
+    for rel in sorted(cases):
+        case, record = cases[rel]
+        suite_rows.append(suite_row(case, record))
+        pages.append((rel, render_case(case, record)))
+    index_text = render_index(rows, suite_rows, tables)
 
     def write(tmp: Path) -> list[Path]:
+        # Not synced one by one (at thousands of pages the fsyncs were most of the build's
+        # time): no reader sees the temporary folder, and a page that a power loss would
+        # leave short after the rename differs from the manifest, so the next run's
+        # recovery rebuilds the viewer (docs/viewer.md).
         for rel, text in pages:
-            write_text_atomic(tmp / rel, text)
+            write_text_atomic(tmp / rel, text, fsync=False)
         write_text_atomic(tmp / "index.html", index_text)
         return [tmp / "index.html", *(tmp / rel for rel, _ in pages)]
 
