@@ -159,7 +159,7 @@ def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
 
 def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
     """Before a run plans its jobs (main process only): remove stale suite results."""
-    from reactlab.suites.score import recover
+    from reactlab.suites.shards import recover
 
     for line in recover(shards, tables):
         print(f"reactlab: {line}", file=sys.stderr)
@@ -174,34 +174,50 @@ def suite_shard_spec(spec_json: str, out: str, log: str) -> None:
         say(f"wrote {out}")
 
 
-def suite_run(spec: str, outputs: Sequence[str], log: str, *, model: bool,
-              threads: int = 1) -> None:
-    """Rules suite_run_*: one shard of cases through the loop, one trace per case (a model
-    shard in its own process: the model is loaded once for the shard)."""
+def suite_run(spec: str, manifest: str, log: str, *, model: bool, threads: int = 1) -> None:
+    """Rule suite_run: one shard of cases through the loop, one trace per case (a model
+    shard in its own process: the model is loaded once for the shard), then the shard's
+    trace manifest (reactlab.suites.shards), the job's only declared output."""
+    from reactlab.suites.plan import spec_traces
+    from reactlab.suites.shards import publish
+
+    text = Path(spec).read_text(encoding="utf-8")
+    traces = spec_traces(text)
     if model:
         own_process([spec], log, threads, module="reactlab.suites.run")
+        publish(manifest, traces)
         return
     from reactlab.suites.run import run_shard
 
     with job_log(log, "suite-run") as say:
-        say(run_shard(Path(spec).read_text(encoding="utf-8"), list(outputs)))
+        say(run_shard(text, traces))
+        publish(manifest, traces)
 
 
-def suite_verify(traces: Sequence[str], outputs: Sequence[str], log: str) -> None:
-    """Rules suite_verify_*: each case scored by the benchmark's own checker."""
+def suite_verify(spec: str, manifest: str, log: str) -> None:
+    """Rule suite_verify: each case of a shard scored by the benchmark's own checker, then
+    the shard's verification manifest (the job's only declared output)."""
+    from reactlab.suites.plan import spec_traces, verified_path
     from reactlab.suites.score import verify_shard
+    from reactlab.suites.shards import publish
 
+    traces = spec_traces(Path(spec).read_text(encoding="utf-8"))
+    verified = [verified_path(t) for t in traces]
     with job_log(log, "suite-verify") as say:
-        say(verify_shard(list(traces), list(outputs)))
+        say(verify_shard(traces, verified))
+        publish(manifest, verified)
 
 
-def suite_tables(traces: Sequence[str], verified: Sequence[str], out_dir: str,
-                 log: str) -> None:
-    """Rule suite_tables: bfcl.csv and bfcl_cases.csv."""
+def suite_tables(manifests: Sequence[str], out_dir: str, log: str) -> None:
+    """Rule suite_tables: bfcl.csv and bfcl_cases.csv, from every case the shards' trace
+    ``manifests`` list (each verification read beside its trace)."""
+    from reactlab.suites.plan import verified_path
+    from reactlab.suites.shards import listed
     from reactlab.suites.tables import build_bfcl
 
+    traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
-        written = build_bfcl(zip(traces, verified, strict=True), Path(out_dir))
+        written = build_bfcl(((t, verified_path(t)) for t in traces), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
 
 
