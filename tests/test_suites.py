@@ -353,8 +353,7 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     try:
         new = "bfcl__local__wrong_name__0000"
         assert planned_shards(suite_project, target) == {
-            "suite_shard_spec": {new}, "suite_run": {new}, "suite_verify": {new},
-            "suite_tables": {""}}
+            "suite_run": {new}, "suite_verify": {new}, "suite_tables": {""}}
     finally:
         cfg.write_text(text, encoding="utf-8")
     # a deleted trace reruns its shard only (the recovery step removes its manifests)

@@ -165,43 +165,39 @@ def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
         print(f"reactlab: {line}", file=sys.stderr)
 
 
-def suite_shard_spec(spec_json: str, out: str, log: str) -> None:
-    """Rule suite_shard_spec: the specs of one shard, as its run job reads them."""
+def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
+              threads: int = 1) -> None:
+    """Rule suite_run: one shard of cases through the loop, one trace per case, then the
+    shard's trace manifest (reactlab.suites.shards), the job's only declared output. The
+    shard's specs are written first, beside the manifest (``{shard}.json``): a model
+    shard runs in its own process from that file (the model is loaded once per shard)."""
     from reactlab.core.io import write_text_atomic
-
-    with job_log(log, "suite-spec") as say:
-        write_text_atomic(out, spec_json)
-        say(f"wrote {out}")
-
-
-def suite_run(spec: str, manifest: str, log: str, *, model: bool, threads: int = 1) -> None:
-    """Rule suite_run: one shard of cases through the loop, one trace per case (a model
-    shard in its own process: the model is loaded once for the shard), then the shard's
-    trace manifest (reactlab.suites.shards), the job's only declared output."""
     from reactlab.suites.plan import spec_traces
-    from reactlab.suites.shards import publish
+    from reactlab.suites.shards import publish, spec_file
 
-    text = Path(spec).read_text(encoding="utf-8")
-    traces = spec_traces(text)
+    spec = spec_file(manifest)
+    write_text_atomic(spec, specs_json)
+    traces = spec_traces(specs_json)
     if model:
-        own_process([spec], log, threads, module="reactlab.suites.run")
+        own_process([str(spec)], log, threads, module="reactlab.suites.run")
         publish(manifest, traces)
         return
     from reactlab.suites.run import run_shard
 
     with job_log(log, "suite-run") as say:
-        say(run_shard(text, traces))
+        say(run_shard(specs_json, traces))
         publish(manifest, traces)
 
 
-def suite_verify(spec: str, manifest: str, log: str) -> None:
-    """Rule suite_verify: each case of a shard scored by the benchmark's own checker, then
-    the shard's verification manifest (the job's only declared output)."""
-    from reactlab.suites.plan import spec_traces, verified_path
+def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
+    """Rule suite_verify: each case of a shard (the traces its trace manifest lists)
+    scored by the benchmark's own checker, then the shard's verification manifest (the
+    job's only declared output)."""
+    from reactlab.suites.plan import verified_path
     from reactlab.suites.score import verify_shard
-    from reactlab.suites.shards import publish
+    from reactlab.suites.shards import listed, publish
 
-    traces = spec_traces(Path(spec).read_text(encoding="utf-8"))
+    traces = listed(traces_manifest)
     verified = [verified_path(t) for t in traces]
     with job_log(log, "suite-verify") as say:
         say(verify_shard(traces, verified))

@@ -15,8 +15,8 @@
 #     rules run_agent and verify (same files, byte for byte). Real-model and live runs
 #     keep their own jobs, with their declared threads and memory. Snakemake prefers a
 #     rule without wildcards, so run_batch_<i> wins over run_agent / verify for its files.
-# cluster_local: True  the data generation, tables, figures, viewer, and the suites' shard
-#     spec files and tables (seconds of pandas and matplotlib in all) run in the Snakemake
+# cluster_local: True  the data generation, tables, figures, viewer, and the suites'
+#     tables (seconds of pandas and matplotlib in all) run in the Snakemake
 #     process that submits the jobs, instead of as more rounds of cluster jobs.
 
 BATCH_SIZE = int(config.get("cluster_batch", 0))
@@ -53,7 +53,7 @@ if BATCH_SIZE > 0:
 if config.get("cluster_local", False):
     workflow.localrules("generate_data", "tables", "viewer",
                         *(f"figure_{f.kind}" for f in FIGURE_KINDS),
-                        *(["suite_shard_spec", "suite_tables"] if SUITE_SHARDS else []))
+                        *(["suite_tables"] if SUITE_SHARDS else []))
 
 
 onstart:

@@ -3,13 +3,14 @@
 # case (a model is loaded once per job), one verify job scoring each trace with the
 # benchmark's own checker; the suite tables aggregate every case.
 #
-# Three wildcard rules serve every shard of every suite (the shard id names the suite,
+# Two wildcard rules serve every shard of every suite (the shard id names the suite,
 # backend, scenario and index). A run or verify job declares one output, the shard's
 # checksum manifest of its per-case files (reactlab.suites.shards): Snakemake then plans
-# a 10,000-case suite over ~750 files, not 20,000 (docs/workflow.md, "Planning at scale").
-# The recovery step below checks each manifest against its files before every run, so a
-# missing or damaged trace still reruns its shard only; a shard's spec digest (a param of
-# its spec job) reruns it when a case, the backend or the sample changes.
+# a 10,000-case suite as ~500 jobs over ~500 files, not 20,000 files (docs/workflow.md,
+# "Planning at scale"). The recovery step below checks each manifest against its files
+# before every run, so a missing or damaged trace still reruns its shard only; a shard's
+# spec digest (a param of its run job) reruns it when a case, the backend or the sample
+# changes.
 
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.shards import shard_files as _shard_files
@@ -34,42 +35,32 @@ if workflow.is_main_process:  # recovery runs in the main process only (common.s
 
 wildcard_constraints:
     suite=ID,
-    shard="[^/.]+",
+    shard="[^/.]+",  # {shard}.traces.json and {shard}.verified.json stay apart
 
 
-# The specs of one shard, as the job reads them (a model shard runs in its own process).
-rule suite_shard_spec:
-    output:
-        "results/suites/{suite}/shards/{shard}.json",
-    params:
-        digest=lambda wildcards: _suite_shard(wildcards).digest,
-    log:
-        "results/logs/suites/{suite}/{shard}.spec.log",
-    run:
-        jobs.suite_shard_spec(_suite_shard(wildcards).to_json(), output[0], log[0])
-
-
+# One shard's cases through the loop. The job first writes the shard's specs (the file a
+# model shard's own process reads), then one trace per case, then the trace manifest.
+# The digest of the specs is a parameter: a changed case, backend or sample reruns it.
 rule suite_run:
     input:
-        spec="results/suites/{suite}/shards/{shard}.json",
         model=suite_model_input,
     output:
         "results/suites/{suite}/shards/{shard}.traces.json",
     params:
+        digest=lambda wildcards: _suite_shard(wildcards).digest,
         model=lambda wildcards: _suite_shard(wildcards).model,
         code=SUITE_CODE["suite_run"],
     log:
         "results/logs/suites/{suite}/{shard}.run.log",
     threads: suite_threads
     run:
-        jobs.suite_run(input.spec, output[0], log[0], model=bool(params.model),
-                       threads=threads)
+        jobs.suite_run(_suite_shard(wildcards).to_json(), output[0], log[0],
+                       model=bool(params.model), threads=threads)
 
 
 rule suite_verify:
     input:
-        spec="results/suites/{suite}/shards/{shard}.json",
-        traces="results/suites/{suite}/shards/{shard}.traces.json",
+        "results/suites/{suite}/shards/{shard}.traces.json",
     output:
         "results/suites/{suite}/shards/{shard}.verified.json",
     params:
@@ -77,7 +68,7 @@ rule suite_verify:
     log:
         "results/logs/suites/{suite}/{shard}.verify.log",
     run:
-        jobs.suite_verify(input.spec, output[0], log[0])
+        jobs.suite_verify(input[0], output[0], log[0])
 
 
 if SUITE_SHARDS:

@@ -1,15 +1,16 @@
 """A shard's files on disk: its specs, and the manifests that stand for its traces.
 
-Snakemake knows a shard by three small files under ``results/suites/{suite}/shards/``
-(:func:`shard_files`): the specs its run job reads (``{shard}.json``), and two checksum
-manifests (the format of :mod:`reactlab.trace.integrity`: ``{"files": {path: sha256}}``,
-paths relative to the working folder) written by its jobs after their per-case files:
+A shard's files live under ``results/suites/{suite}/shards/`` (:func:`shard_files`): the
+specs its run job writes first and runs (``{shard}.json``), and two checksum manifests
+(the format of :mod:`reactlab.trace.integrity`: ``{"files": {path: sha256}}``, paths
+relative to the working folder) written by its jobs after their per-case files. The
+manifests are the only files Snakemake knows:
 
 * ``{shard}.traces.json`` — the run job's output: one trace per case;
 * ``{shard}.verified.json`` — the verify job's output: one verification per case.
 
-The per-case files are not declared to Snakemake: a 10,000-run suite is then about 750
-jobs over 750 files instead of 20,000 files, and planning it costs seconds instead of
+The per-case files are not declared to Snakemake: a 10,000-run suite is then about 500
+jobs over 500 files instead of 20,000 files, and planning it costs seconds instead of
 tens of seconds (docs/workflow.md, "Planning at scale"). What Snakemake no longer sees,
 :func:`recover` checks before every run: a case file that is missing, or whose content no
 longer matches its manifest, removes that manifest (and the suite tables), so a plain
@@ -38,7 +39,7 @@ from reactlab.core.io import write_json_atomic
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
 __all__ = ["ShardFiles", "check", "listed", "publish", "recover", "shard_files",
-           "stat_cache_path"]
+           "spec_file", "stat_cache_path"]
 
 RESULTS = "results/suites"
 STAT_CACHE = ".snakemake/reactlab/suites"
@@ -46,7 +47,7 @@ STAT_CACHE = ".snakemake/reactlab/suites"
 
 @dataclass(frozen=True)
 class ShardFiles:
-    """The three files by which Snakemake knows one shard."""
+    """A shard's specs and its two manifests (the files Snakemake knows)."""
 
     spec: str
     traces: str
@@ -56,6 +57,14 @@ class ShardFiles:
 def shard_files(suite: str, shard_id: str, root: str = RESULTS) -> ShardFiles:
     base = f"{root}/{suite}/shards/{shard_id}"
     return ShardFiles(f"{base}.json", f"{base}.traces.json", f"{base}.verified.json")
+
+
+def spec_file(traces_manifest: str | Path) -> Path:
+    """The specs file of the shard whose trace manifest is ``traces_manifest``."""
+    m = Path(traces_manifest)
+    if not m.name.endswith(".traces.json"):
+        raise ValueError(f"{m}: not a shard's trace manifest")
+    return m.with_name(m.name[:-len(".traces.json")] + ".json")
 
 
 def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:
