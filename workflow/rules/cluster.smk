@@ -1,7 +1,8 @@
 # How a cluster profile packs the pipeline's jobs (docs/cluster.md). Only the config keys
 # `cluster_batch` and `cluster_local` (set by workflow/profiles/slurm through --config)
 # change anything here; without them the plan is exactly the one of the other rule files.
-# The `onstart` check at the end acts only under the SLURM executor.
+# The `onstart` checks at the end act only under the SLURM executor or a default
+# storage provider.
 #
 # On a cluster every job costs a submission, a queue wait, a status poll and two nested
 # Snakemake starts (sbatch runs Snakemake, whose job step runs Snakemake again with
@@ -57,8 +58,18 @@ if config.get("cluster_local", False):
 
 
 onstart:
-    # Before the first submission (not in a dry run, not in a job): refuse a SLURM set-up
-    # that would hang instead of failing (docs/cluster.md).
+    # Before the first job (not in a dry run, not in a job's own process). The outside
+    # suites' shard jobs declare only their checksum manifests and write the per-case
+    # traces beside them (docs/suites.md): they need the working folder shared by every
+    # job. A default storage provider (the Kubernetes profile) moves declared files only,
+    # so the traces would stay in the job's pod: refuse instead of losing them.
+    if SUITE_SHARDS and workflow.storage_settings.default_storage_provider:
+        raise WorkflowError(
+            "suites: a shard writes its traces beside its manifest, which a default "
+            f"storage provider ({workflow.storage_settings.default_storage_provider}) "
+            "does not carry between jobs; run the suites where the jobs share the "
+            "working folder (locally, or the SLURM profile), or leave `suites:` out")
+    # Refuse a SLURM set-up that would hang instead of failing (docs/cluster.md).
     _plugin = getattr(workflow, "executor_plugin", None)
     if _plugin is not None and _plugin.name == "slurm":
         import subprocess as _sp
