@@ -137,7 +137,7 @@ class Shard:
 
     @cached_property
     def digest(self) -> str:
-        """A digest of the shard's specs (the spec job's parameter: a new value reruns the
+        """A digest of the shard's specs (the run job's parameter: a new value reruns the
         shard). It changes exactly when :meth:`to_json` does, but each shared part of a
         spec (a case's suite data, the backend, agent and limit settings) is hashed once
         per call of :func:`plan`, not once per spec (see :func:`_digest`)."""
