@@ -36,8 +36,10 @@ def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Two shards (oracle, wrong_type) of two cases each, run and verified as the
     pipeline's jobs do, in ``tmp_path`` as the working folder."""
     monkeypatch.chdir(tmp_path)
-    shards = plan(suite_config(sample=1, categories=["simple_python", "irrelevance"],
-                               policies=["oracle", "wrong_type"]))
+    raw = suite_config(sample=1, categories=["simple_python", "irrelevance"],
+                       policies=["oracle", "wrong_type"])
+    (tmp_path / "config.yaml").write_text(json.dumps(raw), encoding="utf-8")  # JSON is YAML
+    shards = plan(raw)
     for shard in shards:
         files = sh.shard_files(shard.suite, shard.id)
         Path(files.spec).parent.mkdir(parents=True, exist_ok=True)
@@ -166,3 +168,13 @@ def test_shard_digests_follow_the_specs() -> None:
         s.id for s in shards if s.backend == "smollm2"}
     # the same config planned again: the same digests
     assert {s.id: s.digest for s in plan(copy.deepcopy(raw))} == base
+
+
+def test_reactlab_recover_checks_the_suites_too(built: list[Any]) -> None:
+    from reactlab.cli import main
+
+    first, second = built
+    Path(second.traces()[0]).unlink()
+    assert main(["recover"]) == 0
+    assert present(built) == {first.id: (True, True), second.id: (False, False)}
+    assert not any(Path(t).exists() for t in TABLES)

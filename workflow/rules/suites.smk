@@ -14,6 +14,7 @@
 
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.shards import shard_files as _shard_files
+from reactlab.suites.shards import table_paths as _suite_table_paths
 
 try:
     SUITE_SHARDS = _suite_plan(config)
@@ -26,8 +27,7 @@ SUITE_CODE = _fingerprints(_PACKAGE, {
     "suite_tables": "reactlab.suites.tables",
 }, cache=".snakemake/reactlab/imports.json")
 SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
-SUITE_TABLES = ([f"results/tables/{name}.csv" for name in ("bfcl", "bfcl_cases")]
-                if SUITE_SHARDS else [])
+SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
 
 if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
     jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)

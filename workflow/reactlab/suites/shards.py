@@ -39,7 +39,7 @@ from reactlab.core.io import write_json_atomic
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
 __all__ = ["ShardFiles", "check", "listed", "publish", "recover", "shard_files",
-           "spec_file", "stat_cache_path"]
+           "spec_file", "stat_cache_path", "table_paths"]
 
 RESULTS = "results/suites"
 STAT_CACHE = ".snakemake/reactlab/suites"
@@ -65,6 +65,12 @@ def spec_file(traces_manifest: str | Path) -> Path:
     if not m.name.endswith(".traces.json"):
         raise ValueError(f"{m}: not a shard's trace manifest")
     return m.with_name(m.name[:-len(".traces.json")] + ".json")
+
+
+def table_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> list[str]:
+    """The suite tables built from ``shards`` (none without shards)."""
+    return ([f"{tables_dir}/{name}.csv" for name in ("bfcl", "bfcl_cases")]
+            if shards else [])
 
 
 def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:
