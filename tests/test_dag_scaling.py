@@ -163,3 +163,23 @@ def test_a_large_suite_plans_as_two_jobs_per_shard(tmp_path: Path) -> None:
                      "total": 497}, stats
     assert "results/suites/bfcl/traces/" not in out  # the manifests stand for the cases
     assert wall < SUITE_BOUND_S
+
+
+def test_model_shards_reserve_threads_and_need_the_model(tmp_path: Path) -> None:
+    """The bfcl overlay's model shards (suite_run, a wildcard rule): the converted model
+    as input and two of Snakemake's cores per torch thread; scripted shards neither."""
+    pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
+    from tests.test_profiles import planned_jobs
+
+    box = make_sandbox(tmp_path / "sandbox")
+    work = copy_workflow(tmp_path / "overlay")
+    proc = snakemake(work, box, "-n", "--cores", "4", "results/tables/bfcl.csv",
+                     "--configfile", "workflow/configs/bfcl.yaml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    runs = [j for j in planned_jobs(out) if j.rule == "suite_run"]
+    assert len(runs) == 8 * 31  # 1,240 cases in shards of 40, 4 policies + 4 model backends
+    for job in runs:
+        model = "__smollm2" in job.wildcards["shard"]
+        assert job.threads == (2 if model else 1), job
+        assert (job.fields.get("input") == "data/models/SmolLM2-135M-Instruct") == model, job
