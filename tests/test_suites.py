@@ -306,10 +306,21 @@ def suite_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-SUITE_JOBS = {"suite_run_bfcl__local__oracle__0000": 1,
-              "suite_run_bfcl__local__wrong_type__0000": 1}
-SUITE_VERIFY = {"suite_verify_bfcl__local__oracle__0000": 1,
-                "suite_verify_bfcl__local__wrong_type__0000": 1}
+SUITE_JOBS = {"suite_run": 2}  # one shard per policy (oracle, wrong_type)
+SUITE_VERIFY = {"suite_verify": 2}
+
+
+def planned_shards(work: Path, target: str) -> dict[str, set[str]]:
+    """{rule: shard ids} that a dry run plans now."""
+    from tests.test_profiles import planned_jobs as parse_jobs
+
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", target],
+                          cwd=work, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    out: dict[str, set[str]] = {}
+    for job in parse_jobs(proc.stdout + proc.stderr):
+        out.setdefault(job.rule, set()).add(job.wildcards.get("shard", ""))
+    return out
 
 
 @pytest.mark.e2e
@@ -334,11 +345,44 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
         **SUITE_VERIFY, "suite_tables": 1}
     assert after_edit(suite_project, "workflow/reactlab/suites/run.py", jobs) == {
         **SUITE_JOBS, **SUITE_VERIFY, "suite_tables": 1}
-    # a deleted trace reruns its shard only
+    # a new policy plans its own shard only; the shards already built stay
+    cfg = suite_project / "config.yaml"
+    text = cfg.read_text(encoding="utf-8")
+    cfg.write_text(text.replace("- wrong_type\n", "- wrong_type\n    - wrong_name\n", 1),
+                   encoding="utf-8")
+    try:
+        new = "bfcl__local__wrong_name__0000"
+        assert planned_shards(suite_project, target) == {
+            "suite_run": {new}, "suite_verify": {new}, "suite_tables": {""}}
+    finally:
+        cfg.write_text(text, encoding="utf-8")
+    # a deleted trace reruns its shard only (the recovery step removes its manifests)
+    original = traces[0].read_bytes()
     traces[0].unlink()
-    shard = traces[0].parent.name
-    assert jobs() == {f"suite_run_bfcl__local__{shard}__0000": 1,
-                      f"suite_verify_bfcl__local__{shard}__0000": 1, "suite_tables": 1}
+    shard = f"bfcl__local__{traces[0].parent.name}__0000"
+    assert planned_shards(suite_project, target) == {
+        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables": {""}}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", target],
+                          cwd=suite_project, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert traces[0].read_bytes() == original  # regenerated, byte-identical
+    assert jobs() == {}
+    # an edited trace (same size) reruns its shard only; an edited verification its
+    # verify job only
+    other = traces[-1]
+    text = other.read_bytes()
+    other.write_bytes(text.replace(b'"', b"'", 1))
+    shard = f"bfcl__local__{other.parent.name}__0000"
+    assert planned_shards(suite_project, target) == {
+        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables": {""}}
+    other.write_bytes(text)  # put back: its manifests are gone, so the shard still reruns
+    verified = sorted((suite_project / "results/suites/bfcl/verified").rglob("*.json"))
+    verified[0].write_text(verified[0].read_text() + " ")
+    first = f"bfcl__local__{verified[0].parent.name}__0000"
+    planned = planned_shards(suite_project, target)
+    assert planned["suite_verify"] >= {first} and planned["suite_tables"] == {""}
+    assert planned.get("suite_run", set()) == {shard}
 
 
 # ------------------------------------------------------------- the model, batched

@@ -79,7 +79,16 @@ def _cmd_recover(a: argparse.Namespace) -> None:
     lock = recovery.start([r.key for r in cfg.runs], tables=outputs.table_paths(),
                           figures=outputs.figure_paths(), viewer="results/viewer",
                           costly=costly)
-    lock.close()
+    try:
+        if cfg.raw.get("suites"):  # the suites' shards, as workflow/rules/suites.smk does
+            from reactlab.jobs import recover_suites
+            from reactlab.suites.plan import plan
+            from reactlab.suites.shards import table_paths
+
+            shards = plan(cfg.raw)
+            recover_suites(shards, table_paths(shards))
+    finally:
+        lock.close()
     print(f"{a.config}: results checked; the next run rebuilds what was removed",
           file=sys.stderr)
 

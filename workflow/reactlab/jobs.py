@@ -127,14 +127,18 @@ def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
 
 
 def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *,
-           suite_traces: Sequence[str] = (), suite_verified: Sequence[str] = (),
-           suite_tables: Sequence[str] = ()) -> None:
-    """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index."""
+           suite_manifests: Sequence[str] = (), suite_tables: Sequence[str] = ()) -> None:
+    """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index;
+    the suite cases are those the shards' trace ``suite_manifests`` list (each
+    verification read beside its trace)."""
+    from reactlab.suites.plan import verified_path
+    from reactlab.suites.shards import listed
     from reactlab.views import html
 
+    suite_traces = [t for m in suite_manifests for t in listed(m)]
     with job_log(log, "viewer") as say:
         written = html.build(zip(traces, verified, strict=True), out,
-                             suite_pairs=zip(suite_traces, suite_verified, strict=True),
+                             suite_pairs=((t, verified_path(t)) for t in suite_traces),
                              suite_tables=suite_tables)
         say(f"wrote {written[0]}, {len(traces)} run pages and {len(suite_traces)} suite "
             "case pages")
@@ -164,7 +168,7 @@ def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
 
 def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
     """Before a run plans its jobs (main process only): remove stale suite results."""
-    from reactlab.suites.score import recover
+    from reactlab.suites.shards import recover
 
     for line in recover(shards, tables):
         print(f"reactlab: {line}", file=sys.stderr)
@@ -191,43 +195,55 @@ def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/ta
                 p.unlink(missing_ok=True)
 
 
-def suite_shard_spec(spec_json: str, out: str, log: str) -> None:
-    """Rule suite_shard_spec: the specs of one shard, as its run job reads them."""
-    from reactlab.core.io import write_text_atomic
-
-    with job_log(log, "suite-spec") as say:
-        write_text_atomic(out, spec_json)
-        say(f"wrote {out}")
-
-
-def suite_run(spec: str, outputs: Sequence[str], log: str, *, model: bool,
+def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
               threads: int = 1) -> None:
-    """Rules suite_run_*: one shard of cases through the loop, one trace per case (a model
-    shard in its own process: the model is loaded once for the shard)."""
+    """Rule suite_run: one shard of cases through the loop, one trace per case, then the
+    shard's trace manifest (reactlab.suites.shards), the job's only declared output. The
+    shard's specs are written first, beside the manifest (``{shard}.json``): a model
+    shard runs in its own process from that file (the model is loaded once per shard)."""
+    from reactlab.core.io import write_text_atomic
+    from reactlab.suites.plan import spec_traces
+    from reactlab.suites.shards import publish, spec_file
+
+    spec = spec_file(manifest)
+    write_text_atomic(spec, specs_json)
+    traces = spec_traces(specs_json)
     if model:
-        own_process([spec], log, threads, module="reactlab.suites.run")
+        own_process([str(spec)], log, threads, module="reactlab.suites.run")
+        publish(manifest, traces)
         return
     from reactlab.suites.run import run_shard
 
     with job_log(log, "suite-run") as say:
-        say(run_shard(Path(spec).read_text(encoding="utf-8"), list(outputs)))
+        say(run_shard(specs_json, traces))
+        publish(manifest, traces)
 
 
-def suite_verify(traces: Sequence[str], outputs: Sequence[str], log: str) -> None:
-    """Rules suite_verify_*: each case scored by the benchmark's own checker."""
+def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
+    """Rule suite_verify: each case of a shard (the traces its trace manifest lists)
+    scored by the benchmark's own checker, then the shard's verification manifest (the
+    job's only declared output)."""
+    from reactlab.suites.plan import verified_path
     from reactlab.suites.score import verify_shard
+    from reactlab.suites.shards import listed, publish
 
+    traces = listed(traces_manifest)
+    verified = [verified_path(t) for t in traces]
     with job_log(log, "suite-verify") as say:
-        say(verify_shard(list(traces), list(outputs)))
+        say(verify_shard(traces, verified))
+        publish(manifest, verified)
 
 
-def suite_tables(traces: Sequence[str], verified: Sequence[str], out_dir: str,
-                 log: str) -> None:
-    """Rule suite_tables: bfcl.csv and bfcl_cases.csv."""
+def suite_tables(manifests: Sequence[str], out_dir: str, log: str) -> None:
+    """Rule suite_tables: bfcl.csv and bfcl_cases.csv, from every case the shards' trace
+    ``manifests`` list (each verification read beside its trace)."""
+    from reactlab.suites.plan import verified_path
+    from reactlab.suites.shards import listed
     from reactlab.suites.tables import build_bfcl
 
+    traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
-        written = build_bfcl(zip(traces, verified, strict=True), Path(out_dir))
+        written = build_bfcl(((t, verified_path(t)) for t in traces), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
 
 

@@ -1,7 +1,8 @@
 # How a cluster profile packs the pipeline's jobs (docs/cluster.md). Only the config keys
 # `cluster_batch` and `cluster_local` (set by workflow/profiles/slurm through --config)
 # change anything here; without them the plan is exactly the one of the other rule files.
-# The `onstart` check at the end acts only under the SLURM executor.
+# The `onstart` checks at the end act only under the SLURM executor or a default
+# storage provider.
 #
 # On a cluster every job costs a submission, a queue wait, a status poll and two nested
 # Snakemake starts (sbatch runs Snakemake, whose job step runs Snakemake again with
@@ -15,8 +16,8 @@
 #     rules run_agent and verify (same files, byte for byte). Real-model and live runs
 #     keep their own jobs, with their declared threads and memory. Snakemake prefers a
 #     rule without wildcards, so run_batch_<i> wins over run_agent / verify for its files.
-# cluster_local: True  the data generation, tables, figures, viewer, and the suites' shard
-#     spec files and tables (seconds of pandas and matplotlib in all) run in the Snakemake
+# cluster_local: True  the data generation, tables, figures, viewer, and the suites'
+#     tables (seconds of pandas and matplotlib in all) run in the Snakemake
 #     process that submits the jobs, instead of as more rounds of cluster jobs.
 
 BATCH_SIZE = int(config.get("cluster_batch", 0))
@@ -53,12 +54,22 @@ if BATCH_SIZE > 0:
 if config.get("cluster_local", False):
     workflow.localrules("generate_data", "tables", "viewer",
                         *(f"figure_{f.kind}" for f in FIGURE_KINDS),
-                        *(["suite_shard_spec", "suite_tables"] if SUITE_SHARDS else []))
+                        *(["suite_tables"] if SUITE_SHARDS else []))
 
 
 onstart:
-    # Before the first submission (not in a dry run, not in a job): refuse a SLURM set-up
-    # that would hang instead of failing (docs/cluster.md).
+    # Before the first job (not in a dry run, not in a job's own process). The outside
+    # suites' shard jobs declare only their checksum manifests and write the per-case
+    # traces beside them (docs/suites.md): they need the working folder shared by every
+    # job. A default storage provider (the Kubernetes profile) moves declared files only,
+    # so the traces would stay in the job's pod: refuse instead of losing them.
+    if SUITE_SHARDS and workflow.storage_settings.default_storage_provider:
+        raise WorkflowError(
+            "suites: a shard writes its traces beside its manifest, which a default "
+            f"storage provider ({workflow.storage_settings.default_storage_provider}) "
+            "does not carry between jobs; run the suites where the jobs share the "
+            "working folder (locally, or the SLURM profile), or leave `suites:` out")
+    # Refuse a SLURM set-up that would hang instead of failing (docs/cluster.md).
     _plugin = getattr(workflow, "executor_plugin", None)
     if _plugin is not None and _plugin.name == "slurm":
         import subprocess as _sp

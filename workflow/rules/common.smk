@@ -135,6 +135,27 @@ def run_threads(wildcards):
     return 2 * cfg.threads if cfg.mode == "model" else 1
 
 
+# The suite shards' rules (workflow/rules/suites.smk) read their shard by its id.
+def _suite_shard(wildcards):
+    """The planned shard (reactlab.suites.plan.Shard) named by the job's wildcards."""
+    try:
+        return SUITE_BY_ID[wildcards.shard]
+    except KeyError:
+        raise WorkflowError(f"{wildcards.shard} is not a shard of the config's suites") from None
+
+
+def suite_model_input(wildcards):
+    """The converted default model, for the shards of a model backend that uses it."""
+    cfg = _suite_shard(wildcards).specs[0].backend_config
+    return [BUILTIN_MODEL] if getattr(cfg, "model", None) == BUILTIN_MODEL else []
+
+
+def suite_threads(wildcards):
+    """A model shard reserves two of Snakemake's cores per torch thread (run_threads)."""
+    shard = _suite_shard(wildcards)
+    return 2 * int(getattr(shard.specs[0].backend_config, "threads", 1)) if shard.model else 1
+
+
 # Decoding modes that keep a model calling tools until a result without error arrives
 # (docs/local-models.md): their runs take the most steps.
 FORCING_DECODINGS = ("forced", "forced_scored")

@@ -1,12 +1,20 @@
 # Outside task suites (docs/suites.md): the `suites:` section of the config, expanded into
 # shards of cases (reactlab.suites.plan). One shard = one run job writing one trace per
 # case (a model is loaded once per job), one verify job scoring each trace with the
-# benchmark's own checker; the suite tables aggregate every case. Shards have explicit
-# outputs (one rule per shard, generated below), so a missing or damaged trace reruns
-# its shard only, and a shard's params (the digest of its specs) rerun it when a case,
-# the backend or the sample changes.
+# benchmark's own checker; the suite tables aggregate every case.
+#
+# Two wildcard rules serve every shard of every suite (the shard id names the suite,
+# backend, scenario and index). A run or verify job declares one output, the shard's
+# checksum manifest of its per-case files (reactlab.suites.shards): Snakemake then plans
+# a 10,000-case suite as ~500 jobs over ~500 files, not 20,000 files (docs/workflow.md,
+# "Planning at scale"). The recovery step below checks each manifest against its files
+# before every run, so a missing or damaged trace still reruns its shard only; a shard's
+# spec digest (a param of its run job) reruns it when a case, the backend or the sample
+# changes.
 
 from reactlab.suites.plan import plan as _suite_plan
+from reactlab.suites.shards import shard_files as _shard_files
+from reactlab.suites.shards import table_paths as _suite_table_paths
 
 try:
     SUITE_SHARDS = _suite_plan(config)
@@ -18,10 +26,8 @@ SUITE_CODE = _fingerprints(_PACKAGE, {
     "suite_verify": "reactlab.suites.score",
     "suite_tables": "reactlab.suites.tables",
 }, cache=".snakemake/reactlab/imports.json")
-SUITE_TRACES = [p for s in SUITE_SHARDS for p in s.traces()]
-SUITE_VERIFIED = [p for s in SUITE_SHARDS for p in s.verified()]
-SUITE_TABLES = ([f"results/tables/{name}.csv" for name in ("bfcl", "bfcl_cases")]
-                if SUITE_SHARDS else [])
+SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
+SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
 
 # The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
@@ -32,61 +38,50 @@ if workflow.is_main_process:  # recovery runs in the main process only (common.s
     jobs.remove_damaged_figures(SUITE_FIGURE_KINDS)
 
 
+wildcard_constraints:
+    suite=ID,
+    shard="[^/.]+",  # {shard}.traces.json and {shard}.verified.json stay apart
 
-# The specs of one shard, as the job reads them (a model shard runs in its own process).
-rule suite_shard_spec:
+
+# One shard's cases through the loop. The job first writes the shard's specs (the file a
+# model shard's own process reads), then one trace per case, then the trace manifest.
+# The digest of the specs is a parameter: a changed case, backend or sample reruns it.
+rule suite_run:
+    input:
+        model=suite_model_input,
     output:
-        "results/suites/{suite}/shards/{shard}.json",
+        "results/suites/{suite}/shards/{shard}.traces.json",
     params:
-        digest=lambda wildcards: SUITE_BY_ID[wildcards.shard].digest,
+        digest=lambda wildcards: _suite_shard(wildcards).digest,
+        model=lambda wildcards: _suite_shard(wildcards).model,
+        code=SUITE_CODE["suite_run"],
     log:
-        "results/logs/suites/{suite}/{shard}.spec.log",
+        "results/logs/suites/{suite}/{shard}.run.log",
+    threads: suite_threads
     run:
-        jobs.suite_shard_spec(SUITE_BY_ID[wildcards.shard].to_json(), output[0], log[0])
+        jobs.suite_run(_suite_shard(wildcards).to_json(), output[0], log[0],
+                       model=bool(params.model), threads=threads)
 
 
-for _shard in SUITE_SHARDS:
-
-    rule:
-        name:
-            f"suite_run_{_shard.id}"
-        input:
-            spec=f"results/suites/{_shard.suite}/shards/{_shard.id}.json",
-            model=[BUILTIN_MODEL] if getattr(_shard.specs[0].backend_config, "model", None) == BUILTIN_MODEL
-            else [],
-        output:
-            _shard.traces(),
-        params:
-            model=_shard.model,
-            code=SUITE_CODE["suite_run"],
-        log:
-            f"results/logs/suites/{_shard.id}.run.log",
-        threads: 2 * int(getattr(_shard.specs[0].backend_config, "threads", 1)) if _shard.model else 1
-        run:
-            jobs.suite_run(input.spec, output, log[0], model=bool(params.model),
-                           threads=threads)
-
-    rule:
-        name:
-            f"suite_verify_{_shard.id}"
-        input:
-            _shard.traces(),
-        output:
-            _shard.verified(),
-        params:
-            code=SUITE_CODE["suite_verify"],
-        log:
-            f"results/logs/suites/{_shard.id}.verify.log",
-        run:
-            jobs.suite_verify(input, output, log[0])
+rule suite_verify:
+    input:
+        "results/suites/{suite}/shards/{shard}.traces.json",
+    output:
+        "results/suites/{suite}/shards/{shard}.verified.json",
+    params:
+        code=SUITE_CODE["suite_verify"],
+    log:
+        "results/logs/suites/{suite}/{shard}.verify.log",
+    run:
+        jobs.suite_verify(input[0], output[0], log[0])
 
 
 if SUITE_SHARDS:
 
     rule suite_tables:
         input:
-            traces=SUITE_TRACES,
-            verified=SUITE_VERIFIED,
+            traces=[m.traces for m in SUITE_MANIFESTS],
+            verified=[m.verified for m in SUITE_MANIFESTS],
         output:
             bfcl=report("results/tables/bfcl.csv", caption="../report/bfcl.rst",
                         category="Suites"),
@@ -96,8 +91,7 @@ if SUITE_SHARDS:
         log:
             "results/logs/suite_tables.log",
         run:
-            jobs.suite_tables(input.traces, input.verified, os.path.dirname(output.bfcl),
-                              log[0])
+            jobs.suite_tables(input.traces, os.path.dirname(output.bfcl), log[0])
 
 
 for _figure in SUITE_FIGURE_KINDS:

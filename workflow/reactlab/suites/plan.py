@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
@@ -33,7 +34,8 @@ from reactlab.config.settings import (
 from reactlab.config.settings import limits as limits_settings
 from reactlab.core.errors import UsageError
 
-__all__ = ["CaseSpec", "Shard", "plan", "sample_cases", "shard_paths"]
+__all__ = ["CaseSpec", "Shard", "case_paths", "plan", "sample_cases", "shard_paths",
+           "spec_traces", "verified_path"]
 
 SCENARIO_MODEL = "react"
 
@@ -133,9 +135,13 @@ class Shard:
         return json.dumps([s.to_dict() for s in self.specs], sort_keys=True,
                           ensure_ascii=False, separators=(",", ":"))
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
+        """A digest of the shard's specs (the run job's parameter: a new value reruns the
+        shard). It changes exactly when :meth:`to_json` does, but each shared part of a
+        spec (a case's suite data, the backend, agent and limit settings) is hashed once
+        per call of :func:`plan`, not once per spec (see :func:`_digest`)."""
+        return _digest(self.specs, {})
 
     def traces(self, root: str = "results/suites") -> list[str]:
         return [shard_paths(s, root)[0] for s in self.specs]
@@ -144,11 +150,54 @@ class Shard:
         return [shard_paths(s, root)[1] for s in self.specs]
 
 
+def _part(obj: Any, memo: dict[int, tuple[Any, str]]) -> str:
+    """sha256 of one shared part of a spec's JSON, memoised by identity (``memo`` keeps
+    the object alive with its digest, so an id is never reused within one memo)."""
+    hit = memo.get(id(obj))
+    if hit is None:
+        value = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        hit = memo[id(obj)] = (obj, hashlib.sha256(text.encode()).hexdigest())
+    return hit[1]
+
+
+def _digest(specs: Sequence[CaseSpec], memo: dict[int, tuple[Any, str]]) -> str:
+    """The digest of a shard's specs: the canonical JSON of each spec, with its shared
+    parts (``suite``, ``backend_config``, ``limits``, ``agent``) replaced by their own
+    sha256 (:func:`_part`)."""
+    rows = [{"task": s.task, "backend": s.backend, "scenario": s.scenario,
+             "question": s.question, "tools": list(s.tools), "params": dict(s.params),
+             "script": dict(s.script), "backend_config": _part(s.backend_config, memo),
+             "limits": _part(s.limits, memo), "agent": _part(s.agent, memo),
+             "suite": _part(s.suite, memo)} for s in specs]
+    text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def case_paths(suite: str, backend: str, scenario: str, task: str,
+               root: str = "results/suites") -> tuple[str, str]:
+    """(trace, verification) paths of one case of ``suite``."""
+    rel = f"{backend}/{scenario}/{task}"
+    return f"{root}/{suite}/traces/{rel}.jsonl", f"{root}/{suite}/verified/{rel}.json"
+
+
 def shard_paths(spec: CaseSpec, root: str = "results/suites") -> tuple[str, str]:
     """(trace, verification) paths of one case."""
-    rel = f"{spec.backend}/{spec.scenario}/{spec.task}"
-    name = spec.suite["name"]
-    return f"{root}/{name}/traces/{rel}.jsonl", f"{root}/{name}/verified/{rel}.json"
+    return case_paths(spec.suite["name"], spec.backend, spec.scenario, spec.task, root)
+
+
+def verified_path(trace_path: str) -> str:
+    """The verification path beside a case's trace path (:func:`case_paths`)."""
+    head, sep, rel = trace_path.rpartition("/traces/")
+    if not sep or not rel.endswith(".jsonl"):
+        raise UsageError(f"{trace_path}: not a suite trace path")
+    return f"{head}/verified/{rel[:-len('.jsonl')]}.json"
+
+
+def spec_traces(specs_json: str, root: str = "results/suites") -> list[str]:
+    """The trace paths of a shard's spec file (:meth:`Shard.to_json`), in its order."""
+    return [case_paths(d["suite"]["name"], d["backend"], d["scenario"], d["task"], root)[0]
+            for d in json.loads(specs_json)]
 
 
 def sample_cases(cases: tuple[Any, ...], sample: int | None, seed: int) -> list[Any]:
@@ -164,9 +213,13 @@ def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
     from reactlab.suites import bfcl
 
     specs = []
-    agent = {"send_tools": True, "send_system_prompt": True,
-             "system_prompt": suite.get("system_prompt", ""),
-             "defences": dict(NO_DEFENCES)}
+    # the typed settings are validated once per suite and backend, and shared by its
+    # cases (frozen: CaseSpec keeps them as they are)
+    agent = agent_settings({"send_tools": True, "send_system_prompt": True,
+                            "system_prompt": suite.get("system_prompt", ""),
+                            "defences": dict(NO_DEFENCES)})
+    limits = limits_settings({"max_steps": 1, "token_budget": None})
+    backends = {b: backend_settings(raw["backends"][b]) for b in suite["backends"]}
     for category in suite.get("categories", list(bfcl.CATEGORIES)):
         cases = sample_cases(bfcl.load_cases(category), suite.get("sample"),
                              int(suite.get("seed", 0)))
@@ -177,21 +230,18 @@ def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
                     else list(case.possible_answer),
                     "tools": bfcl.tool_definitions(case.functions),
                     "batch_size": int(suite.get("batch_size", 1))}
-            for backend in suite["backends"]:
-                cfg = raw["backends"][backend]
-                scenarios = ([SCENARIO_MODEL] if cfg["mode"] == "model"
+            tools = tuple(f["name"] for f in case.functions)
+            for backend, settings in backends.items():
+                model = settings.mode == "model"
+                scenarios = ([SCENARIO_MODEL] if model
                              else list(suite.get("policies", bfcl.POLICIES)))
                 for scenario in scenarios:
                     script = ({"model": SCENARIO_MODEL, "strategy": "single_turn"}
-                              if cfg["mode"] == "model"
-                              else {"model": scenario, "policy": scenario})
+                              if model else {"model": scenario, "policy": scenario})
                     specs.append(CaseSpec(
                         task=case.id, backend=backend, scenario=scenario,
-                        question=case.question,
-                        tools=tuple(f["name"] for f in case.functions),
-                        backend_config=backend_settings(cfg), script=script,
-                        limits=limits_settings({"max_steps": 1, "token_budget": None}),
-                        agent=agent_settings(agent), suite=info))
+                        question=case.question, tools=tools, backend_config=settings,
+                        script=script, limits=limits, agent=agent, suite=info))
     return specs
 
 
@@ -210,4 +260,7 @@ def plan(raw: Mapping[str, Any]) -> list[Shard]:
             for i in range(0, len(specs), size):
                 shards.append(Shard(name, backend, scenario, i // size,
                                     tuple(specs[i:i + size])))
+    memo: dict[int, tuple[Any, str]] = {}  # the shared parts, hashed once for all shards
+    for shard in shards:
+        shard.__dict__["digest"] = _digest(shard.specs, memo)
     return shards

@@ -109,30 +109,3 @@ def summary_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         if not r["verified"]:
             counts[str(r["error_type"])] = counts.get(str(r["error_type"]), 0) + 1
     return counts
-
-
-def recover(shards: Sequence[Any], tables: Sequence[str]) -> list[str]:
-    """Before any job starts (the Snakefile, with the folder to itself): a case whose
-    trace or verification is missing makes the suite tables stale, and a verification
-    without its trace is stale itself; both are removed so that a plain rerun rebuilds
-    the shard and the tables (Snakemake alone would say "Nothing to be done" under an
-    existing table). Presence only: reading every trace at each start would cost seconds
-    at thousands of cases; the tables' build re-verifies every trace it reads. Returns
-    the messages for the user."""
-    messages: list[str] = []
-    stale = False
-    for shard in shards:
-        for trace_path, verified in zip(shard.traces(), shard.verified(), strict=True):
-            if not Path(trace_path).is_file():
-                if Path(verified).exists():
-                    Path(verified).unlink()
-                    messages.append(f"{trace_path} is missing: its shard will be rerun")
-                stale = True
-            elif not Path(verified).is_file():
-                stale = True
-    if stale:
-        for t in tables:
-            if Path(t).exists():
-                Path(t).unlink()
-                messages.append(f"{t} will be rebuilt")
-    return messages

@@ -1,0 +1,180 @@
+"""A suite shard's manifests (reactlab.suites.shards) and the plan's shard digests.
+
+Snakemake sees a shard's trace and verification manifests, not its per-case files; the
+recovery step must therefore find a missing or edited case file itself and remove the
+manifest that stands for it (the shard then reruns, and only it). The dry runs through
+Snakemake are in tests/test_suites.py (e2e); here the same rules on the files alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
+
+from reactlab.suites import shards as sh
+from reactlab.suites.plan import (
+    _digest,
+    plan,
+    shard_paths,
+    spec_traces,
+    verified_path,
+)
+from reactlab.suites.run import run_shard
+from reactlab.suites.score import verify_shard
+from tests.test_suites import suite_config
+
+
+@pytest.fixture
+def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Two shards (oracle, wrong_type) of two cases each, run and verified as the
+    pipeline's jobs do, in ``tmp_path`` as the working folder."""
+    monkeypatch.chdir(tmp_path)
+    raw = suite_config(sample=1, categories=["simple_python", "irrelevance"],
+                       policies=["oracle", "wrong_type"])
+    (tmp_path / "config.yaml").write_text(json.dumps(raw), encoding="utf-8")  # JSON is YAML
+    shards = plan(raw)
+    for shard in shards:
+        files = sh.shard_files(shard.suite, shard.id)
+        Path(files.spec).parent.mkdir(parents=True, exist_ok=True)
+        Path(files.spec).write_text(shard.to_json(), encoding="utf-8")
+        traces = spec_traces(shard.to_json())
+        run_shard(shard.to_json(), traces)
+        sh.publish(files.traces, traces)
+        verified = [verified_path(t) for t in traces]
+        verify_shard(traces, verified)
+        sh.publish(files.verified, verified)
+    for t in ("results/tables/bfcl.csv", "results/tables/bfcl_cases.csv"):
+        Path(t).parent.mkdir(parents=True, exist_ok=True)
+        Path(t).write_text("table\n", encoding="utf-8")
+    return shards
+
+
+TABLES = ["results/tables/bfcl.csv", "results/tables/bfcl_cases.csv"]
+
+
+def present(shards: list[Any]) -> dict[str, tuple[bool, bool]]:
+    out = {}
+    for s in shards:
+        files = sh.shard_files(s.suite, s.id)
+        out[s.id] = (Path(files.traces).exists(), Path(files.verified).exists())
+    return out
+
+
+def test_paths_agree_with_the_plan(built: list[Any]) -> None:
+    shard = built[0]
+    assert spec_traces(shard.to_json()) == shard.traces()
+    assert [verified_path(t) for t in shard.traces()] == shard.verified()
+    assert shard_paths(shard.specs[0]) == (shard.traces()[0], shard.verified()[0])
+    assert sh.listed(sh.shard_files(shard.suite, shard.id).traces) == sorted(shard.traces())
+    with pytest.raises(ValueError, match="not a suite trace path"):
+        verified_path("results/suites/bfcl/elsewhere/x.jsonl")
+
+
+def test_intact_shards_are_left_alone(built: list[Any]) -> None:
+    assert sh.recover(built, TABLES) == []
+    assert set(present(built).values()) == {(True, True)}
+    assert all(Path(t).exists() for t in TABLES)
+
+
+@pytest.mark.parametrize("damage", ["delete", "edit_same_size", "truncate"])
+def test_a_damaged_trace_reruns_its_shard_only(built: list[Any], damage: str) -> None:
+    first, second = built
+    trace = Path(first.traces()[1])
+    if damage == "delete":
+        trace.unlink()
+    elif damage == "truncate":
+        trace.write_bytes(trace.read_bytes()[:-10])
+    else:
+        data = trace.read_bytes()
+        trace.write_bytes(data.replace(b'"', b"'", 1))
+        assert len(trace.read_bytes()) == len(data)
+    messages = sh.recover(built, TABLES)
+    assert present(built) == {first.id: (False, False), second.id: (True, True)}
+    assert not any(Path(t).exists() for t in TABLES)
+    assert str(trace) in messages[0] and f"shard {first.id} will be rerun" in messages[0]
+
+
+def test_a_damaged_verification_reruns_its_verify_job_only(built: list[Any]) -> None:
+    first, second = built
+    verified = Path(second.verified()[0])
+    verified.write_text(verified.read_text() + " ")
+    messages = sh.recover(built, TABLES)
+    assert present(built) == {first.id: (True, True), second.id: (True, False)}
+    assert "will be verified again" in messages[0]
+    assert not any(Path(t).exists() for t in TABLES)
+
+
+def test_an_unreadable_or_foreign_manifest_reruns_its_shard(built: list[Any]) -> None:
+    first, second = built
+    Path(sh.shard_files(first.suite, first.id).traces).write_text("{", encoding="utf-8")
+    manifest = Path(sh.shard_files(second.suite, second.id).traces)
+    entries = json.loads(manifest.read_text())
+    entries["files"]["results/suites/bfcl/traces/local/oracle/other.jsonl"] = "0" * 64
+    manifest.write_text(json.dumps(entries))
+    messages = sh.recover(built, TABLES)
+    assert present(built) == {first.id: (False, False), second.id: (False, False)}
+    assert "unreadable manifest" in messages[0]
+    assert "lists other files" in messages[1]
+
+
+def test_the_stat_cache_spares_reading_and_is_refreshed(built: list[Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab.suites import shards
+
+    hashed: list[str] = []
+    real = shards.sha256_file
+
+    def counting(path: str | Path) -> str:
+        hashed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(shards, "sha256_file", counting)
+    assert sh.recover(built, TABLES) == []
+    assert hashed == []  # every file's stat matches what its job recorded
+    trace = built[0].traces()[0]
+    st = os.stat(trace)
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched, not changed
+    assert sh.recover(built, TABLES) == []
+    assert hashed == [trace]  # read once, found intact, cache refreshed
+    assert sh.recover(built, TABLES) == []
+    assert hashed == [trace]
+    # a stat cache that does not belong to the manifest is not trusted
+    cache = sh.stat_cache_path(sh.shard_files(built[1].suite, built[1].id).traces)
+    cache.write_text("[", encoding="utf-8")
+    assert sh.recover(built, TABLES) == []
+    assert sorted(hashed[1:]) == sorted(built[1].traces())
+
+
+def test_shard_digests_follow_the_specs() -> None:
+    raw = suite_config(sample=2, policies=["oracle"], backends=["local", "smollm2"])
+    shards = plan(raw)
+    # the digests plan() computes with one memo are the ones each shard gets alone
+    assert [s.digest for s in shards] == [_digest(s.specs, {}) for s in shards]
+    base = {s.id: s.digest for s in shards}
+    # a case's data, the backend's settings, the system prompt: the digest changes
+    changed = copy.deepcopy(raw)
+    changed["suites"]["bfcl"]["system_prompt"] = "Another prompt."
+    assert all(base[s.id] != s.digest for s in plan(changed))
+    changed = copy.deepcopy(raw)
+    changed["backends"]["smollm2"]["max_new_tokens"] = 77
+    assert {s.id for s in plan(changed) if base[s.id] != s.digest} == {
+        s.id for s in shards if s.backend == "smollm2"}
+    # the same config planned again: the same digests
+    assert {s.id: s.digest for s in plan(copy.deepcopy(raw))} == base
+
+
+def test_reactlab_recover_checks_the_suites_too(built: list[Any]) -> None:
+    from reactlab.cli import main
+
+    first, second = built
+    Path(second.traces()[0]).unlink()
+    assert main(["recover"]) == 0
+    assert present(built) == {first.id: (True, True), second.id: (False, False)}
+    assert not any(Path(t).exists() for t in TABLES)

@@ -1,0 +1,181 @@
+"""A shard's files on disk: its specs, and the manifests that stand for its traces.
+
+A shard's files live under ``results/suites/{suite}/shards/`` (:func:`shard_files`): the
+specs its run job writes first and runs (``{shard}.json``), and two checksum manifests
+(the format of :mod:`reactlab.trace.integrity`: ``{"files": {path: sha256}}``, paths
+relative to the working folder) written by its jobs after their per-case files. The
+manifests are the only files Snakemake knows:
+
+* ``{shard}.traces.json`` — the run job's output: one trace per case;
+* ``{shard}.verified.json`` — the verify job's output: one verification per case.
+
+The per-case files are not declared to Snakemake: a 10,000-run suite is then about 500
+jobs over 500 files instead of 20,000 files, and planning it costs seconds instead of
+tens of seconds (docs/workflow.md, "Planning at scale"). What Snakemake no longer sees,
+:func:`recover` checks before every run: a case file that is missing, or whose content no
+longer matches its manifest, removes that manifest (and the suite tables), so a plain
+rerun regenerates that shard only (its verify job and the tables after it).
+
+Checking a checksum means reading the file; to keep a no-op rerun cheap, the job that
+writes a manifest also records each file's size and modification time beside its digest
+in a *stat cache* (``.snakemake/reactlab/suites/…``, not a result). A file whose size and
+modification time still match the cache, for the digest the manifest lists, is not read
+again; any other file is hashed and compared (and the cache refreshed when it matches).
+This is the trust ``make`` and ``rsync`` put in a modification time: an edit that keeps
+both the size and the nanosecond modification time is not seen until the file is read by
+the tables' build, which verifies every trace again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reactlab.core.io import write_json_atomic
+from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
+
+__all__ = ["ShardFiles", "check", "listed", "publish", "recover", "shard_files",
+           "spec_file", "stat_cache_path", "table_paths"]
+
+RESULTS = "results/suites"
+STAT_CACHE = ".snakemake/reactlab/suites"
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    """A shard's specs and its two manifests (the files Snakemake knows)."""
+
+    spec: str
+    traces: str
+    verified: str
+
+
+def shard_files(suite: str, shard_id: str, root: str = RESULTS) -> ShardFiles:
+    base = f"{root}/{suite}/shards/{shard_id}"
+    return ShardFiles(f"{base}.json", f"{base}.traces.json", f"{base}.verified.json")
+
+
+def spec_file(traces_manifest: str | Path) -> Path:
+    """The specs file of the shard whose trace manifest is ``traces_manifest``."""
+    m = Path(traces_manifest)
+    if not m.name.endswith(".traces.json"):
+        raise ValueError(f"{m}: not a shard's trace manifest")
+    return m.with_name(m.name[:-len(".traces.json")] + ".json")
+
+
+def table_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> list[str]:
+    """The suite tables built from ``shards`` (none without shards)."""
+    return ([f"{tables_dir}/{name}.csv" for name in ("bfcl", "bfcl_cases")]
+            if shards else [])
+
+
+def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:
+    """Where the stat cache of ``manifest`` lives (one small file per manifest)."""
+    m = Path(manifest)
+    return Path(cache_root) / m.parent.parent.name / m.name
+
+
+def _stat_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def publish(manifest: str | Path, files: Sequence[str],
+            cache_root: str | Path = STAT_CACHE) -> Path:
+    """Write ``manifest`` for ``files`` (already written, each atomically): first their
+    stat cache, then the manifest itself (atomically: its presence marks the shard's
+    files complete). Returns the manifest's path."""
+    digests = {f: sha256_file(f) for f in files}
+    cache = {f: [*(_stat_key(f) or (-1, -1)), digest] for f, digest in digests.items()}
+    write_json_atomic(stat_cache_path(manifest, cache_root), cache, indent=None)
+    return write_manifest(manifest, list(files), base=".")
+
+
+def listed(manifest: str | Path) -> list[str]:
+    """The files a shard manifest lists (paths relative to the working folder), sorted."""
+    return sorted(read_manifest(manifest))
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def check(manifest: str | Path, expected: Iterable[str] | None = None,
+          cache_root: str | Path = STAT_CACHE) -> list[str]:
+    """The problems of one shard manifest against the files on disk (empty: intact).
+    ``expected``: the files the plan says the manifest must list (another set is a
+    problem too). Files whose stat matches the cache are not read; others are hashed,
+    and the cache is refreshed when they still match."""
+    try:
+        entries = read_manifest(manifest)
+    except FileNotFoundError:
+        return []  # not built yet: Snakemake sees the missing output itself
+    except ValueError as exc:
+        return [f"{manifest}: unreadable manifest ({exc})"]
+    if expected is not None and set(entries) != set(expected):
+        return [f"{manifest}: lists other files than the shard's cases"]
+    cache_file = stat_cache_path(manifest, cache_root)
+    cache = _read_cache(cache_file)
+    problems: list[str] = []
+    refreshed = False
+    for path, digest in entries.items():
+        key = _stat_key(path)
+        if key is None:
+            problems.append(f"{path} is missing")
+            continue
+        cached = cache.get(path)
+        if (isinstance(cached, list) and len(cached) == 3 and tuple(cached[:2]) == key
+                and cached[2] == digest):
+            continue
+        if sha256_file(path) != digest:
+            problems.append(f"{path}: checksum mismatch (edited after it was written)")
+            continue
+        cache[path] = [*key, digest]
+        refreshed = True
+    if refreshed and not problems:
+        write_json_atomic(cache_file, cache, indent=None)
+    return problems
+
+
+def recover(shards: Sequence[Any], tables: Sequence[str], root: str = RESULTS,
+            cache_root: str | Path = STAT_CACHE) -> list[str]:
+    """Before any job starts (the Snakefile's main process, with the folder to itself):
+    every built shard's manifests are checked against their files (:func:`check`). A
+    damaged or missing trace removes the shard's two manifests, a damaged or missing
+    verification the verify manifest; either removes the suite ``tables``. A plain rerun
+    then regenerates exactly those shards, and the tables. Returns the messages for the
+    user."""
+    messages: list[str] = []
+    stale = False
+    for shard in shards:
+        files = shard_files(shard.suite, shard.id, root)
+        problems = check(files.traces, shard.traces(root), cache_root)
+        if problems:
+            for name in (files.traces, files.verified):
+                Path(name).unlink(missing_ok=True)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            messages.append(f"{problems[0]}{more}: shard {shard.id} will be rerun")
+            stale = True
+            continue
+        problems = check(files.verified, shard.verified(root), cache_root)
+        if problems:
+            Path(files.verified).unlink(missing_ok=True)
+            messages.append(f"{problems[0]}: shard {shard.id} will be verified again")
+            stale = True
+    if stale:
+        for t in tables:
+            if Path(t).exists():
+                Path(t).unlink()
+                messages.append(f"{t} will be rebuilt")
+    return messages
