@@ -1,8 +1,9 @@
 """Batched first turns for a shard of single-turn cases: one ``generate`` for N prompts.
 
 A single-turn case needs exactly one model turn, and every case of a shard asks the
-same model. The prompts of ``batch_size`` consecutive cases are left-padded into one
-batch and decoded greedily together (``pad_token_id`` = EOS; the attention mask hides
+same model. The cases are ordered by prompt length and the prompts of ``batch_size``
+consecutive ones are left-padded into one batch (little padding: neighbours have near
+widths) and decoded greedily together (``pad_token_id`` = EOS; the attention mask hides
 the padding, and the model derives positions from it). Each row keeps its own grammar
 under constrained decoding: :class:`BatchProcessor` holds one xgrammar matcher per row
 (the cases' tools differ), fills each row of the token bitmask and leaves the rows that
@@ -149,7 +150,11 @@ def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int
             prep = session.decoder.prepare(session.messages, required=True)
             prepared.append(Prepared(prep.ids, prep.grammar, mode))
     turns: list[ModelTurn | None] = [None] * len(specs)
-    todo = [i for i, p in enumerate(prepared) if p is not None]
+    # Batches of similar prompt lengths: the cases are taken in order of prompt length
+    # (ties in shard order), so a batch pads each prompt to a near neighbour's width
+    # rather than to the longest prompt of a random eight.
+    todo = sorted((i for i, p in enumerate(prepared) if p is not None),
+                  key=lambda i: len(prepared[i].ids))  # type: ignore[union-attr]
     max_new = {int(getattr(s.backend_config, "max_new_tokens", 80)) for s in specs}
     if len(max_new) != 1:
         raise UsageError("a shard's cases share one backend, and so max_new_tokens")
