@@ -196,12 +196,14 @@ def suite_verify(traces: Sequence[str], outputs: Sequence[str], log: str) -> Non
 
 
 def suite_tables(traces: Sequence[str], verified: Sequence[str], out_dir: str,
-                 log: str) -> None:
-    """Rule suite_tables: bfcl.csv and bfcl_cases.csv."""
-    from reactlab.suites.tables import build_bfcl
+                 log: str, benchmark: str = "bfcl") -> None:
+    """Rules suite_tables (bfcl.csv and bfcl_cases.csv) and suite_tables_agentdojo
+    (agentdojo.csv)."""
+    from reactlab.suites.tables import build_agentdojo, build_bfcl
 
+    build = {"bfcl": build_bfcl, "agentdojo": build_agentdojo}[benchmark]
     with job_log(log, "suite-tables") as say:
-        written = build_bfcl(zip(traces, verified, strict=True), Path(out_dir))
+        written = build(zip(traces, verified, strict=True), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
 
 

@@ -20,11 +20,16 @@ SUITE_CODE = _fingerprints(_PACKAGE, {
 }, cache=".snakemake/reactlab/imports.json")
 SUITE_TRACES = [p for s in SUITE_SHARDS for p in s.traces()]
 SUITE_VERIFIED = [p for s in SUITE_SHARDS for p in s.verified()]
-SUITE_TABLES = ([f"results/tables/{name}.csv" for name in ("bfcl", "bfcl_cases")]
-                if SUITE_SHARDS else [])
+# Each benchmark has its own tables, built from its own shards.
+SUITE_BENCHMARK_TABLES = {"bfcl": ["bfcl", "bfcl_cases"], "agentdojo": ["agentdojo"]}
+SUITE_SHARDS_OF = {b: [s for s in SUITE_SHARDS if s.specs[0].suite["benchmark"] == b]
+                   for b in SUITE_BENCHMARK_TABLES}
+SUITE_TABLES = [f"results/tables/{name}.csv" for b, names in SUITE_BENCHMARK_TABLES.items()
+                if SUITE_SHARDS_OF[b] for name in names]
 
 if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
-    jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)
+    for _b, _names in SUITE_BENCHMARK_TABLES.items():
+        jobs.recover_suites(SUITE_SHARDS_OF[_b], [f"results/tables/{n}.csv" for n in _names])
 
 
 
@@ -76,12 +81,12 @@ for _shard in SUITE_SHARDS:
             jobs.suite_verify(input, output, log[0])
 
 
-if SUITE_SHARDS:
+if SUITE_SHARDS_OF["bfcl"]:
 
     rule suite_tables:
         input:
-            traces=SUITE_TRACES,
-            verified=SUITE_VERIFIED,
+            traces=[p for s in SUITE_SHARDS_OF["bfcl"] for p in s.traces()],
+            verified=[p for s in SUITE_SHARDS_OF["bfcl"] for p in s.verified()],
         output:
             bfcl=report("results/tables/bfcl.csv", caption="../report/bfcl.rst",
                         category="Suites"),
@@ -93,3 +98,21 @@ if SUITE_SHARDS:
         run:
             jobs.suite_tables(input.traces, input.verified, os.path.dirname(output.bfcl),
                               log[0])
+
+
+if SUITE_SHARDS_OF["agentdojo"]:
+
+    rule suite_tables_agentdojo:
+        input:
+            traces=[p for s in SUITE_SHARDS_OF["agentdojo"] for p in s.traces()],
+            verified=[p for s in SUITE_SHARDS_OF["agentdojo"] for p in s.verified()],
+        output:
+            agentdojo=report("results/tables/agentdojo.csv", caption="../report/agentdojo.rst",
+                             category="Suites"),
+        params:
+            code=SUITE_CODE["suite_tables"],
+        log:
+            "results/logs/suite_tables_agentdojo.log",
+        run:
+            jobs.suite_tables(input.traces, input.verified, os.path.dirname(output.agentdojo),
+                              log[0], benchmark="agentdojo")
