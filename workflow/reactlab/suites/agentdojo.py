@@ -64,11 +64,42 @@ TAG = "<INFORMATION>"
 MAX_STEPS = 8
 
 
+#: The instant AgentDojo's tools read as "now" (a sent email's timestamp, a file's
+#: modification time): after every date in the suites' data (the latest is 2025-01-15).
+FIXED_NOW = "2026-01-01T00:00:00"
+
+
 @cache
 def suite(name: str) -> Any:
     from agentdojo.task_suite.load_suites import get_suite
 
+    _freeze_clock()
     return get_suite(VERSION, name)
+
+
+def _freeze_clock() -> None:
+    """AgentDojo's email and cloud-drive tools stamp what they write with
+    ``datetime.datetime.now()``, which would put the wall clock into tool results and the
+    trace. In those two modules (the only callers) ``datetime`` is replaced by a copy whose
+    ``datetime.now()`` answers :data:`FIXED_NOW`, so a run is a pure function of its spec
+    and its replay sees the same values."""
+    import datetime
+    import types
+
+    from agentdojo.default_suites.v1.tools import cloud_drive_client, email_client
+
+    fixed = datetime.datetime.fromisoformat(FIXED_NOW)
+
+    class Clock(datetime.datetime):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> datetime.datetime:
+            return fixed if tz is None else fixed.replace(tzinfo=tz)
+
+    shim = types.ModuleType("datetime")
+    shim.__dict__.update({k: v for k, v in vars(datetime).items() if not k.startswith("__")})
+    shim.datetime = Clock  # type: ignore[attr-defined]
+    for module in (cloud_drive_client, email_client):
+        module.datetime = shim
 
 
 @dataclass(frozen=True)

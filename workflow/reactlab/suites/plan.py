@@ -201,12 +201,12 @@ def _benchmark_specs(name: str, suite: Mapping[str, Any],
     if suite["benchmark"] == "bfcl":
         return _bfcl_specs(name, suite, raw)
     if suite["benchmark"] == "agentdojo":
+        from reactlab.suites import agentdojo
+
         try:
-            from reactlab.suites import agentdojo
             specs: list[CaseSpec] = agentdojo.case_specs(name, suite, raw)
-        except ModuleNotFoundError as exc:
-            raise UsageError(f"suites.{name}: benchmark agentdojo needs the package "
-                             f"{exc.name!r} (make env installs agentdojo==0.1.35)") from exc
+        except UsageError as exc:  # the package missing, a policy for another backend
+            raise UsageError(f"suites.{name}: {exc}") from None
         return specs
     raise UsageError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not runnable here")
 
