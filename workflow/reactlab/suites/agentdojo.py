@@ -219,9 +219,34 @@ def build_index() -> dict[str, Any]:
                           "scope": sorted({c.function for c in task.ground_truth(pre)})}
         out["suites"][name] = {
             "tools": [{"name": f.name, "description": f.description,
-                       "parameters": f.parameters.model_json_schema()} for f in s.tools],
+                       "parameters": inline_refs(f.parameters.model_json_schema())}
+                      for f in s.tools],
             "user_tasks": users,
             "injection_tasks": sorted(s.injection_tasks, key=_num)}
+    return out
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's JSON Schema with its local ``$ref``s (``#/$defs/...``, pydantic's enums)
+    replaced by what they point to and ``$defs`` dropped: the same schema, readable on its
+    own inside a prompt's tools block or a call grammar (which nests each tool's
+    parameters, so a reference to the root's ``$defs`` would dangle)."""
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any, depth: int = 0) -> Any:
+        if depth > 20:
+            raise UsageError("a tool schema's $refs nest too deep (a recursive model?)")
+        if isinstance(node, list):
+            return [resolve(v, depth) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/$defs/"):
+            target = defs[node["$ref"][len("#/$defs/"):]]
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return resolve({**target, **siblings}, depth + 1)
+        return {k: resolve(v, depth) for k, v in node.items() if k != "$defs"}
+
+    out: dict[str, Any] = resolve(schema)
     return out
 
 
