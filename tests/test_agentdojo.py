@@ -194,6 +194,11 @@ def test_the_sample_is_seeded_per_suite_and_grows_without_reshuffling() -> None:
 def test_the_cached_index_is_what_the_package_says() -> None:
     built = ad.build_index()
     assert json.loads(json.dumps(built)) == ad.index()
+    # every tool schema stands alone: pydantic's $refs to $defs are inlined
+    for name in ad.SUITES:
+        assert "$ref" not in json.dumps(ad.tool_schemas(name))
+    share = next(t for t in ad.tool_schemas("workspace") if t["name"] == "share_file")
+    assert share["parameters"]["properties"]["permission"]["enum"] == ["r", "rw"]
     # the scope computed on the default environment equals the one on the injected
     # environment of a pair (what the standalone path used)
     for pair in PAIRS[:3]:

@@ -91,8 +91,8 @@ def _freeze_clock() -> None:
     fixed = datetime.datetime.fromisoformat(FIXED_NOW)
 
     class Clock(datetime.datetime):
-        @classmethod
-        def now(cls, tz: datetime.tzinfo | None = None) -> datetime.datetime:
+        @classmethod  # a plain datetime, as the real now() gives, not a Clock
+        def now(cls, tz: datetime.tzinfo | None = None) -> datetime.datetime:  # type: ignore[override]
             return fixed if tz is None else fixed.replace(tzinfo=tz)
 
     shim = types.ModuleType("datetime")
