@@ -27,9 +27,9 @@ BFCL_PKG := bfcl-eval==2026.3.23
 CLUSTER_DIR  := $(VENV)/cluster-plugins
 CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1 snakemake-executor-plugin-kubernetes==0.5.1
 
-# The project with its `dev`, `export` and `agentdojo` extras (the AgentDojo suite and its
-# dependencies, 16 packages: cohere, google-genai, langchain...; its task suites import
-# them; about 4 s from the pip cache).
+# The project with its `dev`, `export` and `agentdojo` extras (the AgentDojo suite: agentdojo
+# and 15 packages beside the pins, cohere, google-genai, langchain...; its task suites
+# import them; about 4 s from the pip cache).
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
