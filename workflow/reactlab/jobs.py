@@ -234,16 +234,19 @@ def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
         publish(manifest, verified)
 
 
-def suite_tables(manifests: Sequence[str], out_dir: str, log: str) -> None:
-    """Rule suite_tables: bfcl.csv and bfcl_cases.csv, from every case the shards' trace
-    ``manifests`` list (each verification read beside its trace)."""
+def suite_tables(manifests: Sequence[str], out_dir: str, log: str,
+                 benchmark: str = "bfcl") -> None:
+    """Rules suite_tables (bfcl.csv and bfcl_cases.csv) and suite_tables_agentdojo
+    (agentdojo.csv), from every case the shards' trace ``manifests`` list (each
+    verification read beside its trace)."""
     from reactlab.suites.plan import verified_path
     from reactlab.suites.shards import listed
-    from reactlab.suites.tables import build_bfcl
+    from reactlab.suites.tables import build_agentdojo, build_bfcl
 
+    build = {"bfcl": build_bfcl, "agentdojo": build_agentdojo}[benchmark]
     traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
-        written = build_bfcl(((t, verified_path(t)) for t in traces), Path(out_dir))
+        written = build(((t, verified_path(t)) for t in traces), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
 
 

@@ -14,6 +14,7 @@
 
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.shards import shard_files as _shard_files
+from reactlab.suites.shards import shards_of as _shards_of
 from reactlab.suites.shards import table_paths as _suite_table_paths
 
 try:
@@ -28,13 +29,18 @@ SUITE_CODE = _fingerprints(_PACKAGE, {
 }, cache=".snakemake/reactlab/imports.json")
 SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
 SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
+# Each benchmark has its own tables, built from its own shards' manifests.
+SUITE_SHARDS_OF = _shards_of(SUITE_SHARDS)
+SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
+                      for b, shards in SUITE_SHARDS_OF.items()}
 
 # The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
 SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
 
 if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
-    jobs.recover_suites(SUITE_SHARDS, SUITE_TABLES)
+    for _shards in SUITE_SHARDS_OF.values():
+        jobs.recover_suites(_shards, _suite_table_paths(_shards))
     jobs.remove_damaged_figures(SUITE_FIGURE_KINDS)
 
 
@@ -76,12 +82,12 @@ rule suite_verify:
         jobs.suite_verify(input[0], output[0], log[0])
 
 
-if SUITE_SHARDS:
+if SUITE_SHARDS_OF["bfcl"]:
 
     rule suite_tables:
         input:
-            traces=[m.traces for m in SUITE_MANIFESTS],
-            verified=[m.verified for m in SUITE_MANIFESTS],
+            traces=[m.traces for m in SUITE_MANIFESTS_OF["bfcl"]],
+            verified=[m.verified for m in SUITE_MANIFESTS_OF["bfcl"]],
         output:
             bfcl=report("results/tables/bfcl.csv", caption="../report/bfcl.rst",
                         category="Suites"),
@@ -92,6 +98,24 @@ if SUITE_SHARDS:
             "results/logs/suite_tables.log",
         run:
             jobs.suite_tables(input.traces, os.path.dirname(output.bfcl), log[0])
+
+
+if SUITE_SHARDS_OF["agentdojo"]:
+
+    rule suite_tables_agentdojo:
+        input:
+            traces=[m.traces for m in SUITE_MANIFESTS_OF["agentdojo"]],
+            verified=[m.verified for m in SUITE_MANIFESTS_OF["agentdojo"]],
+        output:
+            agentdojo=report("results/tables/agentdojo.csv", caption="../report/agentdojo.rst",
+                             category="Suites"),
+        params:
+            code=SUITE_CODE["suite_tables"],
+        log:
+            "results/logs/suite_tables_agentdojo.log",
+        run:
+            jobs.suite_tables(input.traces, os.path.dirname(output.agentdojo), log[0],
+                              benchmark="agentdojo")
 
 
 for _figure in SUITE_FIGURE_KINDS:

@@ -1,6 +1,7 @@
 """Cross-checks of the ``suites:`` section (the schema checks its shape).
 
-Each suite's backends must exist and run in-process: a scripted ``local`` backend (it
+Each suite's categories and policies must be its benchmark's own, its fields ones that
+benchmark takes, and its backends must exist and run in-process: a scripted ``local`` backend (it
 plays the suite's policies) or a ``local`` model backend. The cases themselves are read
 from the installed benchmark by :mod:`reactlab.suites.plan`, not here: this module stays
 cheap and imports no benchmark package.
@@ -14,12 +15,38 @@ from typing import Any
 
 from reactlab.core.errors import ConfigError
 
-__all__ = ["check_suites"]
+__all__ = ["BENCHMARKS", "check_suites"]
+
+#: Each benchmark's own categories and scripted policies (the schema's enums are their
+#: union), and the entry fields only that benchmark takes. Kept here as plain names so the
+#: check imports no benchmark package; tests/test_suites.py checks they match the modules.
+BENCHMARKS: dict[str, dict[str, tuple[str, ...]]] = {
+    "bfcl": {"categories": ("simple_python", "multiple", "parallel", "parallel_multiple",
+                            "irrelevance"),
+             "policies": ("oracle", "wrong_type", "wrong_name", "missing_argument"),
+             "only": ("batch_size",)},
+    "agentdojo": {"categories": ("workspace", "travel", "banking", "slack"),
+                  "policies": ("ground_truth", "obeys_injection"),
+                  "only": ("defences", "max_steps")},
+}
 
 
 def check_suites(raw: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the field of the first suite entry that cannot run."""
     for name, suite in (raw.get("suites") or {}).items():
+        bench = BENCHMARKS[suite["benchmark"]]
+        for key in ("categories", "policies"):
+            for j, value in enumerate(suite.get(key, ())):
+                if value not in bench[key]:
+                    raise ConfigError(f"suites.{name}.{key}[{j}]",
+                                      f"{value!r} is not one of {suite['benchmark']}'s "
+                                      f"{key} ({', '.join(bench[key])})")
+        for other, spec in BENCHMARKS.items():
+            for key in spec["only"]:
+                if key in suite and other != suite["benchmark"]:
+                    raise ConfigError(f"suites.{name}.{key}",
+                                      f"only a {other} suite takes {key!r}, this one is "
+                                      f"{suite['benchmark']}")
         for j, backend in enumerate(suite["backends"]):
             where = f"suites.{name}.backends[{j}]"
             cfg = raw["backends"].get(backend)

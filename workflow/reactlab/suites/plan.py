@@ -245,15 +245,28 @@ def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
     return specs
 
 
+def _benchmark_specs(name: str, suite: Mapping[str, Any],
+                     raw: Mapping[str, Any]) -> list[CaseSpec]:
+    """The specs of one suite entry, by its benchmark (the package imported lazily)."""
+    if suite["benchmark"] == "bfcl":
+        return _bfcl_specs(name, suite, raw)
+    if suite["benchmark"] == "agentdojo":
+        from reactlab.suites import agentdojo
+
+        try:
+            specs: list[CaseSpec] = agentdojo.case_specs(name, suite, raw)
+        except UsageError as exc:  # the package missing, a policy for another backend
+            raise UsageError(f"suites.{name}: {exc}") from None
+        return specs
+    raise UsageError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not runnable here")
+
+
 def plan(raw: Mapping[str, Any]) -> list[Shard]:
     """Every shard of every suite of the config (none without a ``suites:`` section)."""
     shards: list[Shard] = []
     for name, suite in (raw.get("suites") or {}).items():
-        if suite["benchmark"] != "bfcl":
-            raise UsageError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not "
-                             "runnable here")
         groups: dict[tuple[str, str], list[CaseSpec]] = {}
-        for spec in _bfcl_specs(name, suite, raw):
+        for spec in _benchmark_specs(name, suite, raw):
             groups.setdefault((spec.backend, spec.scenario), []).append(spec)
         size = int(suite.get("shard_size", 40))
         for (backend, scenario), specs in groups.items():

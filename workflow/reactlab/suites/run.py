@@ -16,6 +16,9 @@ back: there is no second turn). Who answers:
   ``batch_size`` above 1 the shard's first turns are decoded ``batch_size`` cases at a
   time (:mod:`reactlab.suites.batch`) and each case's loop receives its turn.
 
+An AgentDojo case is multi-turn: :func:`reactlab.suites.agentdojo.run_case` runs it on
+AgentDojo's own runtime, with the same loaded model for a model backend.
+
 The trace header is the runner's (:func:`reactlab.runner.header`), its spec the case's
 :class:`~reactlab.suites.plan.CaseSpec`: everything the verification needs is in it.
 """
@@ -184,7 +187,12 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
         turns = first_turns(model, specs, batch)
     calls = answered = 0
     for spec, out, turn in zip(specs, outputs, turns, strict=True):
-        end = run_case(spec, out, model, turn)
+        if spec.suite.get("benchmark") == "agentdojo":  # multi-turn, AgentDojo's runtime
+            from reactlab.suites.agentdojo import run_case as run_agentdojo_case
+
+            end = run_agentdojo_case(spec, out, model)
+        else:
+            end = run_case(spec, out, model, turn)
         calls += end["calls"]
         answered += end["termination"] == "answer"
     total = time.perf_counter() - t0

@@ -54,6 +54,10 @@ def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     from reactlab.suites.run import case_of
 
     spec = CaseSpec.from_dict(tr.header.spec)
+    if spec.suite.get("benchmark") == "agentdojo":  # AgentDojo's checks, by replay
+        from reactlab.suites.agentdojo import suite_record as agentdojo_record
+
+        return agentdojo_record(tr, trace_path)
     if spec.suite.get("benchmark") != "bfcl":
         raise TraceError(f"{trace_path}: not a BFCL suite trace")
     case = case_of(spec)

@@ -38,8 +38,20 @@ from typing import Any
 from reactlab.core.io import write_json_atomic
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
-__all__ = ["ShardFiles", "check", "listed", "publish", "recover", "shard_files",
-           "spec_file", "stat_cache_path", "table_paths"]
+__all__ = [
+    "BENCHMARK_TABLES",
+    "ShardFiles",
+    "benchmark_of",
+    "check",
+    "listed",
+    "publish",
+    "recover",
+    "shard_files",
+    "shards_of",
+    "spec_file",
+    "stat_cache_path",
+    "table_paths",
+]
 
 RESULTS = "results/suites"
 STAT_CACHE = ".snakemake/reactlab/suites"
@@ -67,10 +79,26 @@ def spec_file(traces_manifest: str | Path) -> Path:
     return m.with_name(m.name[:-len(".traces.json")] + ".json")
 
 
+#: Each benchmark's suite tables (results/tables/{name}.csv), built from its own shards.
+BENCHMARK_TABLES: dict[str, tuple[str, ...]] = {"bfcl": ("bfcl", "bfcl_cases"),
+                                                "agentdojo": ("agentdojo",)}
+
+
+def benchmark_of(shard: Any) -> str:
+    """The benchmark a shard's cases come from."""
+    return str(shard.specs[0].suite["benchmark"])
+
+
+def shards_of(shards: Sequence[Any]) -> dict[str, list[Any]]:
+    """``shards`` per benchmark of :data:`BENCHMARK_TABLES` (every key present)."""
+    return {b: [s for s in shards if benchmark_of(s) == b] for b in BENCHMARK_TABLES}
+
+
 def table_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> list[str]:
-    """The suite tables built from ``shards`` (none without shards)."""
-    return ([f"{tables_dir}/{name}.csv" for name in ("bfcl", "bfcl_cases")]
-            if shards else [])
+    """The suite tables built from ``shards``: those of each benchmark they include."""
+    present = {benchmark_of(s) for s in shards}
+    return [f"{tables_dir}/{name}.csv" for b, names in BENCHMARK_TABLES.items()
+            if b in present for name in names]
 
 
 def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:

@@ -1,4 +1,5 @@
-"""``bfcl.csv`` and ``bfcl_cases.csv``: BFCL accuracy per category, beside published context.
+"""The suite tables: ``bfcl.csv`` and ``bfcl_cases.csv`` (BFCL accuracy per category,
+beside published context), ``agentdojo.csv`` (:func:`build_agentdojo`).
 
 ``bfcl_cases.csv`` has one row per case run (suite, backend, scenario, category, case,
 BFCL's verdict and error type, the project's verdict and ``tc_f1``, tokens, trace).
@@ -26,7 +27,7 @@ from reactlab.analysis.stats import wilson
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
 
-__all__ = ["PUBLISHED", "build_bfcl"]
+__all__ = ["PUBLISHED", "build_agentdojo", "build_bfcl"]
 
 FLOAT_DIGITS = 4
 MEASURED = "measured"
@@ -131,3 +132,27 @@ def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> dict[st
             df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     return written
+
+
+def build_agentdojo(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> dict[str, Path]:
+    """Write ``agentdojo.csv`` (:func:`reactlab.suites.agentdojo.table`: utility and attack
+    success rate per suite entry × AgentDojo suite × backend × policy × defence) from
+    (trace, verification) pairs; each verification is checked against the trace first."""
+    from reactlab.suites.agentdojo import table
+    from reactlab.suites.score import load_suite_verification
+
+    rows = []
+    for trace_path, verified_path in pairs:
+        tr = tracemod.read(trace_path)
+        rec = load_suite_verification(tr, verified_path, trace_path)
+        rows.append({"entry": rec["suite"], "suite": rec["agentdojo_suite"],
+                     "backend": tr.run["backend"], "policy": rec["policy"],
+                     "defence": rec["defence"], "utility": rec["utility"],
+                     "attack_succeeded": rec["attack_succeeded"]})
+    if not rows:
+        raise TraceError("no AgentDojo traces to aggregate")
+    path = Path(out_dir) / "agentdojo.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        table(rows).to_csv(tmp, index=False, lineterminator="\n")
+    return {"agentdojo": path}
