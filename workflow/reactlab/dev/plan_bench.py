@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from reactlab.core.errors import CommandFailed
+from reactlab.core.errors import CommandFailed, UsageError
 from reactlab.dev.bench import ROOT, write_simulated_config
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
@@ -100,7 +100,7 @@ def suite_overlay(copies: int = 2) -> dict[str, Any]:
     """A suite of every case of the five BFCL categories, the four scripted policies, on
     ``copies`` scripted backends: 1,240 × 4 × ``copies`` runs."""
     if copies < 1:
-        raise ValueError("copies must be at least 1")
+        raise UsageError("copies must be at least 1")
     extra = {f"local_{i}": {"provider": "local", "mode": "scripted"}
              for i in range(2, copies + 1)}
     return {"backends": extra,
@@ -124,7 +124,7 @@ def write_config(work: Path, kind: str, copies: int) -> None:
         raw["backends"].update(overlay["backends"])
         raw["suites"] = overlay["suites"]
     elif kind != "none":
-        raise ValueError(kind)
+        raise UsageError(f"unknown config kind {kind!r} (none, slice, 10k)")
     path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
                     encoding="utf-8")
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reactlab.core.errors import UsageError
 from reactlab.core.io import write_json_atomic
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
@@ -75,7 +76,7 @@ def spec_file(traces_manifest: str | Path) -> Path:
     """The specs file of the shard whose trace manifest is ``traces_manifest``."""
     m = Path(traces_manifest)
     if not m.name.endswith(".traces.json"):
-        raise ValueError(f"{m}: not a shard's trace manifest")
+        raise UsageError(f"{m}: not a shard's trace manifest")
     return m.with_name(m.name[:-len(".traces.json")] + ".json")
 
 
