@@ -87,6 +87,22 @@ class Ran(NamedTuple):
     verified: Path | None
 
 
+def run_suite_shards(raw: dict[str, Any], root: Path) -> list[tuple[str, str]]:
+    """Every shard a ``suites:`` config plans, as its jobs run it (one run job, one verify
+    job, under ``root``): the (trace, verification) paths of every case."""
+    from reactlab.suites.plan import plan
+    from reactlab.suites.run import run_shard
+    from reactlab.suites.score import verify_shard
+
+    pairs: list[tuple[str, str]] = []
+    for shard in plan(raw):
+        traces, verified = shard.traces(str(root)), shard.verified(str(root))
+        run_shard(shard.to_json(), traces)
+        verify_shard(traces, verified)
+        pairs += list(zip(traces, verified, strict=True))
+    return pairs
+
+
 def run_specs(specs: Iterable[Any], toolbox: Any, out: Path, *,
               verified: bool = False) -> list[Ran]:
     """Run each ``RunSpec`` in process into ``out/traces/{key}.jsonl`` (the pipeline's

@@ -28,10 +28,8 @@ from reactlab.core.errors import ConfigError, UsageError
 from reactlab.suites import agentdojo as ad
 from reactlab.suites import score
 from reactlab.suites.plan import plan
-from reactlab.suites.run import run_shard
-from reactlab.suites.score import verify_shard
 from reactlab.suites.tables import build_agentdojo
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_suite_shards
 
 PAIRS = [p for p in ad.pairs("banking") if p.user_task in ("user_task_0", "user_task_1")]
 
@@ -247,23 +245,12 @@ def test_without_the_package_the_plan_says_what_to_install(
 # ---------------------------------------------------------- shards, through the loop
 
 
-def run_shards(raw: dict[str, Any], root: Path) -> list[tuple[str, str]]:
-    """Every shard of the plan as its jobs run it: one run job, one verify job."""
-    out = []
-    for shard in plan(raw):
-        traces, verified = shard.traces(str(root)), shard.verified(str(root))
-        run_shard(shard.to_json(), traces)
-        verify_shard(traces, verified)
-        out += list(zip(traces, verified, strict=True))
-    return out
-
-
 def small_config() -> dict[str, Any]:
     return agentdojo_config(categories=["banking", "slack"], sample=3)
 
 
 def test_shards_verdicts_equal_the_standalone_path(tmp_path: Path) -> None:
-    pairs = run_shards(small_config(), tmp_path / "p")
+    pairs = run_suite_shards(small_config(), tmp_path / "p")
     assert len(pairs) == 2 * 3 * 2 * 4
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
@@ -294,9 +281,9 @@ def test_shards_verdicts_equal_the_standalone_path(tmp_path: Path) -> None:
 def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:
     raw = agentdojo_config(categories=["travel", "banking"], sample=2,
                            policies=["obeys_injection"], defences=["none", "scope"])
-    first = run_shards(raw, tmp_path / "a")
+    first = run_suite_shards(raw, tmp_path / "a")
     ad._environment.cache_clear()  # built again, as in a fresh process
-    second = run_shards(copy.deepcopy(raw), tmp_path / "b")
+    second = run_suite_shards(copy.deepcopy(raw), tmp_path / "b")
     for (ta, va), (tb, vb) in zip(first, second, strict=True):
         assert Path(ta).read_bytes() == Path(tb).read_bytes()
         assert Path(va).read_text().replace(str(tmp_path / "a"), "") == \
@@ -309,7 +296,7 @@ def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:
 def test_an_edited_verification_is_refused(tmp_path: Path) -> None:
     from reactlab.core.errors import TraceError
 
-    pairs = run_shards(agentdojo_config(categories=["slack"], sample=1,
+    pairs = run_suite_shards(agentdojo_config(categories=["slack"], sample=1,
                                         policies=["obeys_injection"], defences=["none"]),
                        tmp_path)
     _, verified_path = pairs[0]

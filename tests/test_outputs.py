@@ -59,9 +59,10 @@ def test_the_cli_offers_the_registrys_figures(built: dict[str, Path], tmp_path: 
 
 def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
     from reactlab.suites.tables import build_bfcl
-    from tests.test_suites import run_all, suite_config
+    from tests.conftest import run_suite_shards
+    from tests.test_suites import suite_config
 
-    tables = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")
+    tables = build_bfcl(run_suite_shards(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")
     assert [f.kind for f in outputs.suite_figures([str(tables["bfcl"])])] == ["bfcl_accuracy"]
     assert outputs.suite_figures(["results/tables/runs.csv"]) == []
     png = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "b.png", {})
@@ -103,9 +104,11 @@ def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from reactlab import jobs
     from reactlab.suites.tables import build_bfcl
-    from tests.test_suites import run_all, suite_config
+    from tests.conftest import run_suite_shards
+    from tests.test_suites import suite_config
 
-    table = build_bfcl(run_all(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")["bfcl"]
+    cases = run_suite_shards(suite_config(sample=1), tmp_path / "r")
+    table = build_bfcl(cases, tmp_path / "t")["bfcl"]
     monkeypatch.chdir(tmp_path)  # the figure's own paths: results/figures/...
     figure = outputs.SUITE_FIGURES["bfcl_accuracy"]
     png = Path(figure.paths[0])

@@ -25,10 +25,9 @@ from reactlab.config import load_yaml, parse
 from reactlab.core.errors import ConfigError
 from reactlab.suites import bfcl
 from reactlab.suites.plan import plan, sample_cases
-from reactlab.suites.run import run_shard
-from reactlab.suites.score import suite_record, verify_shard
+from reactlab.suites.score import suite_record
 from reactlab.suites.tables import PUBLISHED_SOURCE, build_bfcl
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_suite_shards
 
 ALL_CASES = [c for cat in bfcl.CATEGORIES for c in bfcl.load_cases(cat)]
 
@@ -172,19 +171,9 @@ def test_a_bad_suite_entry_names_its_field(change: dict[str, Any], field: str) -
 # --------------------------------------------------------------------- through the loop
 
 
-def run_all(raw: dict[str, Any], root: Path) -> list[tuple[str, str]]:
-    pairs = []
-    for shard in plan(raw):
-        traces, verified = shard.traces(str(root)), shard.verified(str(root))
-        run_shard(shard.to_json(), traces)
-        verify_shard(traces, verified)
-        pairs += list(zip(traces, verified, strict=True))
-    return pairs
-
-
 def test_policies_through_the_loop_parser_and_checker(tmp_path: Path) -> None:
     raw = suite_config(sample=4)
-    pairs = run_all(raw, tmp_path / "r")
+    pairs = run_suite_shards(raw, tmp_path / "r")
     seen: dict[str, set[bool]] = {}
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
@@ -216,8 +205,8 @@ def test_policies_through_the_loop_parser_and_checker(tmp_path: Path) -> None:
 
 def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:
     raw = suite_config(sample=1, policies=["oracle"])
-    first = run_all(raw, tmp_path / "a")
-    second = run_all(copy.deepcopy(raw), tmp_path / "b")
+    first = run_suite_shards(raw, tmp_path / "a")
+    second = run_suite_shards(copy.deepcopy(raw), tmp_path / "b")
     for (ta, va), (tb, vb) in zip(first, second, strict=True):
         assert Path(ta).read_bytes() == Path(tb).read_bytes()
         assert Path(va).read_text().replace(str(tmp_path / "a"), "") == \
@@ -227,7 +216,7 @@ def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:
 def test_an_edited_verification_is_refused(tmp_path: Path) -> None:
     from reactlab.core.errors import TraceError
 
-    pairs = run_all(suite_config(sample=1, policies=["wrong_name"],
+    pairs = run_suite_shards(suite_config(sample=1, policies=["wrong_name"],
                                  categories=["simple_python"]), tmp_path)
     _, verified_path = pairs[0]
     rec = json.loads(Path(verified_path).read_text())

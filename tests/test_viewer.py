@@ -464,10 +464,11 @@ def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
 def suite_site(pairs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two lesson runs and a BFCL slice (1 case per category, every scripted policy)."""
     from reactlab.suites.tables import build_bfcl
-    from tests.test_suites import run_all, suite_config
+    from tests.conftest import run_suite_shards
+    from tests.test_suites import suite_config
 
     base = tmp_path_factory.mktemp("viewer_suites")
-    cases = run_all(suite_config(sample=1), base / "r")
+    cases = run_suite_shards(suite_config(sample=1), base / "r")
     tables = build_bfcl(cases, base / "tables")
     agentdojo = base / "tables" / "agentdojo.csv"  # a suite table without its own layout
     agentdojo.write_text("suite,policy,defence,utility,attack_success\n"

@@ -51,11 +51,12 @@ TEMPLATES = [
 def big(toolbox: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The 5,000-run set and its viewer: {site, rows (the index's), build_s}."""
     from reactlab.suites.tables import build_bfcl
-    from tests.test_suites import run_all, suite_config
+    from tests.conftest import run_suite_shards
+    from tests.test_suites import suite_config
 
     base = tmp_path_factory.mktemp("viewer_scale")
     templates = make_runs(toolbox, base / "templates", TEMPLATES)
-    suite = run_all(suite_config(sample=SUITE_SAMPLE), base / "suites")
+    suite = run_suite_shards(suite_config(sample=SUITE_SAMPLE), base / "suites")
     tables = build_bfcl(suite, base / "tables")
     pairs = clone_runs([t for t, _ in templates], N_RUNS - len(suite), base / "runs")
     start = time.perf_counter()

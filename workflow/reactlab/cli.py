@@ -192,13 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_verify)
 
     s = sub.add_parser("tables", help="aggregate traces into CSV tables")
-    s.add_argument("--traces", nargs="*", default=[])
-    s.add_argument("--verified", nargs="*", default=[])
-    s.add_argument("--suite-traces", nargs="*", default=[], help="suite case traces")
-    s.add_argument("--suite-verified", nargs="*", default=[],
-                   help="their verification records, in the same order")
-    s.add_argument("--suite-tables", nargs="*", default=[],
-                   help="suite tables to summarise (results/tables/bfcl.csv ...)")
+    s.add_argument("--traces", nargs="+", required=True)
+    s.add_argument("--verified", nargs="+", required=True)
     s.add_argument("--out-dir", required=True)
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--figure", help="the config's `figure` section as JSON")

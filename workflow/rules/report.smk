@@ -50,8 +50,8 @@ rule viewer:
         traces=TRACES,
         verified=VERIFIED,
         # The suites' shard manifests: the cases are the files they list.
-        suite_traces=lambda wildcards: [m.traces for m in SUITE_MANIFESTS],
-        suite_verified=lambda wildcards: [m.verified for m in SUITE_MANIFESTS],
+        suite_trace_manifests=lambda wildcards: [m.traces for m in SUITE_MANIFESTS],
+        suite_verified_manifests=lambda wildcards: [m.verified for m in SUITE_MANIFESTS],
         suite_tables=lambda wildcards: SUITE_TABLES,
     output:
         # Not in `snakemake --report`: a self-contained HTML report cannot hold a
@@ -63,4 +63,4 @@ rule viewer:
         "results/logs/viewer.log",
     run:
         jobs.viewer(input.traces, input.verified, output[0], log[0],
-                    suite_manifests=input.suite_traces, suite_tables=input.suite_tables)
+                    suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables)
