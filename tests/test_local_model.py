@@ -146,6 +146,11 @@ def test_load_from_the_local_hub_cache(converted: Path, tmp_path: Path) -> None:
         LocalModel.load("nobody/not-cached-model", cache_dir=tmp_path)
 
 
+def test_an_unknown_dtype_is_refused_before_loading(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"float16.*float32 or bfloat16"):
+        LocalModel.load(tmp_path, dtype="float16")
+
+
 def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFound, match="no model folder"):
         LocalModel.load(str(tmp_path / "nothing"))

@@ -88,9 +88,9 @@ def test_a_run_spec_json_is_the_config_slice(overlays: tuple[str, ...]) -> None:
 def test_defaults_are_read_but_not_written() -> None:
     cfg = backend_settings({"provider": "local", "mode": "model", "model": "m"})
     assert isinstance(cfg, ModelBackend)
-    assert (cfg.decoding, cfg.max_new_tokens, cfg.threads, cfg.reuse_cache) == (
+    assert (cfg.decoding, cfg.max_new_tokens, cfg.threads, cfg.reuse_cache, cfg.dtype) == (
         BACKEND["decoding"]["default"], BACKEND["max_new_tokens"]["default"],
-        BACKEND["threads"]["default"], BACKEND["reuse_cache"]["default"])
+        BACKEND["threads"]["default"], BACKEND["reuse_cache"]["default"], "float32")
     assert cfg.to_dict() == {"provider": "local", "mode": "model", "model": "m"}
     api = backend_settings({"provider": "openai", "mode": "simulated", "max_wait": 2})
     assert api.to_dict()["max_wait"] == 2 and isinstance(api.to_dict()["max_wait"], int)
@@ -105,6 +105,9 @@ def test_defaults_are_read_but_not_written() -> None:
      "backend_config.decoding"),
     ({"provider": "local", "mode": "model", "model": "m", "threads": 65},
      "backend_config.threads"),
+    ({"provider": "local", "mode": "model", "model": "m", "dtype": "float16"},
+     "backend_config.dtype"),
+    ({"provider": "local", "mode": "scripted", "dtype": "bfloat16"}, "backend_config"),
     ({"provider": "openai", "mode": "live", "model": "x"}, "backend_config.api_key_env"),
     ({"provider": "openai", "mode": "batch"}, "backend_config"),
 ])

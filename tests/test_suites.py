@@ -379,9 +379,13 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
 # ------------------------------------------------------------- the model, batched
 
 
-@pytest.mark.parametrize("decoding", ["free", "forced"])
+@pytest.mark.parametrize(("decoding", "dtype"), [("free", None), ("forced", None),
+                                                   ("free", "bfloat16")])
 def test_batched_first_turns_give_the_one_at_a_time_traces(
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, decoding: str) -> None:
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, decoding: str,
+        dtype: str | None) -> None:
+    """Batched and one-at-a-time decoding give the same trace bytes (in float32, and in
+    bfloat16, the fast option of the suite overlays: docs/suites.md)."""
     pytest.importorskip("torch", reason="the local model needs torch")
     if decoding != "free":
         pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
@@ -399,10 +403,12 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
     raw["suites"]["bfcl"].pop("policies")
     raw["backends"]["smollm2"] = {**raw["backends"]["smollm2"], "model": str(folder),
                                   "max_new_tokens": 24,
-                                  **({"decoding": decoding} if decoding != "free" else {})}
+                                  **({"decoding": decoding} if decoding != "free" else {}),
+                                  **({"dtype": dtype} if dtype else {})}
     (shard,) = plan(raw)
     specs = list(shard.specs)
     lm = load_model(specs[0])  # type: ignore[arg-type]
+    assert str(next(lm.model.parameters()).dtype) == f"torch.{dtype or 'float32'}"
     turns = first_turns(lm, specs, 2)
     for spec, turn in zip(specs, turns, strict=True):
         one, many = tmp_path / f"{spec.task}.one.jsonl", tmp_path / f"{spec.task}.many.jsonl"

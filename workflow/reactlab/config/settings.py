@@ -44,6 +44,7 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.y
 
 Mode = Literal["simulated", "scripted", "model", "live"]
 Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
+Dtype = Literal["float32", "bfloat16"]
 StrategyName = Literal["react", "plan_execute"]
 #: A number as written in the config: an int stays an int (its JSON, and the run's hash,
 #: stay the same), a bool is refused.
@@ -185,6 +186,7 @@ class ModelBackend(_Backend, _Sampling):
     model: str = _backend("model")
     max_new_tokens: int = _backend("max_new_tokens")
     threads: int = _backend("threads")
+    dtype: Dtype = _backend("dtype")
     reuse_cache: bool = _backend("reuse_cache")
     decoding: Decoding = _backend("decoding")
 

@@ -266,7 +266,7 @@ def load_model(spec: RunSpec) -> LocalModel:
     settings = model_settings(spec)
     try:
         model = LocalModel.load(settings.model, threads=settings.threads,
-                                reuse_cache=settings.reuse_cache)
+                                reuse_cache=settings.reuse_cache, dtype=settings.dtype)
     except ModelNotFound as exc:
         raise ClientError(str(exc)) from exc
     if settings.samples:
