@@ -459,6 +459,23 @@ def test_kubernetes_dry_run_names_the_missing_storage_plugin(dry_runs: DryRuns) 
         dry_runs.kubernetes)
 
 
+@pytest.mark.skipif(not has_fs_storage_plugin(),
+                    reason="snakemake-storage-plugin-fs is not installed")
+def test_suites_refuse_a_default_storage_provider(dry_runs: DryRuns, tmp_path: Path) -> None:
+    """A suite shard writes its traces beside its manifest, which a storage provider does
+    not carry between jobs: a real run (not a dry run) with the Kubernetes profile's kind
+    of storage stops before its first job, naming the reason, and writes nothing."""
+    store = tmp_path / "store"
+    proc = snakemake(dry_runs.workdir, dry_runs.box, "--cores", "1",
+                     "--default-storage-provider", "fs",
+                     "--default-storage-prefix", str(store))
+    assert proc.returncode != 0
+    assert "a shard writes its traces beside its manifest, which a default storage " \
+        "provider (fs) does not carry between jobs" in output(proc), output(proc)[-3000:]
+    assert not (dry_runs.workdir / "results").exists()
+    assert not store.exists() or not any(store.rglob("*.jsonl"))
+
+
 def test_kubernetes_needs_a_default_storage_provider(dry_runs: DryRuns) -> None:
     """The plugin implies no shared filesystem: without storage even `-n` stops."""
     profile = load_profile("kubernetes")

@@ -145,6 +145,21 @@ def test_the_overlay_runs_every_case() -> None:
         "free", "union", "forced", "forced_scored"}
 
 
+def test_the_bfloat16_overlay_runs_every_case_once_in_bfloat16() -> None:
+    """workflow/configs/bfcl_bf16.yaml: the 1,240 cases, one model backend, bfloat16."""
+    from reactlab.config import merge
+
+    raw = load_yaml(ROOT / "config.yaml")
+    for name in ("bfcl.yaml", "bfcl_bf16.yaml"):
+        raw = merge(raw, load_yaml(ROOT / "workflow/configs" / name))
+    parse(raw)
+    raw["suites"] = {"bfcl": raw["suites"]["bfcl"]}
+    specs = [s for sh in plan(raw) for s in sh.specs]
+    assert len(specs) == sum(len(bfcl.load_cases(c)) for c in bfcl.CATEGORIES) == 1240
+    assert {(s.backend_config.mode, s.backend_config.dtype, s.backend_config.decoding)
+            for s in specs} == {("model", "bfloat16", "free")}
+
+
 def test_the_sample_is_seeded_and_grows_without_reshuffling() -> None:
     cases = bfcl.load_cases("multiple")
     a = sample_cases(cases, 5, 21)
