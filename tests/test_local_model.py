@@ -21,6 +21,7 @@ pytest.importorskip("torch", reason="the local model needs torch")
 
 from reactlab.backends.local import model as M
 from reactlab.backends.local.model import LocalModel, ModelNotFound
+from reactlab.core.errors import UsageError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, run_conversation, tool_schemas
 
 THREADS = 2
@@ -147,7 +148,7 @@ def test_load_from_the_local_hub_cache(converted: Path, tmp_path: Path) -> None:
 
 
 def test_an_unknown_dtype_is_refused_before_loading(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"float16.*float32 or bfloat16"):
+    with pytest.raises(UsageError, match=r"float16.*float32 or bfloat16"):
         LocalModel.load(tmp_path, dtype="float16")
 
 

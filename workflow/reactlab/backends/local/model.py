@@ -340,7 +340,7 @@ class LocalModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype {dtype!r}: float32 or bfloat16")
+            raise UsageError(f"dtype {dtype!r}: float32 or bfloat16")
         torch = _torch()
         torch.set_num_threads(threads)
         torch.manual_seed(0)
