@@ -30,13 +30,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from reactlab.backends.local.hermes import (
     render_tool_calls,
     render_tool_response,
     render_tools_system,
 )
+from reactlab.config.settings import Dtype
 from reactlab.core.errors import InternalError, ModelNotFound, UsageError
 from reactlab.core.io import atomic_dir
 
@@ -328,7 +329,7 @@ class LocalModel:
     @classmethod
     def load(cls, path_or_id: str | os.PathLike[str], threads: int = 1, *,
              reuse_cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-             dtype: str = "float32") -> LocalModel:
+             dtype: Dtype = "float32") -> LocalModel:
         """Load a model folder, or a model id from the local Hugging Face cache (offline).
 
         Weights in ``dtype`` (float32 by default; ``bfloat16`` halves the work of the
@@ -339,8 +340,8 @@ class LocalModel:
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if dtype not in ("float32", "bfloat16"):
-            raise UsageError(f"dtype {dtype!r}: float32 or bfloat16")
+        if dtype not in get_args(Dtype):
+            raise UsageError(f"dtype {dtype!r}: " + " or ".join(get_args(Dtype)))
         torch = _torch()
         torch.set_num_threads(threads)
         torch.manual_seed(0)
