@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, update_wrapper
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
 from reactlab.core.errors import UsageError
@@ -69,8 +70,77 @@ MAX_STEPS = 8
 FIXED_NOW = "2026-01-01T00:00:00"
 
 
-@cache
+# ------------------------------------------------------------------- one-time builders
+#
+# The shard and verification jobs run as threads of one Snakemake process (profiles/default:
+# ``force-use-threads``), so two of them can be the first to import agentdojo and to build
+# a suite's objects. ``functools.cache`` lets two threads compute the same value at once,
+# and a cold import raced by two threads can hand the second one an incomplete package:
+# ``agentdojo/attacks/__init__.py`` fills the attack registry (``attack_registry.ATTACKS``)
+# by importing the attack modules, and a thread that found ``attack_registry`` itself
+# complete in ``sys.modules`` called ``load_attack`` before ``important_instructions`` was
+# registered (a KeyError, once in twelve first runs). So agentdojo is imported once, whole,
+# under one lock (:func:`_load`), before anything of it is used, and every one-time
+# builder below computes under the same lock, once per key (:class:`_Once`).
+
+_LOCK = threading.RLock()  # re-entrant: the builders call one another (injections -> suite)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Once(Generic[_P, _R]):
+    """``functools.cache`` that computes each value once, under :data:`_LOCK`, however
+    many threads ask for it at once; a cached value is read without the lock. Arguments
+    must be hashable, as for ``functools.cache``; a call that raises caches nothing."""
+
+    def __init__(self, fn: Callable[_P, _R]) -> None:
+        self._fn = fn
+        self._values: dict[Any, _R] = {}
+        update_wrapper(self, fn)
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key = (args, tuple(kwargs.items()))
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        with _LOCK:
+            if key not in self._values:
+                self._values[key] = self._fn(*args, **kwargs)
+            return self._values[key]
+
+    def cache_clear(self) -> None:
+        with _LOCK:
+            self._values.clear()
+
+
+#: Every agentdojo module used here, the packages whose imports fill its registries first.
+_AGENTDOJO_MODULES = (
+    "agentdojo.attacks",  # its __init__ imports the attack modules: they register the attacks
+    "agentdojo.task_suite.load_suites",  # imports every suite version, registering its tasks
+    "agentdojo.default_suites.v1.tools.cloud_drive_client",
+    "agentdojo.default_suites.v1.tools.email_client",
+    "agentdojo.functions_runtime",
+    "agentdojo.types",
+    "agentdojo.agent_pipeline.agent_pipeline",
+    "agentdojo.agent_pipeline.tool_execution",
+)
+
+
+@_Once
+def _load() -> None:
+    """Import agentdojo completely, once per process, under the lock: every later
+    ``from agentdojo... import`` here then finds complete modules (and full registries)."""
+    import importlib
+
+    for module in _AGENTDOJO_MODULES:
+        importlib.import_module(module)
+
+
+@_Once
 def suite(name: str) -> Any:
+    _load()
     from agentdojo.task_suite.load_suites import get_suite
 
     _freeze_clock()
@@ -128,18 +198,19 @@ def _num(task_id: str) -> int:
     return int(task_id.rsplit("_", 1)[-1])
 
 
-@cache
+@_Once
 def _attack(name: str) -> Any:
     """The suite's attack object, made once (it caches the injection candidates, found by
     running each user task's ground truth on a canary environment)."""
     from types import SimpleNamespace
 
-    from agentdojo.attacks.attack_registry import load_attack
+    s = suite(name)  # first: it imports agentdojo whole (the attacks registered)
+    from agentdojo.attacks import load_attack
 
-    return load_attack(ATTACK, suite(name), SimpleNamespace(name=ATTACK_MODEL))
+    return load_attack(ATTACK, s, SimpleNamespace(name=ATTACK_MODEL))
 
 
-@cache
+@_Once
 def injections(name: str, user_task: str, injection_task: str) -> dict[str, str]:
     """The attack's injection texts for this pair (AgentDojo's attack registry)."""
     s = suite(name)
@@ -147,7 +218,7 @@ def injections(name: str, user_task: str, injection_task: str) -> dict[str, str]
                                      s.injection_tasks[injection_task]))
 
 
-@cache
+@_Once
 def _environment(pair: Pair) -> Any:
     s = suite(pair.suite)
     env = s.load_and_inject_default_environment(
@@ -204,6 +275,7 @@ def build_index() -> dict[str, Any]:
     """The planning facts, read from the package (imports agentdojo). A scope is computed
     on the suite's default environment without injections: the functions a ground truth
     calls do not depend on the injected texts (checked on all 949 pairs of v1.2)."""
+    _load()
     from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 
     out: dict[str, Any] = {**_index_key(), "system_message": str(load_system_message(None)),
@@ -250,7 +322,7 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@cache
+@_Once
 def index() -> dict[str, Any]:
     """The planning facts: the cached index when its key matches, else built and cached."""
     from reactlab.core.io import write_json_atomic
@@ -271,6 +343,7 @@ class Runtime:
     """The loop's executor: AgentDojo's runtime on the pair's environment."""
 
     def __init__(self, pair: Pair) -> None:
+        _load()
         from agentdojo.functions_runtime import FunctionsRuntime
 
         self.runtime = FunctionsRuntime(suite(pair.suite).tools)
@@ -448,6 +521,7 @@ def run_pair(pair: Pair, policy: str, defence: str, out: str) -> dict[str, Any]:
 def score_trace(tr: Any) -> dict[str, Any]:
     """AgentDojo's utility and security for a trace, by replaying its executed calls on
     a fresh copy of the pair's environment (see the module docstring)."""
+    _load()
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
 
