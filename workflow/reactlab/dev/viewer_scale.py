@@ -9,7 +9,8 @@ its own checksum) and verified by the project's verifier
 (:func:`reactlab.analysis.verify.verification_record`). The conversation, verdict and
 findings of a clone are its template's; only the names differ.
 
-    python -m reactlab.dev.viewer_scale 5000 --templates results/traces --out /tmp/big
+    python -m reactlab.dev.viewer_scale 5000 --templates results/traces \\
+        --out /tmp/big --viewer /tmp/big/viewer
 """
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ __all__ = ["clone_runs", "main"]
 def clone_runs(templates: Sequence[str | Path], n: int, out: str | Path
                ) -> list[tuple[str, str]]:
     """Write ``n`` runs cloned from the ``templates`` (trace paths) under
-    ``out/traces/{task}/{backend}/{scenario}.jsonl`` with their verification under
+    ``out/traces/{task}/{backend}/{scenario}.jsonl`` (a trial *i*:
+    ``…/{scenario}/t{i}.jsonl``, the pipeline's layout) with their verification under
     ``out/verified/...json``; returns the (trace, verification) pairs.
 
     Clone ``i`` copies template ``i % len(templates)`` and renames its task to
-    ``{task}_{i // len(templates):04d}`` (backend and scenario kept), so every clone is a
-    distinct run and each task has the template's scenarios and backends.
+    ``{task}_{i // len(templates):04d}`` (backend, scenario and trial kept), so every
+    clone is a distinct run and each task has the template's scenarios, backends and
+    trials: the traces of a default run (``results/traces``, trials included) are
+    templates as they are.
     """
     from reactlab import trace
     from reactlab.analysis import verify
+    from reactlab.config.trials import trial_key
     from reactlab.core.errors import UsageError
 
     if not templates:
@@ -48,7 +53,10 @@ def clone_runs(templates: Sequence[str | Path], n: int, out: str | Path
     for i in range(n):
         tr = read[i % len(read)]
         run = {**tr.run, "task": f"{tr.run['task']}_{i // len(read):04d}"}
-        key = "/".join((run["task"], run["backend"], run["scenario"]))
+        # a trial keeps its trial: …/{scenario}/t{i}, the pipeline's own layout
+        trial = run.get("trial")
+        key = trial_key("/".join((run["task"], run["backend"], run["scenario"])),
+                        None if trial is None else int(trial))
         header = dataclasses.replace(tr.header, run=run, key=key,
                                      spec={**tr.header.spec, "task": run["task"]})
         tpath = out / "traces" / f"{key}.jsonl"
