@@ -1,7 +1,9 @@
 """Command line: ``python -m reactlab COMMAND``. The Snakemake rules call these.
 
 Every deliberate error (config, data, trace, tokenizer) is printed as one clear line
-on stderr with exit status 2; a bare traceback means a bug.
+on stderr with exit status 2; a bare traceback means a bug. A reader that stops reading
+early (``reactlab check --list | head``) ends the command quietly with status 141, as a
+program killed by SIGPIPE does.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -73,11 +76,12 @@ def _cmd_recover(a: argparse.Namespace) -> None:
     from reactlab.analysis import outputs, recovery
 
     cfg = config.load(a.config, a.configfile)
+    before = _files(RESULTS)
     live = cfg.raw.get("live", {})
     costly = [r.key for r in cfg.runs if r.backend_config.mode == "live"
               and not live.get("replay", False)]
     lock = recovery.start([r.key for r in cfg.runs], tables=outputs.table_paths(),
-                          figures=outputs.figure_paths(), viewer="results/viewer",
+                          figures=outputs.figure_paths(), viewer=f"{RESULTS}/viewer",
                           costly=costly)
     try:
         if cfg.raw.get("suites"):  # the suites' shards, as workflow/rules/suites.smk does
@@ -89,8 +93,23 @@ def _cmd_recover(a: argparse.Namespace) -> None:
                 recover_suites(shards, table_paths(shards))
     finally:
         lock.close()
-    print(f"{a.config}: results checked; the next run rebuilds what was removed",
-          file=sys.stderr)
+    removed = len(before - _files(RESULTS))
+    if removed:
+        verdict = (f"removed {removed} file(s) that failed their checks or were built from "
+                   "one that did; the next run rebuilds them")
+    else:
+        verdict = "the folder is intact, nothing was removed"
+    print(f"{a.config}: results checked; {verdict}", file=sys.stderr)
+
+
+#: The folder that recovery checks (relative to the current directory, as the rules' paths).
+RESULTS = "results"
+
+
+def _files(root: str) -> set[str]:
+    """Every file (and link) under ``root``: what recovery left, to say what it removed."""
+    return {os.path.join(folder, name) for folder, dirs, names in os.walk(root)
+            for name in (*names, *(d for d in dirs if os.path.islink(os.path.join(folder, d))))}
 
 
 def _cmd_check(a: argparse.Namespace) -> None:
@@ -266,8 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--workflow-profile none)")
     s.set_defaults(func=_cmd_bench)
 
-    s = sub.add_parser("serve", help="serve the scripted scenarios over HTTP (Responses and "
-                                     "Messages APIs; the model name picks the scenario)")
+    serve_help = ("serve the scripted scenarios over HTTP: the OpenAI Responses "
+                  "(/v1/responses) and Chat Completions (/v1/chat/completions) APIs and the "
+                  "Anthropic Messages API (/v1/messages); the model name picks the scenario")
+    s = sub.add_parser("serve", help=serve_help,
+                       description=serve_help + " (docs/simulators.md)")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
@@ -278,12 +300,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (0, 2 for a deliberate error, 141 when the reader
+    of its standard output went away)."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # what is still buffered (the --list keys, a --help text) goes out here
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """Standard output's reader closed the pipe (``| head``): nothing more can be said to
+    it. Point the descriptor at /dev/null so that the interpreter's last flush of what is
+    still buffered does not fail again, and end as SIGPIPE would (128 + 13)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (replaced in process)
+        pass
+    return 141
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):  # one line per request
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.func(args)
+    except BrokenPipeError:  # the reader went away: main() ends quietly
+        raise
     except (ReactlabError, OSError) as exc:
         line = error_line(exc, args.command)
         if line is None:  # an OSError that is not a full disk: a bug, with its traceback
