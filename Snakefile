@@ -7,6 +7,8 @@
 # The top level stays cheap: it validates config.yaml (no SDK, pandas or torch import)
 # and includes the rule files. Helpers live in workflow/rules/common.smk.
 
+import os
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
@@ -22,13 +24,18 @@ try:
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}); run `make run`, which creates the environment")
+# The working folder's own config.yaml, else the project's beside this Snakefile: with
+# `--directory elsewhere` the project's config (and overlays) run there, results and
+# generated data under that folder.
+CONFIG_YAML = ("config.yaml" if os.path.exists("config.yaml")
+               else os.path.join(workflow.basedir, "config.yaml"))
 try:
-    _check_config_files(["config.yaml", *workflow.overwrite_configfiles])
+    _check_config_files([CONFIG_YAML, *workflow.overwrite_configfiles])
 except _ConfigError as _exc:
     raise WorkflowError(f"invalid configuration: {_exc}") from None
 
 
-configfile: "config.yaml"
+configfile: CONFIG_YAML
 
 
 report: "workflow/report/workflow.rst"
@@ -45,9 +52,36 @@ include: "workflow/rules/export.smk"
 include: "workflow/rules/cluster.smk"
 
 
+# Recovery, once per invocation, after every rule file has said what it publishes
+# (reactlab.jobs.recover; docs/workflow.md, "Recovery and lints"): take the folder's lock,
+# check the disk and the user's data, remove damaged results and what was built from
+# them. Only in the main Snakemake process: a job's own Snakemake process (a cluster job,
+# a `run:` job without the default profile) parses this file again and must not touch
+# what the main process runs. A dry run (`-n`), or an option that only inspects the
+# folder, checks the same and removes nothing.
+if workflow.is_main_process:
+    try:
+        RUN_LOCK = jobs.recover(
+            runs=list(RUNS.values()), tables=TABLES, figures=FIGURES, viewer=VIEWER,
+            live_replay=LIVE.get("replay", False), check_data=_check_user_data,
+            suite_shards=SUITE_SHARDS, suite_figures=SUITE_FIGURE_KINDS,
+            exports=[INSPECT, OTEL],
+            apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]))
+    except ReactlabError as _exc:
+        raise WorkflowError(str(_exc)) from None
+
+
+# Every run's trace and verification and every suite shard's manifests are asked for
+# here, not only through the tables: a run the config gained, or a result recovery
+# removed, is then built by Snakemake's own rule (a missing target), and everything after
+# it rebuilt ("input files updated by another job"), without removing the tables first.
 rule all:
     default_target: True
     input:
+        TRACES,
+        VERIFIED,
+        [m.traces for m in SUITE_MANIFESTS],
+        [m.verified for m in SUITE_MANIFESTS],
         TABLES,
         FIGURES,
         VIEWER,

@@ -142,3 +142,26 @@ def offline_blocks(raw: dict) -> list[dict]:
     run only with `live: {enabled: true}`)."""
     return [b for b in raw["matrix"]
             if not any(raw["backends"][x]["mode"] == "live" for x in b["backends"])]
+
+
+def overlay_stacks() -> list[list[Path]]:
+    """Each overlay of workflow/configs/ with the overlays it is documented to go on top
+    of: the `workflow/configs/*.yaml` its leading comment names before it names itself
+    ("on top of workflow/configs/bfcl.yaml", "Use with: ... --configfile A B THIS")."""
+    import re
+
+    stacks = []
+    for overlay in sorted((ROOT / "workflow" / "configs").glob("*.yaml")):
+        header = []
+        for line in overlay.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            header.append(line)
+        stack: list[Path] = []
+        for name in re.findall(r"workflow/configs/([a-z0-9_]+\.yaml)", "\n".join(header)):
+            if name == overlay.name:
+                break
+            if ROOT / "workflow" / "configs" / name not in stack:
+                stack.append(ROOT / "workflow" / "configs" / name)
+        stacks.append([*stack, overlay])
+    return stacks

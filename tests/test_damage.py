@@ -358,7 +358,6 @@ def test_item8_deleted_or_edited_traces_and_verifications_are_regenerated(copy: 
     (res / "traces" / f"{RUNS[0]}.jsonl").unlink()
     edited = res / "traces" / f"{RUNS[1]}.jsonl"
     edited.write_bytes(edited.read_bytes().replace(b'"step": 2', b'"step": 3', 1))
-    (res / "verified" / f"{RUNS[0]}.json").unlink()
     verdict = res / "verified" / f"{RUNS[2]}.json"
     record = json.loads(verdict.read_text())
     assert record["verified"] is False  # herramienta_equivocada answers without a figure
@@ -371,6 +370,17 @@ def test_item8_deleted_or_edited_traces_and_verifications_are_regenerated(copy: 
     assert f"results/verified/{RUNS[2]}.json: 'verified' differs" in text
     assert snapshot(copy) == before
     assert "Nothing to be done" in out(snakemake(copy, "-n"))
+
+    # A deleted verification, and a run whose trace and verification are both gone (as a
+    # run the config gained: no message, nothing else removed): rule all asks for both,
+    # and the tables are rebuilt after them.
+    (res / "verified" / f"{RUNS[0]}.json").unlink()
+    (res / "traces" / f"{RUNS[2]}.jsonl").unlink()
+    (res / "verified" / f"{RUNS[2]}.json").unlink()
+    proc = snakemake(copy)
+    assert proc.returncode == 0, out(proc)[-3000:]
+    assert "is missing" not in out(proc)
+    assert snapshot(copy) == before
 
     # A truncated verification: the same repair, no JSONDecodeError traceback.
     truncated = res / "verified" / f"{RUNS[1]}.json"

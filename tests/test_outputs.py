@@ -100,8 +100,7 @@ def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path
 
 
 def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reactlab import jobs
     from reactlab.suites.tables import build_bfcl
     from tests.conftest import run_suite_shards
@@ -118,15 +117,18 @@ def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
         outputs.draw("bfcl_accuracy", table, png, {})
 
     draw()
-    jobs.remove_damaged_figures([figure], tables)
-    assert png.is_file() and capsys.readouterr().err == ""  # intact: kept
+    assert jobs.remove_damaged_figures([figure], tables) == []
+    assert png.is_file()  # intact: kept
     png.write_bytes(png.read_bytes() + b"edited")
-    jobs.remove_damaged_figures([figure], tables)
+    assert "the figure will be redrawn" in jobs.remove_damaged_figures([figure], tables,
+                                                                       apply=False)[0]
+    assert png.exists()  # a dry run removes nothing
+    assert "the figure will be redrawn" in jobs.remove_damaged_figures([figure], tables)[0]
     assert not png.exists() and not png.with_suffix(".svg").exists()
-    assert "the figure will be redrawn" in capsys.readouterr().err
     draw()
-    jobs.remove_damaged_figures([figure], str(tmp_path / "elsewhere"))
-    assert not png.exists() and "will be rebuilt" in capsys.readouterr().err
+    assert "will be rebuilt" in jobs.remove_damaged_figures(
+        [figure], str(tmp_path / "elsewhere"))[0]
+    assert not png.exists()
 
 
 AGENTDOJO_CSV = """entry,suite,backend,policy,defence,pairs,utility,utility_low,utility_high,\

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, overlay_stacks
 from tests.golden import diff_tables
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -212,3 +212,66 @@ def test_viewer_pages_for_every_run(pipeline: Path) -> None:
         suite, _, *rest = case.parts
         href = "/".join(("suites", suite, *rest)) + ".html"
         assert href in listed and (pipeline / "results" / "viewer" / href).is_file(), href
+
+
+def results_digest(work: Path) -> dict[str, str]:
+    """Every file under results/ with the SHA-256 of its bytes (what a dry run must not
+    change)."""
+    import hashlib
+
+    return {p.relative_to(work).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((work / "results").rglob("*")) if p.is_file()}
+
+
+GROWN = "\nmatrix:\n  - tasks: [variacion_busi_alto]\n    backends: [openai]\n" \
+        "    scenarios: [correcto]\n"
+
+
+def test_a_dry_run_changes_no_file_with_a_grown_config_or_any_overlay(
+        pipeline: Path, tmp_path: Path) -> None:
+    """Issue 27, item 1: after a complete default run, `snakemake -n` with a run added to
+    the matrix, and with each overlay of workflow/configs/, changes no file under
+    results/ (recovery checks and reports, removes nothing); a damaged result is reported
+    as what a run would do. The real run with the grown config then removes nothing
+    either: the new run is built and the tables rebuilt after it."""
+    work = tmp_path / "work"
+    shutil.copytree(pipeline, work, symlinks=True)
+    before = results_digest(work)
+    assert any(k.startswith("results/suites/agentdojo/") for k in before)
+    assert any(k.startswith("results/tables/") for k in before)
+    config = work / "config.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert text.count("\nmatrix:\n") == 1
+    config.write_text(text.replace("\nmatrix:\n", GROWN), encoding="utf-8")
+    new_trace = "results/traces/variacion_busi_alto/openai/correcto.jsonl"
+    proc = snakemake(work, "-n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "is missing" not in proc.stderr and new_trace in proc.stdout + proc.stderr
+    assert results_digest(work) == before
+    stacks = overlay_stacks()
+    assert len(stacks) >= 10
+    for stack in stacks:
+        proc = snakemake(work, "-n", "--configfile", *map(str, stack))
+        assert results_digest(work) == before, f"{stack[-1].name}: {proc.stderr[-3000:]}"
+    # a damaged trace under a dry run: reported as what a run would do, nothing removed
+    key = "variacion_busi/anthropic/correcto"
+    trace = work / "results" / "traces" / f"{key}.jsonl"
+    intact = trace.read_bytes()
+    trace.write_bytes(intact.replace(b'"step": 2', b'"step": 3', 1))
+    damaged = results_digest(work)
+    proc = snakemake(work, "-n")
+    assert (f"reactlab: dry run, nothing removed: results/traces/{key}.jsonl: checksum "
+            "mismatch") in proc.stderr, proc.stderr[-3000:]
+    assert results_digest(work) == damaged
+    trace.write_bytes(intact)
+    # the real run with the grown config: nothing removed first, the new run built, every
+    # old trace the same bytes, the tables rebuilt with the new run's row
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "will be rebuilt" not in proc.stderr and "is missing" not in proc.stderr
+    after = results_digest(work)
+    assert new_trace in after
+    assert {k: after[k] for k in before if k.startswith("results/traces/")} == \
+        {k: v for k, v in before.items() if k.startswith("results/traces/")}
+    runs_csv = (work / "results" / "tables" / "runs.csv").read_text(encoding="utf-8")
+    assert "\nvariacion_busi_alto,openai,correcto," in runs_csv

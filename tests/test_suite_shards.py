@@ -121,7 +121,33 @@ def test_an_unreadable_or_foreign_manifest_reruns_its_shard(built: list[Any]) ->
     messages = sh.recover(built, TABLES)
     assert present(built) == {first.id: (False, False), second.id: (False, False)}
     assert "unreadable manifest" in messages[0]
-    assert "lists other files" in messages[1]
+    assert f"shard {second.id}: its cases changed" in messages[1]
+
+
+def test_changed_cases_rerun_the_shard_but_keep_the_tables(built: list[Any]) -> None:
+    """A config that changes a shard's cases is not damage: the shard reruns (rule all
+    asks for its manifest), the tables are rebuilt after it, not removed before."""
+    first, second = built
+    manifest = Path(sh.shard_files(second.suite, second.id).traces)
+    entries = json.loads(manifest.read_text())
+    entries["files"].pop(sorted(entries["files"])[0])
+    manifest.write_text(json.dumps(entries))
+    messages = sh.recover(built, TABLES)
+    assert messages == [f"shard {second.id}: its cases changed in the config: it will be "
+                        "rerun"]
+    assert present(built) == {first.id: (True, True), second.id: (False, False)}
+    assert all(Path(t).exists() for t in TABLES)
+
+
+def test_a_dry_run_recovery_removes_nothing(built: list[Any]) -> None:
+    first, _ = built
+    Path(first.traces()[1]).unlink()
+    before = {p: p.read_bytes() for p in Path("results").rglob("*") if p.is_file()}
+    messages = sh.recover(built, TABLES, apply=False)
+    assert f"shard {first.id} will be rerun" in messages[0]
+    assert {p: p.read_bytes() for p in Path("results").rglob("*") if p.is_file()} == before
+    assert sh.recover(built, TABLES) == messages  # a real run does what the dry run said
+    assert not any(Path(t).exists() for t in TABLES)
 
 
 def test_the_stat_cache_spares_reading_and_is_refreshed(built: list[Any],

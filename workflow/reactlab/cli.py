@@ -73,26 +73,22 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 
 def _cmd_recover(a: argparse.Namespace) -> None:
     from reactlab import config
-    from reactlab.analysis import outputs, recovery
+    from reactlab.analysis import outputs
+    from reactlab.jobs import recover
+    from reactlab.suites.plan import plan
+    from reactlab.suites.shards import table_paths
 
     cfg = config.load(a.config, a.configfile)
     before = _files(RESULTS)
-    live = cfg.raw.get("live", {})
-    costly = [r.key for r in cfg.runs if r.backend_config.mode == "live"
-              and not live.get("replay", False)]
-    lock = recovery.start([r.key for r in cfg.runs], tables=outputs.table_paths(),
-                          figures=outputs.figure_paths(), viewer=f"{RESULTS}/viewer",
-                          costly=costly)
-    try:
-        if cfg.raw.get("suites"):  # the suites' shards, as workflow/rules/suites.smk does
-            from reactlab.jobs import recover_suites
-            from reactlab.suites.plan import plan
-            from reactlab.suites.shards import shards_of, table_paths
-
-            for shards in shards_of(plan(cfg.raw)).values():
-                recover_suites(shards, table_paths(shards))
-    finally:
-        lock.close()
+    shards = plan(cfg.raw) if cfg.raw.get("suites") else []
+    # the same step, with the same arguments, as the Snakefile's main process
+    lock = recover(runs=cfg.runs, tables=outputs.table_paths(),
+                   figures=outputs.figure_paths(), viewer=f"{RESULTS}/viewer",
+                   live_replay=bool(cfg.raw.get("live", {}).get("replay", False)),
+                   suite_shards=shards,
+                   suite_figures=outputs.suite_figures(table_paths(shards)),
+                   exports=[f"{RESULTS}/inspect", f"{RESULTS}/otel"])
+    lock.close()
     removed = len(before - _files(RESULTS))
     if removed:
         verdict = (f"removed {removed} file(s) that failed their checks or were built from "

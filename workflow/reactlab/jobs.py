@@ -19,9 +19,9 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from reactlab.core.errors import CommandFailed
 from reactlab.core.joblog import job_log
@@ -144,16 +144,19 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
             "case pages")
 
 
-def remove_damaged_exports(folders: Sequence[str]) -> None:
-    """Before a run plans its jobs (main process only): an export folder edited or damaged
-    after it was published is removed, so that the next ``exports`` target rebuilds it."""
+def remove_damaged_exports(folders: Sequence[str], *, apply: bool = True) -> list[str]:
+    """An export folder edited or damaged after it was published is removed (with
+    ``apply``), so that the next ``exports`` target rebuilds it. Returns the messages."""
     import shutil
 
     from reactlab.export import damaged_exports
 
+    messages = []
     for folder, problem in damaged_exports(folders):
-        print(f"reactlab: {problem}: {folder} will be rebuilt", file=sys.stderr)
-        shutil.rmtree(folder)
+        messages.append(f"{problem}: {folder} will be rebuilt")
+        if apply:
+            shutil.rmtree(folder)
+    return messages
 
 
 def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
@@ -166,22 +169,79 @@ def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
         say(module.export_job(traces, verified, out))
 
 
-def recover_suites(shards: Sequence[Any], tables: Sequence[str]) -> None:
-    """Before a run plans its jobs (main process only): remove stale suite results."""
-    from reactlab.suites.shards import recover
+#: Snakemake options that only look at the folder (never run a job): under them, as under
+#: ``-n``, recovery checks and reports but removes nothing.
+INSPECTING_OPTIONS = ("--lint", "--summary", "--detailed-summary", "--list-rules",
+                      "--list-target-rules", "--list-changes", "--list-code-changes",
+                      "--list-input-changes", "--list-params-changes", "--list-untracked",
+                      "--report", "--dag", "--rulegraph", "--filegraph", "--d3dag",
+                      "--unlock", "--cleanup-metadata", "--print-compilation",
+                      "--delete-all-output", "--delete-temp-output", "--touch")
 
-    for line in recover(shards, tables):
-        print(f"reactlab: {line}", file=sys.stderr)
+
+def executes(dryrun: bool, argv: Sequence[str] = ()) -> bool:
+    """Whether this Snakemake invocation runs jobs: not under ``-n``
+    (``workflow.output_settings.dryrun``, which Snakemake sets before it parses the
+    Snakefile) nor an option that only inspects the folder (:data:`INSPECTING_OPTIONS`,
+    read from ``argv`` before a ``--``; ``-t`` is ``--touch``)."""
+    if dryrun:
+        return False
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.split("=", 1)[0] in INSPECTING_OPTIONS or arg == "-t":
+            return False
+    return True
 
 
-def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/tables") -> None:
-    """Before a run plans its jobs (main process only): a suite figure
-    (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after it was drawn, or
-    whose source table is gone (the suite recovery removed it), is removed so that it is
-    drawn again."""
+def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str],
+            viewer: str, live_replay: bool = False,
+            check_data: Callable[[], list[str]] | None = None,
+            suite_shards: Sequence[Any] = (), suite_figures: Sequence[Any] = (),
+            exports: Sequence[str] = (), apply: bool = True) -> IO[str]:
+    """The one recovery step, before a run plans its jobs (the Snakefile's main process)
+    and by hand (``reactlab recover``): take the folder's lock, check the disk and the
+    user's data, then check every published result — the runs' traces, verifications,
+    tables, figures and viewer (:func:`reactlab.analysis.recovery.start`), each suite
+    shard's manifests and its benchmark's tables (:func:`reactlab.suites.shards.recover`),
+    the suite figures, the exports — and remove what is damaged with what was built from
+    it. ``apply=False`` (a dry run) checks the same and removes nothing: the messages say
+    what a run would do. Returns the lock's open file (keep it for the run)."""
+    from reactlab.analysis import recovery
+    from reactlab.suites.shards import recover as recover_shards
+    from reactlab.suites.shards import shards_of, table_paths
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    costly = [r.key for r in runs if r.backend_config.mode == "live" and not live_replay]
+    lock = recovery.start([r.key for r in runs], tables=tables, figures=figures,
+                          viewer=viewer, costly=costly, check_data=check_data, say=say,
+                          apply=apply)
+    prefix = "reactlab: " if apply else "reactlab: dry run, nothing removed: "
+    try:
+        lines: list[str] = []
+        for shards in shards_of(suite_shards).values():
+            lines += recover_shards(shards, table_paths(shards), apply=apply)
+        lines += remove_damaged_figures(suite_figures, apply=apply)
+        lines += remove_damaged_exports(exports, apply=apply)
+    except BaseException:
+        lock.close()
+        raise
+    for line in lines:
+        say(prefix + line)
+    return lock
+
+
+def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/tables", *,
+                           apply: bool = True) -> list[str]:
+    """A suite figure (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after
+    it was drawn, or whose source table is gone (the suite recovery removed it), is
+    removed (with ``apply``) so that it is drawn again. Returns the messages."""
     from reactlab.analysis.figures import manifest_path
     from reactlab.trace.integrity import check_manifest
 
+    messages = []
     for figure in figures:
         png, svg = (Path(p) for p in figure.paths)
         if not (png.exists() or svg.exists()):
@@ -190,9 +250,11 @@ def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/ta
         table = Path(tables_dir) / f"{figure.source}.csv"
         if problems or not table.exists():
             reason = problems[0] if problems else f"{table} will be rebuilt"
-            print(f"reactlab: {png}: {reason}: the figure will be redrawn", file=sys.stderr)
-            for p in (png, svg, manifest_path(png)):
-                p.unlink(missing_ok=True)
+            messages.append(f"{png}: {reason}: the figure will be redrawn")
+            if apply:
+                for p in (png, svg, manifest_path(png)):
+                    p.unlink(missing_ok=True)
+    return messages
 
 
 def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,

@@ -196,22 +196,6 @@ if LIVE.get("replay", False):
             "(--configfile workflow/configs/live.yaml) or copy the recordings here")
 
 
-# Recovery, once per invocation (reactlab.analysis.recovery.start; docs/workflow.md,
-# "Recovery and lints"): take the folder's lock, check the disk and the user's data,
-# remove damaged results and what was built from them. Only in the main Snakemake
-# process: a job's own Snakemake process (a cluster job, a `run:` job without the default
-# profile) parses this file again and must not touch what the main process runs.
-if workflow.is_main_process:
-    try:
-        RUN_LOCK = _recovery.start(
-            RUNS, tables=TABLES, figures=FIGURES, viewer=VIEWER,
-            costly=[k for k, r in RUNS.items() if r.backend_config.mode == "live"
-                    and not LIVE.get("replay", False)],
-            check_data=_check_user_data)
-    except ReactlabError as _exc:
-        raise WorkflowError(str(_exc)) from None
-
-
 onerror:
     # Snakemake reports a failed metadata write as a permission problem ("ensure write
     # permissions"); when the disk is full, say so.

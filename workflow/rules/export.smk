@@ -8,12 +8,6 @@ INSPECT = "results/inspect"
 OTEL = "results/otel"
 
 
-# A damaged export is removed before the run plans its jobs, in the main process only
-# (as common.smk's recovery step).
-if workflow.is_main_process:
-    jobs.remove_damaged_exports([INSPECT, OTEL])
-
-
 rule export_inspect:
     input:
         traces=TRACES,

@@ -7,7 +7,7 @@
 # backend, scenario and index). A run or verify job declares one output, the shard's
 # checksum manifest of its per-case files (reactlab.suites.shards): Snakemake then plans
 # a 10,000-case suite as ~500 jobs over ~500 files, not 20,000 files (docs/workflow.md,
-# "Planning at scale"). The recovery step below checks each manifest against its files
+# "Planning at scale"). The recovery step (the Snakefile's one block) checks each manifest against its files
 # before every run, so a missing or damaged trace still reruns its shard only; a shard's
 # spec digest (a param of its run job) reruns it when a case, the backend or the sample
 # changes.
@@ -37,12 +37,6 @@ SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
 # The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
 SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
-
-if workflow.is_main_process:  # recovery runs in the main process only (common.smk)
-    for _shards in SUITE_SHARDS_OF.values():
-        jobs.recover_suites(_shards, _suite_table_paths(_shards))
-    jobs.remove_damaged_figures(SUITE_FIGURE_KINDS)
-
 
 wildcard_constraints:
     suite=ID,

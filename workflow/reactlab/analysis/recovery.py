@@ -78,14 +78,16 @@ def hold_folder(lock_file: str | Path = LOCK_FILE) -> IO[str]:
 def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
           viewer: str, costly: Iterable[str] = (), check_data: Callable[[], list[str]]
           | None = None, lock_file: str | Path = LOCK_FILE,
-          say: Callable[[str], None] | None = None) -> IO[str]:
+          say: Callable[[str], None] | None = None, apply: bool = True) -> IO[str]:
     """Everything that happens once before a run builds its plan, in this order: take the
     folder's lock (:func:`hold_folder`), refuse a nearly full disk (:func:`disk_full`),
     check the user's data files (``check_data`` returns warnings, raises
     :class:`~reactlab.core.errors.DataError`), then :func:`recover` the results. Messages
     go to ``say`` (default: stderr). Returns the lock's open file: keep it open for the
     run. Raises a :class:`~reactlab.core.errors.ReactlabError` for anything that stops
-    the run (:class:`RunActive`, :class:`DamagedResult`, ...)."""
+    the run (:class:`RunActive`, :class:`DamagedResult`, ...). With ``apply=False`` (a
+    dry run) every check runs but nothing is removed: the messages say what a run would
+    remove."""
     if say is None:
         def say(line: str) -> None:
             print(line, file=sys.stderr)
@@ -96,7 +98,8 @@ def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
             raise DiskFull(message)
         for line in check_data() if check_data is not None else []:
             say(f"reactlab: warning: {line}")
-        found = recover(keys, tables=tables, figures=figures, viewer=viewer, costly=costly)
+        found = recover(keys, tables=tables, figures=figures, viewer=viewer, costly=costly,
+                        apply=apply)
     except BaseException:
         handle.close()
         raise
@@ -107,14 +110,21 @@ def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
 
 @dataclass
 class Recovery:
-    """What :func:`recover` found and did; ``messages`` are for the user."""
+    """What :func:`recover` found and did; ``messages`` are for the user. With
+    ``applied`` false (a dry run) ``removed`` lists what a run would remove, and nothing
+    was."""
 
     removed: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
+    applied: bool = True
 
 
 def _remove(path: Path, report: Recovery) -> None:
+    if not report.applied:
+        if path.exists() or path.is_symlink():
+            report.removed.append(str(path))
+        return
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
@@ -126,26 +136,32 @@ def _remove(path: Path, report: Recovery) -> None:
 
 def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
             viewer: str, costly: Iterable[str] = (), results: str | Path = "results",
-            ) -> Recovery:
+            apply: bool = True) -> Recovery:
     """Check the results of the runs ``keys`` (``task/backend/scenario``) and remove what
     is damaged, with everything derived from it. ``tables``, ``figures`` (PNG and SVG
     paths) and ``viewer`` are the aggregate outputs; ``costly`` are the keys whose traces
     cost real API calls (never removed: :class:`DamagedResult` names file and repair).
-    Paths are relative to the current directory, as Snakemake's are."""
+    Paths are relative to the current directory, as Snakemake's are. ``apply=False``
+    checks everything and removes nothing (a dry run): ``removed`` then lists what a run
+    would remove.
+
+    A run without a trace *and* without a verification was never made (the config
+    gained it): that is not damage, nothing is removed for it. Snakemake builds it
+    because ``rule all`` asks for every trace, and rebuilds the tables after it because
+    their input is then updated by another job."""
     results = Path(results)
-    report = Recovery()
+    report = Recovery(applied=apply)
     costly = set(costly)
     keys = list(keys)
     stale = False  # the tables (and so figures and viewer) must be rebuilt
-    published = any(Path(t).exists() for t in tables)
     for key in keys:
         trace_path = results / "traces" / f"{key}.jsonl"
         verified = results / "verified" / f"{key}.json"
         if not trace_path.is_file():
-            if verified.exists() or published:  # deleted, not yet made
+            if verified.exists():  # deleted after it was verified; else not yet made
                 report.messages.append(f"{trace_path} is missing: it will be regenerated")
-            _remove(verified, report)
-            stale = True
+                _remove(verified, report)
+                stale = True
             continue
         try:
             tr = tracemod.read(trace_path)
@@ -238,7 +254,8 @@ def stray_files(results: str | Path, keys: Iterable[str]) -> list[str]:
 
 def summary(report: Recovery, limit: int = 5) -> list[str]:
     """Lines for the user: what was found and removed, and stray files."""
-    lines = [f"reactlab: {m}" for m in report.messages]
+    prefix = "reactlab: " if report.applied else "reactlab: dry run, nothing removed: "
+    lines = [f"{prefix}{m}" for m in report.messages]
     if report.stray:
         shown = ", ".join(report.stray[:limit])
         more = f" and {len(report.stray) - limit} more" if len(report.stray) > limit else ""

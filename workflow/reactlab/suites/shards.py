@@ -178,33 +178,53 @@ def check(manifest: str | Path, expected: Iterable[str] | None = None,
 
 
 def recover(shards: Sequence[Any], tables: Sequence[str], root: str = RESULTS,
-            cache_root: str | Path = STAT_CACHE) -> list[str]:
+            cache_root: str | Path = STAT_CACHE, apply: bool = True) -> list[str]:
     """Before any job starts (the Snakefile's main process, with the folder to itself):
     every built shard's manifests are checked against their files (:func:`check`). A
     damaged or missing trace removes the shard's two manifests, a damaged or missing
     verification the verify manifest; either removes the suite ``tables``. A plain rerun
-    then regenerates exactly those shards, and the tables. Returns the messages for the
-    user."""
+    then regenerates exactly those shards, and the tables.
+
+    A shard whose manifest lists other cases than the plan's (the config changed its
+    cases) is not damaged: its manifests are removed so that it is rerun, but the tables
+    stay (``rule all`` asks for every manifest, so Snakemake rebuilds the tables after the
+    shard). With ``apply=False`` (a dry run) nothing is removed: the messages say what a
+    run would do. Returns the messages for the user."""
     messages: list[str] = []
     stale = False
+
+    def remove(*paths: str) -> None:
+        if apply:
+            for name in paths:
+                Path(name).unlink(missing_ok=True)
+
     for shard in shards:
         files = shard_files(shard.suite, shard.id, root)
-        problems = check(files.traces, shard.traces(root), cache_root)
+        expected = shard.traces(root)
+        try:
+            outdated = set(read_manifest(files.traces)) != set(expected)
+        except (FileNotFoundError, ValueError):
+            outdated = False  # not built yet, or unreadable: check() says which
+        if outdated:
+            remove(files.traces, files.verified)
+            messages.append(f"shard {shard.id}: its cases changed in the config: it will "
+                            "be rerun")
+            continue
+        problems = check(files.traces, expected, cache_root)
         if problems:
-            for name in (files.traces, files.verified):
-                Path(name).unlink(missing_ok=True)
+            remove(files.traces, files.verified)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             messages.append(f"{problems[0]}{more}: shard {shard.id} will be rerun")
             stale = True
             continue
         problems = check(files.verified, shard.verified(root), cache_root)
         if problems:
-            Path(files.verified).unlink(missing_ok=True)
+            remove(files.verified)
             messages.append(f"{problems[0]}: shard {shard.id} will be verified again")
             stale = True
     if stale:
         for t in tables:
             if Path(t).exists():
-                Path(t).unlink()
+                remove(t)
                 messages.append(f"{t} will be rebuilt")
     return messages
