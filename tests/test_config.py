@@ -12,7 +12,7 @@ import pytest
 
 from reactlab.config import Config, RunSpec, load, load_yaml, parse
 from reactlab.core.errors import ConfigError
-from tests.conftest import offline_blocks
+from tests.conftest import offline_blocks, overlay_stacks
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config.yaml"
@@ -335,3 +335,24 @@ def test_live_backend_needs_model_and_key_variable(raw_config: Raw) -> None:
     with pytest.raises(ConfigError) as info:
         parse(raw_config)
     assert info.value.field.startswith("backends.openai_live")
+
+
+def test_constrained_decoding_without_tools_sent_is_refused_at_check(raw_config: Raw) -> None:
+    """Issue 27, item 3: a constrained-decoding backend in the matrix with
+    `agent.send_tools: false` is a config error naming the field (it used to pass
+    `reactlab check` and fail in the run's job)."""
+    raw = copy.deepcopy(raw_config)
+    raw["agent"]["send_tools"] = False
+    with pytest.raises(ConfigError, match="smollm2_forced.*decoding 'forced'") as err:
+        parse(raw)
+    assert err.value.field == "agent.send_tools"
+    # the same backends with free decoding run without tools
+    raw["backends"]["smollm2_forced"]["decoding"] = "free"
+    parse(raw)
+
+
+@pytest.mark.parametrize("stack", overlay_stacks(), ids=lambda s: s[-1].name)
+def test_every_shipped_overlay_passes_check(stack: list[Path]) -> None:
+    """Each overlay, on top of those it documents, is a valid config (as `reactlab
+    check` and the Snakefile read it)."""
+    load(Path(__file__).resolve().parents[1] / "config.yaml", stack)

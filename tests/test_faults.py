@@ -525,8 +525,9 @@ def test_runner_writes_attempts_and_errors(cfg: config.Config, toolbox: Any, tmp
 @pytest.mark.parametrize(("provider", "tokens"), [("openai", 630), ("anthropic", 643)])
 def test_retries_leave_the_lessons_tokens_intact(raw_config: dict, toolbox: Any, provider: str,
                                                  tokens: int) -> None:
-    raw_config["agent"]["send_tools"] = False
-    spec = config.parse(raw_config).run("variacion_busi", provider, "correcto")
+    lesson = config.load_yaml(ROOT / "workflow" / "configs" / "lesson.yaml")  # tools not sent
+    spec = config.parse(config.merge(raw_config, lesson)).run("variacion_busi", provider,
+                                                              "correcto")
     spec = dataclasses.replace(spec, script=spec.script.replace(faults=[
         {"step": s, "status": 429, "retry_after": 0} for s in (1, 2, 3)]))
     end, records, sleeps, session = run_spec(spec, toolbox)

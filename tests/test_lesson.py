@@ -26,10 +26,10 @@ LESSON_ANSWERS = {"correcto": ANSWER, "argumentos_inventados": ANSWER, "bucle": 
 def lesson_config() -> config.Config:
     from tests.conftest import ROOT
 
-    raw = config.load_yaml(ROOT / "config.yaml")
-    raw["agent"]["send_tools"] = False
-    assert raw["agent"]["max_steps"] == 6
-    return config.parse(raw)
+    # the shipped overlay, as `snakemake --configfile workflow/configs/lesson.yaml` runs it
+    cfg = config.load(ROOT / "config.yaml", [ROOT / "workflow" / "configs" / "lesson.yaml"])
+    assert cfg.raw["agent"]["max_steps"] == 6 and cfg.raw["agent"]["send_tools"] is False
+    return cfg
 
 
 @pytest.mark.parametrize("row", LESSON_TABLE, ids=lambda r: f"{r[0]}-{r[1]}")
@@ -82,3 +82,35 @@ def test_tool_definitions_cost_a_constant_per_request(backend, raw_config, lesso
                         trace.read(tmp_path / f"{name}.jsonl").requests()]
     deltas = {d - lesson for d, lesson in zip(series["default"], series["lesson"], strict=True)}
     assert len(deltas) == 1 and deltas.pop() > 0
+
+
+@pytest.mark.e2e
+def test_the_lesson_overlay_reproduces_the_table_through_the_pipeline(tmp_path):
+    """The README's lesson command, in a folder of its own (`--directory`, as the overlay's
+    comment says): `reactlab check` accepts the overlay, the pipeline finishes, and its own
+    runs table holds the lesson's table, row for row."""
+    import csv
+    import subprocess
+    import sys
+
+    from reactlab import cli
+    from tests.conftest import ROOT
+
+    overlay = str(ROOT / "workflow" / "configs" / "lesson.yaml")
+    assert cli.main(["check", "--config", str(ROOT / "config.yaml"),
+                     "--configfile", overlay]) == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", overlay,
+         "--directory", str(tmp_path / "results-lesson")],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(tmp_path / "results-lesson" / "results" / "tables" / "runs.csv",
+              encoding="utf-8") as f:
+        rows = {(r["scenario"], r["backend"]): r for r in csv.DictReader(f)}
+    for scenario, backend, steps, calls, errors, tokens in LESSON_TABLE:
+        row = rows[(scenario, backend)]
+        assert (int(row["steps"]), int(row["calls"]), int(row["errors"]),
+                int(row["tokens_sent"])) == (steps, calls, errors, tokens), row
+    loop = rows[("bucle_sin_limite", "anthropic")]
+    assert (int(loop["steps"]), int(loop["tokens_sent"])) == (30, 41639)
+    assert not (ROOT / "results-lesson").exists()

@@ -29,6 +29,7 @@ import yaml
 
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.config.settings import (
+    CONSTRAINED_DECODINGS,
     SCHEMA_PATH,
     AgentSettings,
     BackendSettings,
@@ -460,6 +461,13 @@ def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
                 f"runs a real model and needs a `strategy` scenario, not the script {s!r}"
                 if model_backend else
                 f"plays scripts and cannot run the `strategy` scenario {s!r}"))
+    decoding = raw["backends"][b].get("decoding", "free")
+    if decoding in CONSTRAINED_DECODINGS and not raw["agent"]["send_tools"]:
+        raise ConfigError(
+            "agent.send_tools",
+            f"matrix[{i}] runs backend {b!r}, whose decoding {decoding!r} constrains the "
+            "model to the tool definitions, so they must be sent (agent.send_tools: true); "
+            f"take {b!r} out of the matrix or use another decoding")
     if scen.get("faults") and not provider_has_http(raw["backends"][b]["provider"]):
         raise ConfigError(
             f"matrix[{i}]", f"scenario {s!r} injects HTTP faults, which the "

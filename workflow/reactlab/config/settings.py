@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -44,6 +44,9 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.y
 
 Mode = Literal["simulated", "scripted", "model", "live"]
 Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
+#: The decoding modes that mask the model's tokens with the tools' grammar: they need the
+#: tool definitions sent (the config refuses them with ``agent.send_tools: false``).
+CONSTRAINED_DECODINGS: frozenset[str] = frozenset(get_args(Decoding)) - {"free"}
 Dtype = Literal["float32", "bfloat16"]
 StrategyName = Literal["react", "plan_execute"]
 #: A number as written in the config: an int stays an int (its JSON, and the run's hash,

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from reactlab.config.settings import Decoding
+from reactlab.config.settings import CONSTRAINED_DECODINGS, Decoding
 from reactlab.core.errors import DecodingError, InternalError
 
 __all__ = [
@@ -55,7 +55,7 @@ log = logging.getLogger("reactlab.local")
 
 #: The decoding modes (the settings' Literal, the schema's enum: a test checks they agree).
 MODES: tuple[str, ...] = get_args(Decoding)
-CONSTRAINED = frozenset(MODES) - {"free"}
+CONSTRAINED = CONSTRAINED_DECODINGS
 
 CALL_PREFIX = "<tool_call>\n"
 CALL_SUFFIX = "\n</tool_call>"
