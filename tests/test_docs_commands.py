@@ -468,8 +468,18 @@ def run_viewer_scale(command: str, request: pytest.FixtureRequest) -> None:
     assert (big / "viewer" / "index.html").is_file()
 
 
+def lesson_table() -> dict[tuple[str, str], list[int]]:
+    """The README's table of the lesson: (scenario, backend) -> steps, calls, errors,
+    tokens."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### The lesson's table"):readme.index("and the loop on")]
+    return {(m[0], m[1]): [int(x) for x in m[2:]] for m in re.findall(
+        r"^\| (\w+) \| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", section, re.M)}
+
+
 def run_lesson(command: str, request: pytest.FixtureRequest) -> None:
-    """After `make run`, as the README says: exit 0 and the tables built."""
+    """After `make run`, as the README says: exit 0, the tables built, and runs.csv
+    holds the README's table of the lesson."""
     from reactlab.analysis import outputs
 
     work = copy_run(request.getfixturevalue("default_run"),
@@ -478,6 +488,13 @@ def run_lesson(command: str, request: pytest.FixtureRequest) -> None:
     assert ran.rc == 0, ran.why()
     for path in outputs.table_paths():
         assert (work / path).is_file(), path
+    with open(work / "results/tables/runs.csv", encoding="utf-8") as fh:
+        rows = {(r["scenario"], r["backend"]): [int(r[k]) for k in
+                                                ("steps", "calls", "errors", "tokens_sent")]
+                for r in csv.DictReader(fh) if r["task"] == "variacion_busi"}
+    expected = lesson_table()
+    assert len(expected) == 8
+    assert {k: rows.get(k) for k in expected} == expected
 
 
 def run_bfcl_table(command: str, request: pytest.FixtureRequest) -> None:
