@@ -374,26 +374,6 @@ def shell(command: str, cwd: Path, *, timeout: int = 1800,
     return Ran(proc.returncode, proc.stdout, proc.stderr)
 
 
-def overlay_stacks(root: Path = ROOT) -> list[list[str]]:
-    """Each overlay of workflow/configs/ after the overlays its leading comment says it
-    goes on top of (the ``workflow/configs/*.yaml`` it names before itself)."""
-    stacks = []
-    for overlay in sorted((root / "workflow" / "configs").glob("*.yaml")):
-        header = []
-        for line in overlay.read_text(encoding="utf-8").splitlines():
-            if not line.startswith("#"):
-                break
-            header.append(line)
-        stack: list[str] = []
-        for name in re.findall(r"workflow/configs/([a-z0-9_]+\.yaml)", "\n".join(header)):
-            if name == overlay.name:
-                break
-            if f"workflow/configs/{name}" not in stack:
-                stack.append(f"workflow/configs/{name}")
-        stacks.append([*stack, f"workflow/configs/{overlay.name}"])
-    return stacks
-
-
 _FINISHED: dict[str, tuple[Path, Ran]] = {}
 
 

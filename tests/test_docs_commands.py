@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, overlay_stacks
 from tests.doc_commands import (
     Ran,
     copy_checkout,
@@ -52,7 +52,6 @@ from tests.doc_commands import (
     extract,
     finished_default_run,
     in_process,
-    overlay_stacks,
     problems,
     shell,
     subcommands,
@@ -325,8 +324,8 @@ def run_check_every_overlay(command: str, request: pytest.FixtureRequest) -> Non
     """The synopsis with each overlay of workflow/configs/, on the overlays it goes on."""
     checkout = request.getfixturevalue("checkout")
     for stack in overlay_stacks():
-        concrete = command.replace("--configfile OVERLAY",
-                                   " ".join(f"--configfile {o}" for o in stack))
+        concrete = command.replace("--configfile OVERLAY", " ".join(
+            f"--configfile {o.relative_to(ROOT).as_posix()}" for o in stack))
         ran = in_process(concrete, checkout)
         assert ran.rc == 0, f"{concrete}\n{ran.why()}"
         assert "valid;" in ran.err, ran.why()
