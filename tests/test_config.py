@@ -343,7 +343,7 @@ def test_constrained_decoding_without_tools_sent_is_refused_at_check(raw_config:
     `reactlab check` and fail in the run's job)."""
     raw = copy.deepcopy(raw_config)
     raw["agent"]["send_tools"] = False
-    with pytest.raises(ConfigError, match="smollm2_forced.*decoding 'forced'") as err:
+    with pytest.raises(ConfigError, match=r"smollm2_forced.*decoding 'forced'") as err:
         parse(raw)
     assert err.value.field == "agent.send_tools"
     # the same backends with free decoding run without tools

@@ -39,10 +39,13 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("pipeline")
-    copy_workflow(work)
-    proc = snakemake(work)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    """The default run, made by the README's `make run` in a checkout copy: one per test
+    process, shared with the docs' commands (tests/test_docs_commands.py); a test that
+    changes it works on a copy."""
+    from tests.doc_commands import finished_default_run
+
+    work, ran = finished_default_run(tmp_path_factory.getbasetemp())
+    assert ran.rc == 0, ran.why()
     return work
 
 
