@@ -91,14 +91,15 @@ def run_suite_shards(raw: dict[str, Any], root: Path) -> list[tuple[str, str]]:
     """Every shard a ``suites:`` config plans, as its jobs run it (one run job, one verify
     job, under ``root``): the (trace, verification) paths of every case."""
     from reactlab.suites.plan import plan
+    from reactlab.suites.registry import run_case, suite_record
     from reactlab.suites.run import run_shard
     from reactlab.suites.score import verify_shard
 
     pairs: list[tuple[str, str]] = []
     for shard in plan(raw):
         traces, verified = shard.traces(str(root)), shard.verified(str(root))
-        run_shard(shard.to_json(), traces)
-        verify_shard(traces, verified)
+        run_shard(shard.to_json(), traces, run_case)
+        verify_shard(traces, verified, suite_record)
         pairs += list(zip(traces, verified, strict=True))
     return pairs
 

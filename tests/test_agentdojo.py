@@ -26,9 +26,9 @@ from reactlab import trace as tracemod
 from reactlab.config import load_yaml, parse
 from reactlab.core.errors import ConfigError, UsageError
 from reactlab.suites import agentdojo as ad
-from reactlab.suites import score
+from reactlab.suites import registry
+from reactlab.suites.agentdojo_score import build_agentdojo
 from reactlab.suites.plan import plan
-from reactlab.suites.tables import build_agentdojo
 from tests.conftest import ROOT, run_suite_shards
 
 PAIRS = [p for p in ad.pairs("banking") if p.user_task in ("user_task_0", "user_task_1")]
@@ -109,13 +109,16 @@ def agentdojo_config(**overrides: Any) -> dict[str, Any]:
 def test_the_config_checks_name_each_benchmarks_own_values() -> None:
     import yaml
 
-    from reactlab.config.suites import BENCHMARKS
-    from reactlab.suites import bfcl
+    from reactlab.config.suites import BUILTIN as BENCHMARKS
+    from reactlab.suites.registry import BENCHMARKS as REGISTERED
 
+    # the config's built-in table is the registry's built-in entries, field by field
+    for name, spec in BENCHMARKS.items():
+        entry = REGISTERED[name]
+        assert spec == {"categories": entry.categories, "policies": entry.policies,
+                        "only": entry.only}
     assert BENCHMARKS["agentdojo"]["categories"] == ad.SUITES
     assert BENCHMARKS["agentdojo"]["policies"] == ad.POLICIES
-    assert BENCHMARKS["bfcl"]["categories"] == bfcl.CATEGORIES
-    assert BENCHMARKS["bfcl"]["policies"] == bfcl.POLICIES
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     entry = schema["properties"]["suites"]["additionalProperties"]["properties"]
     assert entry["benchmark"]["enum"] == list(BENCHMARKS)
@@ -255,7 +258,7 @@ def test_shards_verdicts_equal_the_standalone_path(tmp_path: Path) -> None:
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
         rec = json.loads(Path(verified_path).read_text())
-        assert rec == score.suite_record(tr, trace_path)
+        assert rec == registry.suite_record(tr, trace_path)
         info = tr.header.spec["suite"]
         alone = tmp_path / "alone" / f"{Path(trace_path).stem}.jsonl"
         ad.run_pair(ad.Pair(info["suite"], info["user_task"], info["injection_task"]),
@@ -370,7 +373,7 @@ def test_a_model_backend_plays_multi_turn_with_agentdojos_tools(tmp_path: Path) 
     assert {t["function"]["name"] for t in model.tools[0]} == set(spec.tools)
     assert model.prompts[0][1]["content"] == spec.question
     assert model.prompts[1][-1]["role"] == "tool"
-    rec = score.suite_record(tr, str(out))
+    rec = registry.suite_record(tr, str(out))
     assert rec["utility"] is True and rec["checker"] == "agentdojo"
     # a model run without a model is refused with a clear message
     with pytest.raises(UsageError, match="needs the shard's model"):

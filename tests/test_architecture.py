@@ -113,6 +113,105 @@ def test_the_check_catches_a_backward_import(tmp_path):
     assert "tools/bad.py:2 (tools) imports reactlab.analysis.verify (analysis)" in problems[0]
 
 
+def module_imports(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of the package → the package modules it imports, at any depth
+    (lazy and ``TYPE_CHECKING`` imports included); ``from reactlab.x import y`` counts
+    as importing the module ``reactlab.x.y`` when ``y`` is one."""
+    modules = {module_name(p): p for p in sorted(root.rglob("*.py"))}
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = {mod for _, mod in imported_modules(path)}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {f"{node.module}.{a.name}" for a in node.names
+                          if f"{node.module}.{a.name}" in modules}
+        out[name] = {m for m in found if m in modules and m != name}
+    return out
+
+
+def import_cycles(root: Path = PACKAGE) -> list[str]:
+    """Pairs of modules that import each other (lazily or not; a package's ``__init__``
+    and its own submodules aside), and, within ``suites/``,
+    any longer cycle: the registry and the generic modules stay above the benchmarks'
+    own, which never import them back."""
+    graph = module_imports(root)
+    problems = [f"{a} and {b} import each other" for a in sorted(graph)
+                for b in sorted(graph[a]) if a < b and a in graph.get(b, ())
+                # a package's __init__ and its own submodule: importing the submodule
+                # runs the __init__ first anyway (backends/__init__ and its registry)
+                and not b.startswith(f"{a}.")]
+    suites = {m: {d for d in deps if d.startswith("reactlab.suites.")}
+              for m, deps in graph.items() if m.startswith("reactlab.suites.")}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(suites.get(m, ())):
+            if state.get(d) == 1:
+                cycle = [*path[path.index(d):], d]
+                problems.append("import cycle: " + " -> ".join(cycle))
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(suites):
+        if m not in state:
+            visit(m, [m])
+    return problems
+
+
+def test_no_two_modules_import_each_other():
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_sees_a_lazy_mutual_import(tmp_path):
+    pkg = tmp_path / "reactlab"
+    (pkg / "suites").mkdir(parents=True)
+    for init in ("", "suites"):
+        (pkg / init / "__init__.py").write_text("")
+    (pkg / "suites" / "a.py").write_text("from reactlab.suites import b\n")
+    (pkg / "suites" / "b.py").write_text("def f():\n    from reactlab.suites.a import X\n")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, pkg
+    try:
+        problems = import_cycles(pkg)
+    finally:
+        PACKAGE = saved
+    assert problems[0] == "reactlab.suites.a and reactlab.suites.b import each other"
+
+
+#: Where a built-in benchmark's name may be written outside its own modules
+#: (``suites/<name>*.py``) and the registry: each place with its reason. Everything else
+#: asks the registry (:mod:`reactlab.suites.registry`).
+BENCHMARK_NAME_PLACES = {
+    # the config's built-in cross-checks: config is below suites and imports no benchmark
+    # (tests/test_agentdojo.py checks the table against the registry's entries)
+    "config/suites.py",
+    # the index's layout of a suite table, by the table's name (unknown ones: as they are)
+    "views/index.py",
+}
+#: Places that name a benchmark's *table* or write a config, without branching on it.
+BENCHMARK_TABLE_NAMES = {
+    "analysis/outputs.py",  # a suite figure's source table (a lower stage than suites)
+    "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
+}
+
+
+def test_a_benchmarks_name_is_written_in_two_places_at_most():
+    names = re.compile(r"""["'](bfcl|agentdojo)["']""")
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        own = rel.startswith(("suites/bfcl", "suites/agentdojo")) or rel == "suites/registry.py"
+        if not own and names.search(path.read_text(encoding="utf-8")):
+            found.add(rel)
+    rules = PACKAGE.parent / "rules"
+    found |= {f"rules/{p.name}" for p in sorted(rules.glob("*.smk"))
+              if names.search(p.read_text(encoding="utf-8"))}
+    assert found - BENCHMARK_TABLE_NAMES == BENCHMARK_NAME_PLACES
+    assert len(BENCHMARK_NAME_PLACES) <= 2
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_stage_is_a_package(stage):
     assert (PACKAGE / stage / "__init__.py").is_file()

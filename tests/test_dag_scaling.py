@@ -159,7 +159,7 @@ def test_a_large_suite_plans_as_two_jobs_per_shard(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     stats = job_stats(out)
-    assert stats == {"suite_run": 248, "suite_verify": 248, "suite_tables": 1,
+    assert stats == {"suite_run": 248, "suite_verify": 248, "suite_tables_bfcl": 1,
                      "total": 497}, stats
     assert "results/suites/bfcl/traces/" not in out  # the manifests stand for the cases
     assert wall < SUITE_BOUND_S

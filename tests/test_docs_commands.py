@@ -221,7 +221,7 @@ TABLE: dict[str, Entry] = {
     "results/tables/agentdojo.csv": not_run("7,592 AgentDojo runs: many minutes"),
     "python -m reactlab.dev.suite_bench --per-category 8 --batch 8 --decoding free":
         not_run("the local model on 40 cases twice: a measurement of minutes"),
-    "python -m reactlab.suites.run SPECS.json":
+    "python -m reactlab.suites.shard_job SPECS.json":
         not_run(SYNOPSIS.format("the shard rules run it in every pipeline test")),
     "python -m reactlab.suites.agentdojo":
         not_run("the whole AgentDojo suite through the harness: many minutes"),

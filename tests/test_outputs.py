@@ -58,7 +58,7 @@ def test_the_cli_offers_the_registrys_figures(built: dict[str, Path], tmp_path: 
 
 
 def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
-    from reactlab.suites.tables import build_bfcl
+    from reactlab.suites.bfcl_tables import build_bfcl
     from tests.conftest import run_suite_shards
     from tests.test_suites import suite_config
 
@@ -102,7 +102,7 @@ def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path
 def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reactlab import jobs
-    from reactlab.suites.tables import build_bfcl
+    from reactlab.suites.bfcl_tables import build_bfcl
     from tests.conftest import run_suite_shards
     from tests.test_suites import suite_config
 

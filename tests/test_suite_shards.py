@@ -19,15 +19,11 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="the BFCL suite needs bfcl-eval (make env)")
 
 from reactlab.suites import shards as sh
-from reactlab.suites.plan import (
-    _digest,
-    plan,
-    shard_paths,
-    spec_traces,
-    verified_path,
-)
+from reactlab.suites.plan import plan
+from reactlab.suites.registry import run_case, suite_record
 from reactlab.suites.run import run_shard
 from reactlab.suites.score import verify_shard
+from reactlab.suites.types import _digest, shard_paths, spec_traces, verified_path
 from tests.test_suites import suite_config
 
 
@@ -45,10 +41,10 @@ def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         Path(files.spec).parent.mkdir(parents=True, exist_ok=True)
         Path(files.spec).write_text(shard.to_json(), encoding="utf-8")
         traces = spec_traces(shard.to_json())
-        run_shard(shard.to_json(), traces)
+        run_shard(shard.to_json(), traces, run_case)
         sh.publish(files.traces, traces)
         verified = [verified_path(t) for t in traces]
-        verify_shard(traces, verified)
+        verify_shard(traces, verified, suite_record)
         sh.publish(files.verified, verified)
     for t in ("results/tables/bfcl.csv", "results/tables/bfcl_cases.csv"):
         Path(t).parent.mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,10 @@ from reactlab import trace as tracemod
 from reactlab.config import load_yaml, parse
 from reactlab.core.errors import ConfigError
 from reactlab.suites import bfcl
-from reactlab.suites.plan import plan, sample_cases
-from reactlab.suites.score import suite_record
-from reactlab.suites.tables import PUBLISHED_SOURCE, build_bfcl
+from reactlab.suites.bfcl_tables import PUBLISHED_SOURCE, build_bfcl
+from reactlab.suites.plan import plan
+from reactlab.suites.registry import suite_record
+from reactlab.suites.types import sample_cases
 from tests.conftest import ROOT, run_suite_shards
 
 ALL_CASES = [c for cat in bfcl.CATEGORIES for c in bfcl.load_cases(cat)]
@@ -345,12 +346,12 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
         return planned_jobs(suite_project, target)
 
     assert jobs() == {}
-    assert after_edit(suite_project, "workflow/reactlab/suites/tables.py", jobs) == {
-        "suite_tables": 1}
+    assert after_edit(suite_project, "workflow/reactlab/suites/bfcl_tables.py", jobs) == {
+        "suite_tables_bfcl": 1}
     assert after_edit(suite_project, "workflow/reactlab/suites/score.py", jobs) == {
-        **SUITE_VERIFY, "suite_tables": 1}
+        **SUITE_VERIFY, "suite_tables_bfcl": 1}
     assert after_edit(suite_project, "workflow/reactlab/suites/run.py", jobs) == {
-        **SUITE_JOBS, **SUITE_VERIFY, "suite_tables": 1}
+        **SUITE_JOBS, **SUITE_VERIFY, "suite_tables_bfcl": 1}
     # a new policy plans its own shard only; the shards already built stay
     cfg = suite_project / "config.yaml"
     text = cfg.read_text(encoding="utf-8")
@@ -359,7 +360,7 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     try:
         new = "bfcl__local__wrong_name__0000"
         assert planned_shards(suite_project, target) == {
-            "suite_run": {new}, "suite_verify": {new}, "suite_tables": {""}}
+            "suite_run": {new}, "suite_verify": {new}, "suite_tables_bfcl": {""}}
     finally:
         cfg.write_text(text, encoding="utf-8")
     # a deleted trace reruns its shard only (the recovery step removes its manifests)
@@ -367,7 +368,7 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     traces[0].unlink()
     shard = f"bfcl__local__{traces[0].parent.name}__0000"
     assert planned_shards(suite_project, target) == {
-        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables": {""}}
+        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables_bfcl": {""}}
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", target],
                           cwd=suite_project, capture_output=True, text=True, timeout=600,
                           check=False)
@@ -381,13 +382,13 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     other.write_bytes(text.replace(b'"', b"'", 1))
     shard = f"bfcl__local__{other.parent.name}__0000"
     assert planned_shards(suite_project, target) == {
-        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables": {""}}
+        "suite_run": {shard}, "suite_verify": {shard}, "suite_tables_bfcl": {""}}
     other.write_bytes(text)  # put back: its manifests are gone, so the shard still reruns
     verified = sorted((suite_project / "results/suites/bfcl/verified").rglob("*.json"))
     verified[0].write_text(verified[0].read_text() + " ")
     first = f"bfcl__local__{verified[0].parent.name}__0000"
     planned = planned_shards(suite_project, target)
-    assert planned["suite_verify"] >= {first} and planned["suite_tables"] == {""}
+    assert planned["suite_verify"] >= {first} and planned["suite_tables_bfcl"] == {""}
     assert planned.get("suite_run", set()) == {shard}
 
 
@@ -409,7 +410,7 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
     from reactlab.backends.local import load_model
     from reactlab.backends.local.model import ensure_converted
     from reactlab.suites.batch import first_turns
-    from reactlab.suites.run import run_case
+    from reactlab.suites.bfcl_run import run_case
 
     cache = os.environ.get("REACTLAB_MODEL_CACHE")
     folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))

@@ -463,7 +463,7 @@ def test_views_share_common_not_each_other_nor_private_verifier_names() -> None:
 @pytest.fixture(scope="module")
 def suite_site(pairs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two lesson runs and a BFCL slice (1 case per category, every scripted policy)."""
-    from reactlab.suites.tables import build_bfcl
+    from reactlab.suites.bfcl_tables import build_bfcl
     from tests.conftest import run_suite_shards
     from tests.test_suites import suite_config
 
@@ -513,7 +513,7 @@ def _escaped(text: str) -> str:
 def test_the_index_summarises_bfcl_from_its_table(suite_site: dict[str, Any]) -> None:
     import csv
 
-    from reactlab.suites.tables import PUBLISHED
+    from reactlab.suites.bfcl_tables import PUBLISHED
 
     index = (suite_site["out"] / "index.html").read_text(encoding="utf-8")
     assert index.index('id="lesson"') < index.index('id="suite-bfcl"') < index.index(

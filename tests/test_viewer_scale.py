@@ -50,7 +50,7 @@ TEMPLATES = [
 @pytest.fixture(scope="module")
 def big(toolbox: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The 5,000-run set and its viewer: {site, rows (the index's), build_s}."""
-    from reactlab.suites.tables import build_bfcl
+    from reactlab.suites.bfcl_tables import build_bfcl
     from tests.conftest import run_suite_shards
     from tests.test_suites import suite_config
 

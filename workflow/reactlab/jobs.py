@@ -131,8 +131,8 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
     """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index;
     the suite cases are those the shards' trace ``suite_manifests`` list (each
     verification read beside its trace)."""
-    from reactlab.suites.plan import verified_path
     from reactlab.suites.shards import listed
+    from reactlab.suites.types import verified_path
     from reactlab.views import html
 
     suite_traces = [t for m in suite_manifests for t in listed(m)]
@@ -264,20 +264,21 @@ def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
     shard's specs are written first, beside the manifest (``{shard}.json``): a model
     shard runs in its own process from that file (the model is loaded once per shard)."""
     from reactlab.core.io import write_text_atomic
-    from reactlab.suites.plan import spec_traces
     from reactlab.suites.shards import publish, spec_file
+    from reactlab.suites.types import spec_traces
 
     spec = spec_file(manifest)
     write_text_atomic(spec, specs_json)
     traces = spec_traces(specs_json)
     if model:
-        own_process([str(spec)], log, threads, module="reactlab.suites.run")
+        own_process([str(spec)], log, threads, module="reactlab.suites.shard_job")
         publish(manifest, traces)
         return
+    from reactlab.suites.registry import run_case
     from reactlab.suites.run import run_shard
 
     with job_log(log, "suite-run") as say:
-        say(run_shard(specs_json, traces))
+        say(run_shard(specs_json, traces, run_case))
         publish(manifest, traces)
 
 
@@ -285,30 +286,31 @@ def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
     """Rule suite_verify: each case of a shard (the traces its trace manifest lists)
     scored by the benchmark's own checker, then the shard's verification manifest (the
     job's only declared output)."""
-    from reactlab.suites.plan import verified_path
+    from reactlab.suites.registry import suite_record
     from reactlab.suites.score import verify_shard
     from reactlab.suites.shards import listed, publish
+    from reactlab.suites.types import verified_path
 
     traces = listed(traces_manifest)
     verified = [verified_path(t) for t in traces]
     with job_log(log, "suite-verify") as say:
-        say(verify_shard(traces, verified))
+        say(verify_shard(traces, verified, suite_record))
         publish(manifest, verified)
 
 
-def suite_tables(manifests: Sequence[str], out_dir: str, log: str,
-                 benchmark: str = "bfcl") -> None:
-    """Rules suite_tables (bfcl.csv and bfcl_cases.csv) and suite_tables_agentdojo
-    (agentdojo.csv), from every case the shards' trace ``manifests`` list (each
-    verification read beside its trace)."""
-    from reactlab.suites.plan import verified_path
+def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: str) -> None:
+    """Rules suite_tables_{benchmark} (one per registered benchmark in the config): the
+    benchmark's tables (:attr:`reactlab.suites.registry.Benchmark.tables`) from every
+    case the shards' trace ``manifests`` list (each verification read beside its
+    trace)."""
+    from reactlab.suites.registry import benchmark as registered
     from reactlab.suites.shards import listed
-    from reactlab.suites.tables import build_agentdojo, build_bfcl
+    from reactlab.suites.types import verified_path
 
-    build = {"bfcl": build_bfcl, "agentdojo": build_agentdojo}[benchmark]
+    entry = registered(benchmark)
     traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
-        written = build(((t, verified_path(t)) for t in traces), Path(out_dir))
+        written = entry.build_tables(((t, verified_path(t)) for t in traces), Path(out_dir))
         say(f"wrote {', '.join(sorted(written))} to {out_dir}")
 
 

@@ -54,8 +54,7 @@ if BATCH_SIZE > 0:
 if config.get("cluster_local", False):
     workflow.localrules("generate_data", "tables", "viewer",
                         *(f"figure_{f.kind}" for f in FIGURE_KINDS),
-                        *(["suite_tables"] if SUITE_SHARDS_OF["bfcl"] else []),
-                        *(["suite_tables_agentdojo"] if SUITE_SHARDS_OF["agentdojo"] else []))
+                        *(f"suite_tables_{b}" for b in SUITE_SHARDS_OF))
 
 
 onstart:

@@ -137,7 +137,7 @@ def run_threads(wildcards):
 
 # The suite shards' rules (workflow/rules/suites.smk) read their shard by its id.
 def _suite_shard(wildcards):
-    """The planned shard (reactlab.suites.plan.Shard) named by the job's wildcards."""
+    """The planned shard (reactlab.suites.types.Shard) named by the job's wildcards."""
     try:
         return SUITE_BY_ID[wildcards.shard]
     except KeyError:

@@ -10,9 +10,14 @@
 # "Planning at scale"). The recovery step (the Snakefile's one block) checks each manifest against its files
 # before every run, so a missing or damaged trace still reruns its shard only; a shard's
 # spec digest (a param of its run job) reruns it when a case, the backend or the sample
-# changes.
+# changes. The table rules are generated: one per benchmark of the config, from the
+# registry of benchmarks (reactlab.suites.registry), each with its tables' captions.
+# The run, verify and table rules write Snakemake benchmark files under
+# results/benchmarks/: where the time goes.
 
 from reactlab.suites.plan import plan as _suite_plan
+from reactlab.suites.registry import BENCHMARKS as _BENCHMARKS
+from reactlab.suites.shards import benchmark_of as _benchmark_of
 from reactlab.suites.shards import shard_files as _shard_files
 from reactlab.suites.shards import shards_of as _shards_of
 from reactlab.suites.shards import table_paths as _suite_table_paths
@@ -22,17 +27,24 @@ try:
 except (ValueError, RuntimeError) as _exc:  # an unknown category, the package missing
     raise WorkflowError(f"invalid configuration: suites: {_exc}") from None
 SUITE_BY_ID = {s.id: s for s in SUITE_SHARDS}
-SUITE_CODE = _fingerprints(_PACKAGE, {
-    "suite_run": "reactlab.suites.run",
-    "suite_verify": "reactlab.suites.score",
-    "suite_tables": "reactlab.suites.tables",
-}, cache=".snakemake/reactlab/imports.json")
 SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
 SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
-# Each benchmark has its own tables, built from its own shards' manifests.
+# Each benchmark of the config (a registered one, reactlab.suites.registry) has its own
+# tables, built from its own shards' manifests.
 SUITE_SHARDS_OF = _shards_of(SUITE_SHARDS)
 SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
                       for b, shards in SUITE_SHARDS_OF.items()}
+# The code each rule runs, per benchmark: the generic module and the benchmark's own for
+# that step (Benchmark.code), so that editing one benchmark's scorer reruns its verify
+# jobs only.
+SUITE_CODE = _fingerprints(_PACKAGE, {
+    f"{_step}_{_b}": [_generic, *([_BENCHMARKS[_b].code[_step]]
+                                  if _step in _BENCHMARKS[_b].code else [])]
+    for _b in SUITE_SHARDS_OF
+    for _step, _generic in (("run", "reactlab.suites.run"),
+                            ("verify", "reactlab.suites.score"),
+                            ("tables", "reactlab.suites.types"))
+}, cache=".snakemake/reactlab/imports.json")
 
 # The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
@@ -54,9 +66,11 @@ rule suite_run:
     params:
         digest=lambda wildcards: _suite_shard(wildcards).digest,
         model=lambda wildcards: _suite_shard(wildcards).model,
-        code=SUITE_CODE["suite_run"],
+        code=lambda wildcards: SUITE_CODE[f"run_{_benchmark_of(_suite_shard(wildcards))}"],
     log:
         "results/logs/suites/{suite}/{shard}.run.log",
+    benchmark:
+        "results/benchmarks/suites/{suite}/{shard}.run.tsv"
     threads: suite_threads
     run:
         jobs.suite_run(_suite_shard(wildcards).to_json(), output[0], log[0],
@@ -69,47 +83,39 @@ rule suite_verify:
     output:
         "results/suites/{suite}/shards/{shard}.verified.json",
     params:
-        code=SUITE_CODE["suite_verify"],
+        code=lambda wildcards: SUITE_CODE[f"verify_{_benchmark_of(_suite_shard(wildcards))}"],
     log:
         "results/logs/suites/{suite}/{shard}.verify.log",
+    benchmark:
+        "results/benchmarks/suites/{suite}/{shard}.verify.tsv"
     run:
         jobs.suite_verify(input[0], output[0], log[0])
 
 
-if SUITE_SHARDS_OF["bfcl"]:
+# One table rule per benchmark of the config (reactlab.suites.registry): its tables from
+# every case of its shards, each table in the report with its caption
+# (workflow/report/{table}.rst).
+for _b, _manifests in SUITE_MANIFESTS_OF.items():
 
-    rule suite_tables:
+    rule:
+        name:
+            f"suite_tables_{_b}"
         input:
-            traces=[m.traces for m in SUITE_MANIFESTS_OF["bfcl"]],
-            verified=[m.verified for m in SUITE_MANIFESTS_OF["bfcl"]],
+            traces=[m.traces for m in _manifests],
+            verified=[m.verified for m in _manifests],
         output:
-            bfcl=report("results/tables/bfcl.csv", caption="../report/bfcl.rst",
-                        category="Suites"),
-            cases="results/tables/bfcl_cases.csv",
+            [report(f"results/tables/{t}.csv", caption=f"../report/{t}.rst", category="Suites")
+             for t in _BENCHMARKS[_b].tables],
         params:
-            code=SUITE_CODE["suite_tables"],
+            benchmark=_b,
+            code=SUITE_CODE[f"tables_{_b}"],
         log:
-            "results/logs/suite_tables.log",
+            f"results/logs/suite_tables_{_b}.log",
+        benchmark:
+            f"results/benchmarks/suite_tables_{_b}.tsv"
         run:
-            jobs.suite_tables(input.traces, os.path.dirname(output.bfcl), log[0])
-
-
-if SUITE_SHARDS_OF["agentdojo"]:
-
-    rule suite_tables_agentdojo:
-        input:
-            traces=[m.traces for m in SUITE_MANIFESTS_OF["agentdojo"]],
-            verified=[m.verified for m in SUITE_MANIFESTS_OF["agentdojo"]],
-        output:
-            agentdojo=report("results/tables/agentdojo.csv", caption="../report/agentdojo.rst",
-                             category="Suites"),
-        params:
-            code=SUITE_CODE["suite_tables"],
-        log:
-            "results/logs/suite_tables_agentdojo.log",
-        run:
-            jobs.suite_tables(input.traces, os.path.dirname(output.agentdojo), log[0],
-                              benchmark="agentdojo")
+            jobs.suite_tables(params.benchmark, input.traces, os.path.dirname(output[0]),
+                              log[0])
 
 
 for _figure in SUITE_FIGURE_KINDS:

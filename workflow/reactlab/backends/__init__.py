@@ -115,7 +115,7 @@ def protocol_error(exc: BaseException | None, detail: str | None = None) -> Prot
 
 class ToolsOf(Protocol):
     """What :func:`tool_definitions` reads: a :class:`~reactlab.config.RunSpec`, or an
-    outside suite's case (``reactlab.suites.plan.CaseSpec``, which adds ``tool_schemas``)."""
+    outside suite's case (``reactlab.suites.types.CaseSpec``, which adds ``tool_schemas``)."""
 
     @property
     def tools(self) -> tuple[str, ...]: ...

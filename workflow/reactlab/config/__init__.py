@@ -19,7 +19,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -50,7 +50,8 @@ from reactlab.config.trials import (
 )
 from reactlab.core.errors import ConfigError, ScriptError
 
-__all__ = ["SCHEMA_PATH", "Config", "RunSpec", "declare_provider", "load", "parse"]
+__all__ = ["SCHEMA_PATH", "Config", "RunSpec", "declare_benchmark", "declare_provider", "load",
+           "parse"]
 
 
 def _duplicate_key(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
@@ -143,6 +144,22 @@ def declare_provider(name: str, *, http: bool) -> None:
     _schema.cache_clear()
 
 
+def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequence[str],
+                      only: Sequence[str] = ()) -> None:
+    """Accept ``name`` as a suite entry's ``benchmark``, with its own ``categories`` and
+    ``policies``, and the entry fields ``only`` it takes (checked by
+    :func:`reactlab.config.suites.check_suites`). Called by
+    :func:`reactlab.suites.registry.register`; the built-in names are the schema's."""
+    from reactlab.config.suites import BENCHMARKS
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ConfigError("benchmark", f"a benchmark name is lower-case letters, digits and "
+                                       f"underscores, not {name!r}")
+    BENCHMARKS[name] = {"categories": tuple(categories), "policies": tuple(policies),
+                        "only": tuple(only)}
+    _schema.cache_clear()
+
+
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
     enum: list[str] = schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
     return enum
@@ -157,13 +174,22 @@ def provider_has_http(name: str) -> bool:
 
 @cache
 def _schema() -> dict[str, Any]:
-    """The config schema, its provider enums extended by the declared providers."""
+    """The config schema, its provider enums extended by the declared providers, its
+    suites' benchmark, category and policy enums by the declared benchmarks."""
     schema = copy.deepcopy(schema_file())
     backend = schema["properties"]["backends"]["additionalProperties"]["properties"]
     for name, http in _DECLARED.items():
         if name not in backend["provider"]["enum"]:
             backend["provider"]["enum"].append(name)
             _provider_enum(schema, http).append(name)
+    from reactlab.config.suites import BENCHMARKS
+
+    entry = schema["properties"]["suites"]["additionalProperties"]["properties"]
+    for name, spec in BENCHMARKS.items():  # the declared ones beyond the schema's enums
+        for enum, values in ((entry["benchmark"]["enum"], (name,)),
+                             (entry["categories"]["items"]["enum"], spec["categories"]),
+                             (entry["policies"]["items"]["enum"], spec["policies"])):
+            enum += [v for v in values if v not in enum]
     return schema
 
 

@@ -4,7 +4,10 @@ Each suite's categories and policies must be its benchmark's own, its fields one
 benchmark takes, and its backends must exist and run in-process: a scripted ``local`` backend (it
 plays the suite's policies) or a ``local`` model backend. The cases themselves are read
 from the installed benchmark by :mod:`reactlab.suites.plan`, not here: this module stays
-cheap and imports no benchmark package.
+cheap and imports no benchmark package. The benchmarks it knows are the built-in ones
+(:data:`BUILTIN`, the schema's enums) and those declared by
+:func:`reactlab.config.declare_benchmark`, which the suites' registry calls for each
+benchmark it registers (:mod:`reactlab.suites.registry`).
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from typing import Any
 
 from reactlab.core.errors import ConfigError
 
-__all__ = ["BENCHMARKS", "check_suites"]
+__all__ = ["BENCHMARKS", "BUILTIN", "check_suites"]
 
-#: Each benchmark's own categories and scripted policies (the schema's enums are their
-#: union), and the entry fields only that benchmark takes. Kept here as plain names so the
-#: check imports no benchmark package; tests/test_suites.py checks they match the modules.
-BENCHMARKS: dict[str, dict[str, tuple[str, ...]]] = {
+#: Each benchmark's own categories and scripted policies (the schema's enums are the
+#: built-in ones' union), and the entry fields only that benchmark takes. The built-in
+#: ones are kept here as plain names so that the check imports no benchmark package
+#: (tests/test_agentdojo.py checks they match the registry's entries);
+#: :func:`reactlab.config.declare_benchmark` adds a registered one.
+BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
     "bfcl": {"categories": ("simple_python", "multiple", "parallel", "parallel_multiple",
                             "irrelevance"),
              "policies": ("oracle", "wrong_type", "wrong_name", "missing_argument"),
@@ -29,12 +34,18 @@ BENCHMARKS: dict[str, dict[str, tuple[str, ...]]] = {
                   "policies": ("ground_truth", "obeys_injection"),
                   "only": ("defences", "max_steps")},
 }
+#: The benchmarks the check accepts: the built-in ones and the declared ones.
+BENCHMARKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
 
 
 def check_suites(raw: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the field of the first suite entry that cannot run."""
     for name, suite in (raw.get("suites") or {}).items():
-        bench = BENCHMARKS[suite["benchmark"]]
+        bench = BENCHMARKS.get(suite["benchmark"])
+        if bench is None:  # the schema accepted it, but nothing declared it here
+            raise ConfigError(f"suites.{name}.benchmark",
+                              f"{suite['benchmark']!r} is not a registered benchmark "
+                              f"({', '.join(BENCHMARKS)})")
         for key in ("categories", "policies"):
             for j, value in enumerate(suite.get(key, ())):
                 if value not in bench[key]:

@@ -25,8 +25,9 @@ def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
         config: str = "config.yaml") -> dict[str, Any]:
     from reactlab.backends.local import load_model
     from reactlab.config import load_yaml
-    from reactlab.suites.plan import CaseSpec, plan
-    from reactlab.suites.run import run_case
+    from reactlab.suites.bfcl_run import run_case
+    from reactlab.suites.plan import plan
+    from reactlab.suites.types import CaseSpec
 
     raw = load_yaml(config)
     backend = {"provider": "local", "mode": "model", "model": model, "max_new_tokens": 80,

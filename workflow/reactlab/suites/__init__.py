@@ -4,20 +4,27 @@ A suite turns the cases an installed benchmark package ships into runs — tools
 benchmark's own function schemas, questions from its data — and scores each trace with
 the benchmark's own checker (docs/suites.md):
 
-* :mod:`reactlab.suites.bfcl` — the Berkeley Function Calling Leaderboard (``bfcl-eval``):
-  its data files, the type mapping of its function documents to JSON Schema, its AST
-  checker imported as a library, and the scripted policies that validate the harness
-  against that checker;
-* :mod:`reactlab.suites.agentdojo` — AgentDojo (``agentdojo``): user task × injection
-  task pairs on its own runtime, its scripted policies, the project's defences, its own
-  utility and security checks by replaying a trace, ``agentdojo.csv``;
-* :mod:`reactlab.suites.plan` — the ``suites:`` section of config.yaml expanded into
-  :class:`~reactlab.suites.plan.CaseSpec` runs, grouped into shards (one job = N cases);
-* :mod:`reactlab.suites.run` — one shard job: every case through
-  :func:`reactlab.agent.loop.run_agent`, one trace per case, the model loaded once;
-* :mod:`reactlab.suites.score` — the verification record of a suite trace (the
-  benchmark's verdict and error type, the project's trajectory metrics beside it);
-* :mod:`reactlab.suites.tables` — ``bfcl.csv`` and ``agentdojo.csv``.
+* :mod:`reactlab.suites.registry` — the ``Benchmark`` protocol and one entry per
+  benchmark (its tables, specs, how a case runs, its scorer, its tables): everything
+  below asks it, nothing branches on a benchmark's name;
+* :mod:`reactlab.suites.types` — :class:`~reactlab.suites.types.CaseSpec`, ``Shard``, a
+  case's paths, the seeded sample;
+* :mod:`reactlab.suites.plan` — the ``suites:`` section of config.yaml expanded into case
+  specs, grouped into shards (one job = N cases);
+* :mod:`reactlab.suites.run` — one shard job: every case by its benchmark, one trace per
+  case, the model loaded once (:mod:`reactlab.suites.shard_job`: in its own process);
+* :mod:`reactlab.suites.score` — one verify job, by the benchmark's scorer;
+* :mod:`reactlab.suites.shards` — a shard's manifests, their check, the tables' paths;
+* BFCL (``bfcl-eval``): its data files, the type mapping of its function documents to
+  JSON Schema, its AST checker imported as a library and the scripted policies
+  (:mod:`~reactlab.suites.bfcl`), the single turn (:mod:`~reactlab.suites.bfcl_run`), its
+  scorer (:mod:`~reactlab.suites.bfcl_score`), ``bfcl.csv`` and ``bfcl_cases.csv``
+  (:mod:`~reactlab.suites.bfcl_tables`), its entry (:mod:`~reactlab.suites.bfcl_suite`);
+* AgentDojo (``agentdojo``): user task × injection task pairs on its own runtime
+  (:mod:`~reactlab.suites.agentdojo_env`), its policies and the project's defences
+  (:mod:`~reactlab.suites.agentdojo_run`), its own utility and security checks by
+  replaying a trace and ``agentdojo.csv`` (:mod:`~reactlab.suites.agentdojo_score`), its
+  entry (:mod:`~reactlab.suites.agentdojo`).
 
 The stage comes after ``analysis`` (it uses the estimators and trajectory metrics) and
 before ``views``. Benchmark packages are imported lazily, inside functions: importing

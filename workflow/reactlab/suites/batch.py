@@ -33,7 +33,7 @@ from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
-    from reactlab.suites.plan import CaseSpec
+    from reactlab.suites.types import CaseSpec
 
 log = logging.getLogger("reactlab.suites")
 

@@ -1,264 +1,35 @@
 """The ``suites:`` section of config.yaml expanded into runs and shards.
 
 Each suite names a benchmark, the categories to take, a seeded sample size per category
-(``null``: every case), the backends and, for scripted backends, the policies. A case
-becomes one :class:`CaseSpec` per (backend, scenario): a scripted backend runs each
-policy (scenario = policy name), a model backend runs the model (scenario ``react``).
-Cases of one (suite, backend, scenario) are cut into shards of ``shard_size`` cases: one
-shard is one job (the model is loaded once per job), and every case still has its own
-trace and verification file.
-
-The sample is a pure function of the seed and the case ids: the cases of a category are
-ordered by ``sha256(f"{seed}:{case id}")`` and the first ``sample`` taken, so adding a
-category or growing the sample keeps the cases already chosen.
+(``null``: every case), the backends and, for scripted backends, the policies. The
+benchmark's registry entry (:mod:`reactlab.suites.registry`) turns the entry into its
+:class:`~reactlab.suites.types.CaseSpec` runs: a case becomes one spec per (backend,
+scenario) — a scripted backend runs each policy (scenario = policy name), a model backend
+runs the model (scenario ``react``). Cases of one (suite, backend, scenario) are cut here
+into shards of ``shard_size`` cases: one shard is one job (the model is loaded once per
+job), and every case still has its own trace and verification file.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Mapping
 from typing import Any
 
-from reactlab.agent.defences import NO_DEFENCES
-from reactlab.config.settings import (
-    AgentSettings,
-    BackendSettings,
-    Limits,
-    agent_settings,
-    backend_settings,
-)
-from reactlab.config.settings import limits as limits_settings
 from reactlab.core.errors import UsageError
+from reactlab.suites.registry import benchmark
+from reactlab.suites.types import CaseSpec, Shard, digest_shards
 
-__all__ = ["CaseSpec", "Shard", "case_paths", "plan", "sample_cases", "shard_paths",
-           "spec_traces", "verified_path"]
-
-SCENARIO_MODEL = "react"
-
-
-def _natural(case_id: str) -> tuple[str, int]:
-    m = re.fullmatch(r"(.*?)_?(\d+)", case_id)
-    return (m.group(1), int(m.group(2))) if m else (case_id, -1)
+__all__ = ["plan", "suite_specs"]
 
 
-@dataclass(frozen=True)
-class CaseSpec:
-    """One suite case on one backend under one scenario: what its job needs.
-
-    It has the attributes of :class:`reactlab.config.RunSpec` that the runner and the
-    local sessions read (task = the case id; tools = the functions' names), plus
-    ``suite``: the suite's name, benchmark, category, the tool definitions the model
-    reads (``tool_schemas``) and what the benchmark's checker needs, so that a trace
-    holds everything its verification reads.
-    """
-
-    task: str
-    backend: str
-    scenario: str
-    question: str
-    tools: tuple[str, ...]
-    backend_config: BackendSettings
-    script: Mapping[str, Any]  # the suite's own: the model name and the benchmark policy
-    limits: Limits
-    agent: AgentSettings
-    suite: Mapping[str, Any]
-    params: Mapping[str, Any] = field(default_factory=dict)
-    trial: int | None = None
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        # the backend, limits and agent settings are the config's typed ones
-        # (reactlab.config.settings), validated here once when given as mappings
-        for name, build in (("backend_config", backend_settings), ("limits", limits_settings),
-                            ("agent", agent_settings)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):
-                object.__setattr__(self, name, build(value, name))
-
-    @property
-    def base_key(self) -> str:
-        return f"{self.suite['name']}/{self.backend}/{self.scenario}/{self.task}"
-
-    @property
-    def key(self) -> str:
-        return self.base_key
-
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        return list(self.suite["tools"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "backend": self.backend, "scenario": self.scenario,
-                "question": self.question, "tools": list(self.tools),
-                "params": dict(self.params), "backend_config": self.backend_config.to_dict(),
-                "script": dict(self.script), "limits": self.limits.to_dict(),
-                "agent": self.agent.to_dict(), "suite": dict(self.suite)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"))
-
-    @property
-    def config_hash(self) -> str:
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CaseSpec:
-        d = dict(d)
-        d["tools"] = tuple(d["tools"])
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Cases of one (suite, backend, scenario), run by one job."""
-
-    suite: str
-    backend: str
-    scenario: str
-    index: int
-    specs: tuple[CaseSpec, ...]
-
-    @property
-    def id(self) -> str:
-        return f"{self.suite}__{self.backend}__{self.scenario}__{self.index:04d}"
-
-    @property
-    def model(self) -> bool:
-        return self.specs[0].backend_config.mode == "model"
-
-    def to_json(self) -> str:
-        return json.dumps([s.to_dict() for s in self.specs], sort_keys=True,
-                          ensure_ascii=False, separators=(",", ":"))
-
-    @cached_property
-    def digest(self) -> str:
-        """A digest of the shard's specs (the run job's parameter: a new value reruns the
-        shard). It changes exactly when :meth:`to_json` does, but each shared part of a
-        spec (a case's suite data, the backend, agent and limit settings) is hashed once
-        per call of :func:`plan`, not once per spec (see :func:`_digest`)."""
-        return _digest(self.specs, {})
-
-    def traces(self, root: str = "results/suites") -> list[str]:
-        return [shard_paths(s, root)[0] for s in self.specs]
-
-    def verified(self, root: str = "results/suites") -> list[str]:
-        return [shard_paths(s, root)[1] for s in self.specs]
-
-
-def _part(obj: Any, memo: dict[int, tuple[Any, str]]) -> str:
-    """sha256 of one shared part of a spec's JSON, memoised by identity (``memo`` keeps
-    the object alive with its digest, so an id is never reused within one memo)."""
-    hit = memo.get(id(obj))
-    if hit is None:
-        value = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        hit = memo[id(obj)] = (obj, hashlib.sha256(text.encode()).hexdigest())
-    return hit[1]
-
-
-def _digest(specs: Sequence[CaseSpec], memo: dict[int, tuple[Any, str]]) -> str:
-    """The digest of a shard's specs: the canonical JSON of each spec, with its shared
-    parts (``suite``, ``backend_config``, ``limits``, ``agent``) replaced by their own
-    sha256 (:func:`_part`)."""
-    rows = [{"task": s.task, "backend": s.backend, "scenario": s.scenario,
-             "question": s.question, "tools": list(s.tools), "params": dict(s.params),
-             "script": dict(s.script), "backend_config": _part(s.backend_config, memo),
-             "limits": _part(s.limits, memo), "agent": _part(s.agent, memo),
-             "suite": _part(s.suite, memo)} for s in specs]
-    text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def case_paths(suite: str, backend: str, scenario: str, task: str,
-               root: str = "results/suites") -> tuple[str, str]:
-    """(trace, verification) paths of one case of ``suite``."""
-    rel = f"{backend}/{scenario}/{task}"
-    return f"{root}/{suite}/traces/{rel}.jsonl", f"{root}/{suite}/verified/{rel}.json"
-
-
-def shard_paths(spec: CaseSpec, root: str = "results/suites") -> tuple[str, str]:
-    """(trace, verification) paths of one case."""
-    return case_paths(spec.suite["name"], spec.backend, spec.scenario, spec.task, root)
-
-
-def verified_path(trace_path: str) -> str:
-    """The verification path beside a case's trace path (:func:`case_paths`)."""
-    head, sep, rel = trace_path.rpartition("/traces/")
-    if not sep or not rel.endswith(".jsonl"):
-        raise UsageError(f"{trace_path}: not a suite trace path")
-    return f"{head}/verified/{rel[:-len('.jsonl')]}.json"
-
-
-def spec_traces(specs_json: str, root: str = "results/suites") -> list[str]:
-    """The trace paths of a shard's spec file (:meth:`Shard.to_json`), in its order."""
-    return [case_paths(d["suite"]["name"], d["backend"], d["scenario"], d["task"], root)[0]
-            for d in json.loads(specs_json)]
-
-
-def sample_cases(cases: tuple[Any, ...], sample: int | None, seed: int) -> list[Any]:
-    """The seeded sample of ``cases`` (all when ``sample`` is None), in natural id order."""
-    if sample is not None and sample < len(cases):
-        ranked = sorted(cases, key=lambda c: hashlib.sha256(f"{seed}:{c.id}".encode())
-                        .hexdigest())
-        cases = tuple(ranked[:sample])
-    return sorted(cases, key=lambda c: _natural(c.id))
-
-
-def _bfcl_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[CaseSpec]:
-    from reactlab.suites import bfcl
-
-    specs = []
-    # the typed settings are validated once per suite and backend, and shared by its
-    # cases (frozen: CaseSpec keeps them as they are)
-    agent = agent_settings({"send_tools": True, "send_system_prompt": True,
-                            "system_prompt": suite.get("system_prompt", ""),
-                            "defences": dict(NO_DEFENCES)})
-    limits = limits_settings({"max_steps": 1, "token_budget": None})
-    backends = {b: backend_settings(raw["backends"][b]) for b in suite["backends"]}
-    for category in suite.get("categories", list(bfcl.CATEGORIES)):
-        cases = sample_cases(bfcl.load_cases(category), suite.get("sample"),
-                             int(suite.get("seed", 0)))
-        for case in cases:
-            info = {"name": name, "benchmark": "bfcl", "category": category,
-                    "language": "python", "functions": list(case.functions),
-                    "possible_answer": None if case.possible_answer is None
-                    else list(case.possible_answer),
-                    "tools": bfcl.tool_definitions(case.functions),
-                    "batch_size": int(suite.get("batch_size", 1))}
-            tools = tuple(f["name"] for f in case.functions)
-            for backend, settings in backends.items():
-                model = settings.mode == "model"
-                scenarios = ([SCENARIO_MODEL] if model
-                             else list(suite.get("policies", bfcl.POLICIES)))
-                for scenario in scenarios:
-                    script = ({"model": SCENARIO_MODEL, "strategy": "single_turn"}
-                              if model else {"model": scenario, "policy": scenario})
-                    specs.append(CaseSpec(
-                        task=case.id, backend=backend, scenario=scenario,
-                        question=case.question, tools=tools, backend_config=settings,
-                        script=script, limits=limits, agent=agent, suite=info))
+def suite_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[CaseSpec]:
+    """The specs of one suite entry, by its benchmark's registry entry; a UsageError
+    names the entry (the benchmark's package missing, a policy for another backend)."""
+    try:
+        specs: list[CaseSpec] = benchmark(suite["benchmark"]).specs(name, suite, raw)
+    except UsageError as exc:
+        raise UsageError(f"suites.{name}: {exc}") from None
     return specs
-
-
-def _benchmark_specs(name: str, suite: Mapping[str, Any],
-                     raw: Mapping[str, Any]) -> list[CaseSpec]:
-    """The specs of one suite entry, by its benchmark (the package imported lazily)."""
-    if suite["benchmark"] == "bfcl":
-        return _bfcl_specs(name, suite, raw)
-    if suite["benchmark"] == "agentdojo":
-        from reactlab.suites import agentdojo
-
-        try:
-            specs: list[CaseSpec] = agentdojo.case_specs(name, suite, raw)
-        except UsageError as exc:  # the package missing, a policy for another backend
-            raise UsageError(f"suites.{name}: {exc}") from None
-        return specs
-    raise UsageError(f"suites.{name}.benchmark: {suite['benchmark']!r} is not runnable here")
 
 
 def plan(raw: Mapping[str, Any]) -> list[Shard]:
@@ -266,14 +37,12 @@ def plan(raw: Mapping[str, Any]) -> list[Shard]:
     shards: list[Shard] = []
     for name, suite in (raw.get("suites") or {}).items():
         groups: dict[tuple[str, str], list[CaseSpec]] = {}
-        for spec in _benchmark_specs(name, suite, raw):
+        for spec in suite_specs(name, suite, raw):
             groups.setdefault((spec.backend, spec.scenario), []).append(spec)
         size = int(suite.get("shard_size", 40))
         for (backend, scenario), specs in groups.items():
             for i in range(0, len(specs), size):
                 shards.append(Shard(name, backend, scenario, i // size,
                                     tuple(specs[i:i + size])))
-    memo: dict[int, tuple[Any, str]] = {}  # the shared parts, hashed once for all shards
-    for shard in shards:
-        shard.__dict__["digest"] = _digest(shard.specs, memo)
+    digest_shards(shards)  # the shared parts, hashed once for all shards
     return shards

@@ -1,26 +1,12 @@
 """One shard job: every case of the shard through the project's loop, one trace each.
 
-A BFCL case is single-turn: the loop runs one step under :class:`SingleTurn`; the calls
-the model (or the policy) proposes are validated and *recorded*, never executed
-(:class:`RecordOnly` answers each with a fixed ``not_executed`` result that nobody reads
-back: there is no second turn). Who answers:
-
-* a scripted backend plays a policy (:class:`PolicySession`): the policy's calls are
-  written as Hermes ``<tool_call>`` text and parsed back by the parser a real model's
-  output goes through, so dotted names and English text cross the same path; tokens sent
-  are the o200k_base tokens of the rendered ChatML prompt, as for the lesson's scripted
-  local backend;
-* a model backend runs :class:`reactlab.backends.local.LocalModelSession` with the
-  case's tools, loaded once per shard (torch, transformers and the weights are paid once
-  per job, not once per case); its decoding mode is the backend's. With the suite's
-  ``batch_size`` above 1 the shard's first turns are decoded ``batch_size`` cases at a
-  time (:mod:`reactlab.suites.batch`) and each case's loop receives its turn.
-
-An AgentDojo case is multi-turn: :func:`reactlab.suites.agentdojo.run_case` runs it on
-AgentDojo's own runtime, with the same loaded model for a model backend.
-
-The trace header is the runner's (:func:`reactlab.runner.header`), its spec the case's
-:class:`~reactlab.suites.plan.CaseSpec`: everything the verification needs is in it.
+How one case runs is its benchmark's (:meth:`reactlab.suites.registry.Benchmark.run_case`:
+BFCL's single turn, :mod:`reactlab.suites.bfcl_run`; AgentDojo's runtime,
+:mod:`reactlab.suites.agentdojo_run`). What a shard adds: a model backend's model is
+loaded once per shard (torch, transformers and the weights are paid once per job, not
+once per case) and handed to each case; with the suite's ``batch_size`` above 1 the
+shard's first turns are decoded ``batch_size`` cases at a time
+(:mod:`reactlab.suites.batch`) and each case receives its turn.
 """
 
 from __future__ import annotations
@@ -28,147 +14,33 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
+from reactlab.agent.types import ModelTurn
 from reactlab.core.errors import UsageError
-from reactlab.trace.records import Guardrail
+from reactlab.suites.types import CaseSpec
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
-    from reactlab.suites.plan import CaseSpec
+
+#: How one case runs: (spec, trace path, the shard's model, a batched first turn) → the
+#: end record's data (:meth:`reactlab.suites.registry.Benchmark.run_case`).
+RunCase = Callable[[CaseSpec, str, "LocalModel | None", "ModelTurn | None"], dict[str, Any]]
+
+__all__ = ["RunCase", "run_shard"]
 
 log = logging.getLogger("reactlab.suites")
 
-NOT_EXECUTED = {"not_executed": "single-turn case: the call is recorded, not run"}
 
-
-@dataclass(frozen=True)
-class SingleTurn:
-    """One model turn: its calls are recorded, then the run stops (``single_turn``)."""
-
-    name: str = "single_turn"
-    max_steps: int | None = 1
-    session: str = "conversation"
-
-    def allowed(self, offered: Collection[str]) -> Collection[str]:
-        return offered
-
-    def calls(self, step: int, turn: ModelTurn) -> tuple[ToolCall, ...]:
-        return turn.calls
-
-    def stop(self, step: int, outcomes: Sequence[ToolOutcome]) -> Guardrail | None:
-        return Guardrail(step=step, rule="single_turn")
-
-
-class RecordOnly:
-    """The executor of a single-turn case: nothing runs."""
-
-    def execute(self, name: str, args: object,
-                allowed: Collection[str] | None = None) -> dict[str, Any]:
-        return dict(NOT_EXECUTED)
-
-
-class PolicySession:
-    """A scripted policy of the suite, speaking Hermes text (see the module docstring)."""
-
-    def __init__(self, spec: CaseSpec) -> None:
-        from reactlab.backends.local import hermes_tools
-
-        self.spec = spec
-        self.tools = hermes_tools(spec)
-        self.turn = 0
-
-    def prompt(self) -> str:
-        from reactlab.backends.local import render_chatml
-        from reactlab.backends.local.hermes import render_tools_system
-
-        system = render_tools_system(self.spec.agent.system_prompt, self.tools)
-        return render_chatml([{"role": "system", "content": system},
-                              {"role": "user", "content": self.spec.question}])
-
-    def _write(self) -> str:
-        from reactlab.suites import bfcl
-
-        case = case_of(self.spec)
-        calls = bfcl.policy_calls(case, self.spec.script["policy"])
-        if not calls:
-            return bfcl.DECLINE
-        return "\n".join(f'<tool_call>\n{{"name": {json.dumps(c["name"], ensure_ascii=False)}, '
-                         f'"arguments": {json.dumps(c["arguments"], ensure_ascii=False)}}}'
-                         f"\n</tool_call>" for c in calls)
-
-    def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab.backends.local import calls_from_text
-        from reactlab.backends.local.hermes import parse_tool_calls
-        from reactlab.core.tokens import count
-
-        sent = count(self.prompt())
-        if budget_left is not None and sent > budget_left:
-            raise BudgetExceeded(sent, budget_left)
-        text = self._write()
-        parsed = parse_tool_calls(text)
-        calls = calls_from_text(parsed, self.turn)
-        self.turn += 1
-        return ModelTurn(text=parsed.content if calls else text, calls=calls,
-                         tokens_sent=sent, tokens_out=count(text))
-
-    def add_results(self, outcomes: list[ToolOutcome]) -> None:
-        """Single turn: results never go back."""
-
-
-def case_of(spec: CaseSpec) -> Any:
-    """The benchmark case a spec carries (rebuilt from the spec alone)."""
-    from reactlab.suites import bfcl
-
-    s = spec.suite
-    return bfcl.Case(id=spec.task, category=s["category"], question=spec.question,
-                     functions=tuple(s["functions"]),
-                     possible_answer=None if s["possible_answer"] is None
-                     else tuple(s["possible_answer"]))
-
-
-def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None,
-             turn: ModelTurn | None = None) -> dict[str, Any]:
-    """Run one case and write its trace atomically; returns the end record's data.
-    ``turn``: the case's model turn, already decoded in a batch
-    (:mod:`reactlab.suites.batch`)."""
-    from reactlab.agent.loop import run_agent
-    from reactlab.agent.types import Session
-    from reactlab.runner import header
-    from reactlab.trace import TraceWriter
-
-    writer = TraceWriter(out)
-    writer.add(header(spec))  # type: ignore[arg-type]
-    session: Session
-    if turn is not None:
-        from reactlab.suites.batch import PrecomputedSession
-
-        session = PrecomputedSession(turn)
-    elif spec.backend_config.mode == "model":
-        from reactlab.backends.local import LocalModelSession
-
-        assert model is not None, "a model case needs the shard's model"
-        model.reset_cache()
-        session = LocalModelSession(spec, model)  # type: ignore[arg-type]
-    else:
-        session = PolicySession(spec)
-    end = run_agent(session, RecordOnly(), spec.tools, spec.limits.max_steps,
-                    spec.limits.token_budget, writer.add, strategy=SingleTurn())
-    writer.close(end)
-    return {k: v for k, v in end.to_json().items() if k != "type"}
-
-
-def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
+def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase) -> str:
     """One shard job (the Snakemake rule and ``reactlab suite-shard``): the specs (a JSON
-    list, as :meth:`Shard.to_json` writes it) run in order, one trace each to
-    ``outputs``; the model, for a model backend, is loaded once. Returns the job's
-    summary line."""
-    from reactlab.suites.plan import CaseSpec
-
+    list, as :meth:`Shard.to_json` writes it) run in order by ``run_case`` (how one case
+    runs: :func:`reactlab.suites.registry.run_case` for any benchmark's), one trace each
+    to ``outputs``; the model, for a model backend, is loaded once. Returns the job's
+    summary line. The caller hands ``run_case`` in, so that this module (and the run
+    rule's code fingerprint) does not import the registry: the rule's fingerprint is this
+    module's and the benchmark's run module's (``Benchmark.code``)."""
     specs = [CaseSpec.from_dict(d) for d in json.loads(specs_json)]
     if len(specs) != len(outputs):
         raise UsageError(f"{len(specs)} specs but {len(outputs)} outputs")
@@ -187,12 +59,7 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
         turns = first_turns(model, specs, batch)
     calls = answered = 0
     for spec, out, turn in zip(specs, outputs, turns, strict=True):
-        if spec.suite.get("benchmark") == "agentdojo":  # multi-turn, AgentDojo's runtime
-            from reactlab.suites.agentdojo import run_case as run_agentdojo_case
-
-            end = run_agentdojo_case(spec, out, model)
-        else:
-            end = run_case(spec, out, model, turn)
+        end = run_case(spec, out, model, turn)
         calls += end["calls"]
         answered += end["termination"] == "answer"
     total = time.perf_counter() - t0
@@ -200,25 +67,3 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
              (total - t_load) / max(len(specs), 1))
     return (f"{len(specs)} cases of {specs[0].base_key.rsplit('/', 1)[0] if specs else '-'}:"
             f" {calls} calls, {answered} answered in text")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m reactlab.suites.run SPECS.json``: run one shard in this process (what a
-    model shard's job does); the outputs are the specs' own trace paths."""
-    import sys
-
-    from reactlab.suites.plan import CaseSpec, shard_paths
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m reactlab.suites.run SPECS.json", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    text = Path(args[0]).read_text(encoding="utf-8")
-    outputs = [shard_paths(CaseSpec.from_dict(d))[0] for d in json.loads(text)]
-    print(run_shard(text, outputs))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -37,10 +37,10 @@ from typing import Any
 
 from reactlab.core.errors import UsageError
 from reactlab.core.io import write_json_atomic
+from reactlab.suites.registry import BENCHMARKS
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
 __all__ = [
-    "BENCHMARK_TABLES",
     "ShardFiles",
     "benchmark_of",
     "check",
@@ -80,26 +80,23 @@ def spec_file(traces_manifest: str | Path) -> Path:
     return m.with_name(m.name[:-len(".traces.json")] + ".json")
 
 
-#: Each benchmark's suite tables (results/tables/{name}.csv), built from its own shards.
-BENCHMARK_TABLES: dict[str, tuple[str, ...]] = {"bfcl": ("bfcl", "bfcl_cases"),
-                                                "agentdojo": ("agentdojo",)}
-
-
 def benchmark_of(shard: Any) -> str:
     """The benchmark a shard's cases come from."""
     return str(shard.specs[0].suite["benchmark"])
 
 
 def shards_of(shards: Sequence[Any]) -> dict[str, list[Any]]:
-    """``shards`` per benchmark of :data:`BENCHMARK_TABLES` (every key present)."""
-    return {b: [s for s in shards if benchmark_of(s) == b] for b in BENCHMARK_TABLES}
+    """``shards`` per registered benchmark that has some (in registration order): each
+    benchmark's tables are built from its own shards."""
+    groups = {b: [s for s in shards if benchmark_of(s) == b] for b in BENCHMARKS}
+    return {b: group for b, group in groups.items() if group}
 
 
 def table_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> list[str]:
-    """The suite tables built from ``shards``: those of each benchmark they include."""
-    present = {benchmark_of(s) for s in shards}
-    return [f"{tables_dir}/{name}.csv" for b, names in BENCHMARK_TABLES.items()
-            if b in present for name in names]
+    """The suite tables built from ``shards``: those of each benchmark they include
+    (:attr:`reactlab.suites.registry.Benchmark.tables`)."""
+    return [f"{tables_dir}/{name}.csv" for b in shards_of(shards)
+            for name in BENCHMARKS[b].tables]
 
 
 def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:

@@ -343,7 +343,7 @@ def load_case(trace_path: str, verified_path: str | Path) -> tuple[VerifiedRun, 
 
     The benchmark's checker is not run again here: the suite tables job recomputes
     every record from its trace and refuses one that differs
-    (:func:`reactlab.suites.score.load_suite_verification`); the viewer shows what those
+    (:func:`reactlab.suites.types.checked_record`); the viewer shows what those
     tables hold.
     """
     from reactlab.analysis.verify import Verification

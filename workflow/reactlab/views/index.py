@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reactlab.views.page import attr, doc, h, page_path
@@ -394,7 +394,7 @@ def _lesson_summary(runs: Sequence[list[Any]]) -> str:
     return "".join(out)
 
 
-def _bfcl_summary(table: Sequence[Mapping[str, Any]]) -> str:
+def _bfcl_summary(name: str, table: Sequence[Mapping[str, Any]]) -> str:
     """BFCL's table (``bfcl.csv``): accuracy per category × (backend, scenario), the
     published context row, and BFCL's error types with the checker agreement."""
     measured = [r for r in table if _text(r.get("source")) == "measured"]
@@ -618,6 +618,12 @@ def _run_list_section(runs: Sequence[list[Any]]) -> str:
             "</script>\n")
 
 
+#: The suite tables the index has a layout for (by table name, a benchmark's
+#: ``Benchmark.tables``); any other suite table is shown as it is (:func:`_generic_summary`).
+SUMMARIES: dict[str, Callable[[str, Sequence[Mapping[str, Any]]], str]] = {
+    "bfcl": _bfcl_summary, "agentdojo": _agentdojo_summary}
+
+
 def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRow] = (),
                  suite_tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
                  ) -> str:
@@ -650,12 +656,7 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
             '<nav class="toc">' + "".join(link for link, shown in toc if shown) + "</nav>\n",
             _lesson_summary(lesson)]
     for name, table in tables.items():
-        if name == "bfcl":
-            body.append(_bfcl_summary(table))
-        elif name == "agentdojo":
-            body.append(_agentdojo_summary(name, table))
-        else:
-            body.append(_generic_summary(name, table))
+        body.append(SUMMARIES.get(name, _generic_summary)(name, table))
     body.append(_trials_summary(rows))
     body.append(_run_list_section(runs))
     return doc("reactlab — results", "".join(body), css=INDEX_CSS, script=INDEX_JS)

@@ -1,5 +1,5 @@
-"""The suite tables: ``bfcl.csv`` and ``bfcl_cases.csv`` (BFCL accuracy per category,
-beside published context), ``agentdojo.csv`` (:func:`build_agentdojo`).
+"""BFCL's tables: ``bfcl.csv`` and ``bfcl_cases.csv`` (BFCL accuracy per category, beside
+published context).
 
 ``bfcl_cases.csv`` has one row per case run (suite, backend, scenario, category, case,
 BFCL's verdict and error type, the project's verdict and ``tc_f1``, tokens, trace).
@@ -26,8 +26,10 @@ from reactlab import trace as tracemod
 from reactlab.analysis.stats import wilson
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
+from reactlab.suites.bfcl_score import suite_record
+from reactlab.suites.types import checked_record
 
-__all__ = ["PUBLISHED", "build_agentdojo", "build_bfcl"]
+__all__ = ["PUBLISHED", "build_bfcl"]
 
 FLOAT_DIGITS = 4
 MEASURED = "measured"
@@ -76,17 +78,18 @@ def case_row(tr: tracemod.Trace, rec: Mapping[str, Any], trace_path: str) -> dic
             "tokens_sent": tr.end.tokens_sent, "trace": trace_path}
 
 
-def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> dict[str, Path]:
-    """Write ``bfcl_cases.csv`` and ``bfcl.csv`` from (trace, verification) pairs."""
+def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path,
+               ) -> dict[str, Path]:
+    """Write ``bfcl_cases.csv`` and ``bfcl.csv`` from (trace, verification) pairs, each
+    verification checked against BFCL's scorer first."""
     import pandas as pd
 
     from reactlab.suites.bfcl import CATEGORIES, NON_LIVE_AST
-    from reactlab.suites.score import load_suite_verification
 
     cases = []
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
-        rec = load_suite_verification(tr, verified_path, trace_path)
+        rec = checked_record(tr, verified_path, trace_path, suite_record)
         cases.append(case_row(tr, rec, trace_path))
     if not cases:
         raise TraceError("no suite traces to aggregate")
@@ -132,27 +135,3 @@ def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> dict[st
             df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     return written
-
-
-def build_agentdojo(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> dict[str, Path]:
-    """Write ``agentdojo.csv`` (:func:`reactlab.suites.agentdojo.table`: utility and attack
-    success rate per suite entry × AgentDojo suite × backend × policy × defence) from
-    (trace, verification) pairs; each verification is checked against the trace first."""
-    from reactlab.suites.agentdojo import table
-    from reactlab.suites.score import load_suite_verification
-
-    rows = []
-    for trace_path, verified_path in pairs:
-        tr = tracemod.read(trace_path)
-        rec = load_suite_verification(tr, verified_path, trace_path)
-        rows.append({"entry": rec["suite"], "suite": rec["agentdojo_suite"],
-                     "backend": tr.run["backend"], "policy": rec["policy"],
-                     "defence": rec["defence"], "utility": rec["utility"],
-                     "attack_succeeded": rec["attack_succeeded"]})
-    if not rows:
-        raise TraceError("no AgentDojo traces to aggregate")
-    path = Path(out_dir) / "agentdojo.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        table(rows).to_csv(tmp, index=False, lineterminator="\n")
-    return {"agentdojo": path}

@@ -1,0 +1,175 @@
+"""A toy benchmark, in this one module: made-up cases, a scripted policy, a scorer, a table.
+
+Importing this module registers the benchmark ``toy`` (:func:`reactlab.suites.registry.register`);
+nothing in the package names it. tests/test_toy_benchmark.py then plans a ``suites:``
+entry with ``benchmark: toy`` and runs its shard, verify and table jobs through the
+functions the rules call. It proves that a benchmark is one registered object, as
+tests/toy_provider.py proves it of a provider.
+
+* Cases: three questions, each with one tool of its own (``add``, ``upper``, ``count``),
+  in two categories (``numbers``, ``words``).
+* Policy ``direct`` (a scripted backend): call the case's tool with the case's
+  arguments, then answer with the tool's result. A model backend is not supported.
+* Scorer: a case is verified when the answer is the expected value.
+* Table ``toy.csv``: one row per (suite, backend, scenario, category): cases, correct.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reactlab import trace as tracemod
+from reactlab.agent.defences import NO_DEFENCES
+from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.analysis.verify import Finding, Verification
+from reactlab.config.settings import agent_settings, backend_settings, limits
+from reactlab.core.errors import UsageError
+from reactlab.core.io import atomic_path
+from reactlab.suites.registry import register
+from reactlab.suites.types import CaseSpec, checked_record, sample_cases
+
+NAME = "toy"
+POLICY = "direct"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    category: str
+    question: str
+    tool: str
+    arguments: Mapping[str, Any]
+    expected: str
+
+
+def _schema(name: str, about: str, **params: str) -> dict[str, Any]:
+    return {"name": name, "description": about,
+            "parameters": {"type": "object", "required": list(params),
+                           "properties": {k: {"type": v} for k, v in params.items()}}}
+
+
+TOOLS = {"add": _schema("add", "Add two integers.", a="integer", b="integer"),
+         "upper": _schema("upper", "Upper-case a text.", text="string"),
+         "count": _schema("count", "Count the letters of a word.", word="string")}
+FUNCTIONS = {"add": lambda a, b: a + b, "upper": lambda text: text.upper(),
+             "count": lambda word: len(word)}
+CASES = (Case("numbers_1", "numbers", "How much is 2 + 3?", "add", {"a": 2, "b": 3}, "5"),
+         Case("words_1", "words", "Shout 'hola'.", "upper", {"text": "hola"}, "HOLA"),
+         Case("words_2", "words", "How many letters has 'tres'?", "count", {"word": "tres"},
+              "4"))
+
+
+class Tools:
+    """The loop's executor: the toy functions."""
+
+    def execute(self, name: str, args: object,
+                allowed: Collection[str] | None = None) -> dict[str, Any]:
+        assert isinstance(args, dict)
+        return {"value": FUNCTIONS[name](**args)}
+
+
+class DirectPolicy:
+    """Calls the case's tool, then answers with what it returned."""
+
+    def __init__(self, spec: CaseSpec) -> None:
+        self.spec = spec
+        self.results: list[Any] = []
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        if not self.results:
+            info = self.spec.suite
+            return ModelTurn(text="", calls=(ToolCall(id="call_0", name=info["tool"],
+                                                      arguments=dict(info["arguments"])),),
+                             tokens_sent=0)
+        return ModelTurn(text=str(self.results[-1]["value"]), calls=(), tokens_sent=0)
+
+    def add_results(self, outcomes: list[ToolOutcome]) -> None:
+        self.results += [oc.result for oc in outcomes]
+
+
+class Toy:
+    """The toy benchmark's registry entry."""
+
+    name = NAME
+    tables = ("toy",)
+    categories = ("numbers", "words")
+    policies = (POLICY,)
+    only = ()
+    code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint
+
+    def specs(self, suite_name: str, entry: Mapping[str, Any],
+              raw: Mapping[str, Any]) -> list[Any]:
+        agent = agent_settings({"send_tools": True, "send_system_prompt": False,
+                                "system_prompt": "", "defences": dict(NO_DEFENCES)})
+        steps = limits({"max_steps": 3, "token_budget": None})
+        specs = []
+        for category in entry.get("categories", self.categories):
+            chosen = sample_cases(tuple(c for c in CASES if c.category == category),
+                                  entry.get("sample"), int(entry.get("seed", 0)))
+            for case in chosen:
+                for backend in entry["backends"]:
+                    settings = backend_settings(raw["backends"][backend])
+                    if settings.mode == "model":
+                        raise UsageError("the toy benchmark has no model runs")
+                    for policy in entry.get("policies", self.policies):
+                        specs.append(CaseSpec(
+                            task=case.id, backend=backend, scenario=policy,
+                            question=case.question, tools=(case.tool,),
+                            backend_config=settings,
+                            script={"model": policy, "policy": policy}, limits=steps,
+                            agent=agent,
+                            suite={"name": suite_name, "benchmark": NAME,
+                                   "category": category, "tool": case.tool,
+                                   "arguments": dict(case.arguments),
+                                   "expected": case.expected,
+                                   "tools": [TOOLS[case.tool]]}))
+        return specs
+
+    def run_case(self, spec: Any, out: str | Path, model: Any = None,
+                 turn: ModelTurn | None = None) -> dict[str, Any]:
+        from reactlab.agent.loop import run_agent
+        from reactlab.runner import header
+        from reactlab.trace import TraceWriter
+
+        writer = TraceWriter(out)
+        writer.add(header(spec))
+        end = run_agent(DirectPolicy(spec), Tools(), spec.tools, spec.limits.max_steps,
+                        spec.limits.token_budget, writer.add)
+        writer.close(end)
+        return {k: v for k, v in end.to_json().items() if k != "type"}
+
+    def record(self, trace: tracemod.Trace, trace_path: str) -> dict[str, Any]:
+        info = trace.header.spec["suite"]
+        ok = trace.end.answer == info["expected"]
+        findings = () if ok else (Finding("toy:wrong", f"expected {info['expected']!r}"),)
+        rec = Verification(trace=trace_path, trace_sha256=str(trace.end.sha256),
+                           run=trace.run, verified=ok, findings=findings).to_json()
+        rec.update({"checker": NAME, "suite": info["name"], "category": info["category"],
+                    "case": trace.header.spec["task"]})
+        return rec
+
+    def build_tables(self, pairs: Iterable[tuple[str, str]],
+                     out_dir: str | Path) -> dict[str, Path]:
+        groups: dict[tuple[str, str, str, str], list[bool]] = {}
+        for trace_path, verified in pairs:
+            tr = tracemod.read(trace_path)
+            rec = checked_record(tr, verified, trace_path, self.record)
+            key = (rec["suite"], tr.run["backend"], tr.run["scenario"], rec["category"])
+            groups.setdefault(key, []).append(bool(rec["verified"]))
+        path = Path(out_dir) / "toy.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(["suite", "backend", "scenario", "category", "cases", "correct"])
+            for key in sorted(groups):
+                w.writerow([*key, len(groups[key]), sum(groups[key])])
+        return {"toy": path}
+
+
+TOY = register(Toy())
+
+__all__ = ["CASES", "NAME", "TOY"]

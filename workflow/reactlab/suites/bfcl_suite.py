@@ -1,0 +1,99 @@
+"""BFCL's registry entry (:data:`BFCL`): its cases as specs, its scorer, its tables.
+
+* Planning (:func:`case_specs`): every sampled case of each category becomes one
+  :class:`~reactlab.suites.types.CaseSpec` per (backend, scenario); the tools are the
+  case's function documents mapped to JSON Schema (:func:`reactlab.suites.bfcl.tool_definitions`),
+  a scripted backend plays each of BFCL's policies, a model backend the model, one turn.
+* Running: :func:`reactlab.suites.bfcl_run.run_case` (a single turn, calls recorded).
+* Scoring: BFCL's own checker beside the project's trajectory metrics
+  (:func:`reactlab.suites.bfcl_score.suite_record`).
+* Tables: ``bfcl.csv`` and ``bfcl_cases.csv`` (:mod:`reactlab.suites.bfcl_tables`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from reactlab.agent.defences import NO_DEFENCES
+from reactlab.config.settings import agent_settings, backend_settings
+from reactlab.config.settings import limits as limits_settings
+from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
+from reactlab.suites.bfcl_score import NAME
+from reactlab.suites.types import SCENARIO_MODEL, CaseSpec, sample_cases
+
+if TYPE_CHECKING:
+    from reactlab.agent.types import ModelTurn
+    from reactlab.trace import Trace
+
+__all__ = ["BFCL", "Bfcl", "case_specs"]
+
+
+def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[CaseSpec]:
+    """The specs of a ``benchmark: bfcl`` entry of the ``suites:`` section: every sampled
+    case of each category, on each backend, under each policy (a scripted backend) or the
+    model."""
+    specs = []
+    # the typed settings are validated once per suite and backend, and shared by its
+    # cases (frozen: CaseSpec keeps them as they are)
+    agent = agent_settings({"send_tools": True, "send_system_prompt": True,
+                            "system_prompt": suite.get("system_prompt", ""),
+                            "defences": dict(NO_DEFENCES)})
+    limits = limits_settings({"max_steps": 1, "token_budget": None})
+    backends = {b: backend_settings(raw["backends"][b]) for b in suite["backends"]}
+    for category in suite.get("categories", list(bfcl.CATEGORIES)):
+        cases = sample_cases(bfcl.load_cases(category), suite.get("sample"),
+                             int(suite.get("seed", 0)))
+        for case in cases:
+            info = {"name": name, "benchmark": NAME, "category": category,
+                    "language": "python", "functions": list(case.functions),
+                    "possible_answer": None if case.possible_answer is None
+                    else list(case.possible_answer),
+                    "tools": bfcl.tool_definitions(case.functions),
+                    "batch_size": int(suite.get("batch_size", 1))}
+            tools = tuple(f["name"] for f in case.functions)
+            for backend, settings in backends.items():
+                model = settings.mode == "model"
+                scenarios = ([SCENARIO_MODEL] if model
+                             else list(suite.get("policies", bfcl.POLICIES)))
+                for scenario in scenarios:
+                    script = ({"model": SCENARIO_MODEL, "strategy": "single_turn"}
+                              if model else {"model": scenario, "policy": scenario})
+                    specs.append(CaseSpec(
+                        task=case.id, backend=backend, scenario=scenario,
+                        question=case.question, tools=tools, backend_config=settings,
+                        script=script, limits=limits, agent=agent, suite=info))
+    return specs
+
+
+class Bfcl:
+    """The Berkeley Function Calling Leaderboard (:mod:`reactlab.suites.bfcl`)."""
+
+    name = NAME
+    tables = ("bfcl", "bfcl_cases")
+    categories = bfcl.CATEGORIES
+    policies = bfcl.POLICIES
+    only = ("batch_size",)
+    code: ClassVar[Mapping[str, str]] = {"run": "reactlab.suites.bfcl_run",
+                                          "verify": "reactlab.suites.bfcl_score",
+                                          "tables": "reactlab.suites.bfcl_tables"}
+
+    def specs(self, suite_name: str, entry: Mapping[str, Any],
+              raw: Mapping[str, Any]) -> list[Any]:
+        return case_specs(suite_name, entry, raw)
+
+    def run_case(self, spec: Any, out: str | Path, model: Any = None,
+                 turn: ModelTurn | None = None) -> dict[str, Any]:
+        return bfcl_run.run_case(spec, out, model, turn)
+
+    def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
+        return bfcl_score.suite_record(trace, trace_path)
+
+    def build_tables(self, pairs: Iterable[tuple[str, str]],
+                     out_dir: str | Path) -> dict[str, Path]:
+        return bfcl_tables.build_bfcl(pairs, out_dir)
+
+
+#: BFCL's registry entry (:mod:`reactlab.suites.registry` registers it).
+BFCL = Bfcl()

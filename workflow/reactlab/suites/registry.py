@@ -1,0 +1,161 @@
+"""The registry of benchmarks: one :class:`Benchmark` object per benchmark a suite can run.
+
+Everything that differs between benchmarks is a member of its entry: the tables it
+publishes (``results/tables/{table}.csv``), its cases as :class:`CaseSpec` runs
+(:meth:`Benchmark.specs`: its data, the tools from its own schemas, its policies as
+scenarios), how one case runs (:meth:`Benchmark.run_case`), its scorer
+(:meth:`Benchmark.record`: a case's verification record, a pure function of its trace)
+and its tables (:meth:`Benchmark.build_tables`). Planning (:mod:`reactlab.suites.plan`),
+a shard job (:mod:`reactlab.suites.run`), the verification (:mod:`reactlab.suites.score`),
+the shards' tables (:mod:`reactlab.suites.shards`), the rules (one table rule per
+registered benchmark, ``workflow/rules/suites.smk``), ``jobs.suite_tables`` and the
+viewer ask the registry; none of them branches on a benchmark's name.
+
+The built-in benchmarks (BFCL, :mod:`reactlab.suites.bfcl_suite`; AgentDojo,
+:mod:`reactlab.suites.agentdojo`) are registered when this module is imported. A
+benchmark outside the package is one :func:`register` call in its own module
+(``tests/toy_benchmark.py``). Registering also declares the benchmark to the config
+(:func:`reactlab.config.declare_benchmark`): its name, categories, policies and the entry
+fields only it takes are accepted by the schema and checked by ``config/suites.py`` from
+then on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reactlab.config import declare_benchmark
+from reactlab.core.errors import TraceError, UsageError
+from reactlab.suites.types import checked_record
+
+if TYPE_CHECKING:
+    from reactlab.agent.types import ModelTurn
+    from reactlab.trace import Trace
+
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "load_suite_verification", "register",
+           "run_case", "suite_record"]
+
+
+class Benchmark(Protocol):
+    """What a benchmark tells the pipeline (see the module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """The ``benchmark:`` value of a suite entry (and the case specs' ``suite.benchmark``)."""
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables it publishes, ``results/tables/{name}.csv``; the first is its main
+        one (its rule's report entry, its caption ``workflow/report/{name}.rst``)."""
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories a suite entry may take (its default: all of them)."""
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        """The scripted policies a scripted backend plays (its default: all of them)."""
+
+    @property
+    def only(self) -> tuple[str, ...]:
+        """The fields of a suite entry that only this benchmark takes."""
+
+    @property
+    def code(self) -> Mapping[str, str]:
+        """The package modules that ``run`` a case, ``verify`` (score) a trace and build
+        the ``tables``: each shard rule's code fingerprint is the generic module's and
+        these (``workflow/rules/suites.smk``), so editing one benchmark's scorer reruns
+        that benchmark's verify jobs only. A benchmark outside the package leaves a step
+        out (the generic module alone is fingerprinted)."""
+
+    def specs(self, suite_name: str, entry: Mapping[str, Any],
+              raw: Mapping[str, Any]) -> list[Any]:
+        """Every :class:`~reactlab.suites.types.CaseSpec` of one suite entry; ``raw`` is
+        the whole config (its backends). A UsageError names what cannot run."""
+
+    def run_case(self, spec: Any, out: str | Path, model: Any = None,
+                 turn: ModelTurn | None = None) -> dict[str, Any]:
+        """Run one case, write its trace to ``out`` atomically; the end record's data.
+        ``model``: the shard's loaded model (a model backend); ``turn``: the case's first
+        model turn, already decoded in a batch (:mod:`reactlab.suites.batch`)."""
+
+    def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
+        """The verification record of one of its traces (a pure function of the trace):
+        the fields of :class:`reactlab.analysis.verify.Verification` plus its own."""
+
+    def build_tables(self, pairs: Iterable[tuple[str, str]],
+                     out_dir: str | Path) -> dict[str, Path]:
+        """Write its :attr:`tables` under ``out_dir`` from (trace, verification) pairs,
+        each verification checked against its trace; table name → path."""
+
+
+#: Every registered benchmark, by name, in registration order.
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register(entry: Benchmark) -> Benchmark:
+    """Add ``entry`` to the registry (replacing one of the same name) and declare it to
+    the config. Its tables must be its own: a table name another benchmark publishes is
+    a UsageError."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
+        raise UsageError(f"a benchmark name is lower-case letters, digits and underscores, "
+                         f"not {entry.name!r}")
+    if not entry.tables:
+        raise UsageError(f"benchmark {entry.name!r} publishes no table")
+    for other in BENCHMARKS.values():
+        clash = set(other.tables) & set(entry.tables) if other.name != entry.name else set()
+        if clash:
+            raise UsageError(f"benchmark {entry.name!r}: table {sorted(clash)[0]!r} is "
+                             f"already {other.name}'s")
+    BENCHMARKS[entry.name] = entry
+    declare_benchmark(entry.name, categories=entry.categories, policies=entry.policies,
+                      only=entry.only)
+    return entry
+
+
+def benchmark(name: str) -> Benchmark:
+    """The registered benchmark ``name`` (a UsageError naming the known ones if none)."""
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise UsageError(f"benchmark {name!r} is not runnable here (registered: "
+                         f"{', '.join(BENCHMARKS)})") from None
+
+
+def run_case(spec: Any, out: str | Path, model: Any = None,
+             turn: ModelTurn | None = None) -> dict[str, Any]:
+    """Run one case by its benchmark (the spec's ``suite.benchmark``): what a shard job
+    hands :func:`reactlab.suites.run.run_shard`."""
+    return benchmark(str(spec.suite["benchmark"])).run_case(spec, out, model, turn)
+
+
+def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
+    """The verification record of one suite trace by its benchmark's scorer (the trace
+    header's ``suite.benchmark``); a TraceError for a trace of no registered benchmark."""
+    spec = tr.header.spec
+    info = spec.get("suite") if isinstance(spec, Mapping) else None
+    name = info.get("benchmark") if isinstance(info, Mapping) else None
+    if not isinstance(name, str) or name not in BENCHMARKS:
+        raise TraceError(f"{trace_path}: not a suite trace of a registered benchmark "
+                         f"({name!r})")
+    return BENCHMARKS[name].record(tr, trace_path)
+
+
+def load_suite_verification(tr: Trace, verified_path: str | Path,
+                            trace_path: str) -> dict[str, Any]:
+    """The record of ``tr``, recomputed, after checking the stored file agrees with it."""
+    return checked_record(tr, verified_path, trace_path, suite_record)
+
+
+def _register_builtins() -> None:
+    from reactlab.suites.agentdojo import AGENTDOJO
+    from reactlab.suites.bfcl_suite import BFCL
+
+    register(BFCL)
+    register(AGENTDOJO)
+
+
+_register_builtins()
