@@ -317,10 +317,26 @@ SUITE_JOBS = {"suite_run": 2}  # one shard per policy (oracle, wrong_type)
 SUITE_VERIFY = {"suite_verify": 2}
 
 
-def planned_shards(work: Path, target: str) -> dict[str, set[str]]:
-    """{rule: shard ids} that a dry run plans now."""
+def planned_shards(work: Path, target: str, *, damaged: str = "") -> dict[str, set[str]]:
+    """{rule: shard ids} that a dry run plans now. With ``damaged`` (a shard id), results
+    were damaged: the dry run alone must report the shard and remove nothing (it then
+    plans no shard), and the plan is read after `reactlab recover`, the step a real run
+    takes first."""
     from tests.test_profiles import planned_jobs as parse_jobs
 
+    if damaged:
+        before = {p: p.read_bytes() for p in (work / "results").rglob("*") if p.is_file()}
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2",
+                               target], cwd=work, capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        assert "reactlab: dry run, nothing removed: " in proc.stderr
+        assert f"shard {damaged}" in proc.stderr, proc.stderr[-3000:]
+        assert {p: p.read_bytes() for p in (work / "results").rglob("*")
+                if p.is_file()} == before
+        proc = subprocess.run([sys.executable, "-m", "reactlab", "recover"], cwd=work,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0 and "removed" in proc.stderr, proc.stderr[-3000:]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", target],
                           cwd=work, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -367,7 +383,7 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     original = traces[0].read_bytes()
     traces[0].unlink()
     shard = f"bfcl__local__{traces[0].parent.name}__0000"
-    assert planned_shards(suite_project, target) == {
+    assert planned_shards(suite_project, target, damaged=shard) == {
         "suite_run": {shard}, "suite_verify": {shard}, "suite_tables_bfcl": {""}}
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", target],
                           cwd=suite_project, capture_output=True, text=True, timeout=600,
@@ -381,13 +397,13 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
     text = other.read_bytes()
     other.write_bytes(text.replace(b'"', b"'", 1))
     shard = f"bfcl__local__{other.parent.name}__0000"
-    assert planned_shards(suite_project, target) == {
+    assert planned_shards(suite_project, target, damaged=shard) == {
         "suite_run": {shard}, "suite_verify": {shard}, "suite_tables_bfcl": {""}}
     other.write_bytes(text)  # put back: its manifests are gone, so the shard still reruns
     verified = sorted((suite_project / "results/suites/bfcl/verified").rglob("*.json"))
     verified[0].write_text(verified[0].read_text() + " ")
     first = f"bfcl__local__{verified[0].parent.name}__0000"
-    planned = planned_shards(suite_project, target)
+    planned = planned_shards(suite_project, target, damaged=first)
     assert planned["suite_verify"] >= {first} and planned["suite_tables_bfcl"] == {""}
     assert planned.get("suite_run", set()) == {shard}
 
