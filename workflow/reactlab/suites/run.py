@@ -21,6 +21,13 @@ AgentDojo's own runtime, with the same loaded model for a model backend.
 
 The trace header is the runner's (:func:`reactlab.runner.header`), its spec the case's
 :class:`~reactlab.suites.plan.CaseSpec`: everything the verification needs is in it.
+
+A model's greedy text also depends on what the spec does not hold: which cases shared a
+batch, torch's version and the CPU kernels it ran (in bfloat16 these can change a case's
+text: docs/local-models.md, "What a greedy trace depends on"). A model shard's process
+writes them down (:func:`reproduction_record`) beside its specs, and the job moves that
+record into the shard's trace manifest (:func:`reactlab.suites.shards.publish`); the
+traces themselves are unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +51,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("reactlab.suites")
 
 NOT_EXECUTED = {"not_executed": "single-turn case: the call is recorded, not run"}
+
+#: What a model shard's reproduction record promises (its ``contract``).
+CONTRACT = ("the traces are reproduced byte for byte by the same specs decoded in the same "
+            "batches (cases and order: 'batches'; cases in none were decoded one at a "
+            "time) with the same torch and transformers versions, CPU capability, "
+            "bfloat16 matmul kernel, MKL and threads; in bfloat16 another layout or other "
+            "kernels may change a case's text (docs/local-models.md)")
 
 
 @dataclass(frozen=True)
@@ -162,11 +176,29 @@ def run_case(spec: CaseSpec, out: str | Path, model: LocalModel | None = None,
     return {k: v for k, v in end.to_json().items() if k != "type"}
 
 
-def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
+def reproduction_record(model: LocalModel, specs_json: str, batch_size: int,
+                        layout: list[list[str]]) -> dict[str, Any]:
+    """What a reader needs, beyond the specs, to reproduce a model shard's traces: the
+    specs' sha256 (ties the record to them), the contract, the weights' dtype, the batch
+    size and the batches as decoded (``layout``: case ids per ``generate``, in order), and
+    the runtime (:func:`reactlab.backends.local.kernels.runtime_record`)."""
+    import hashlib
+
+    from reactlab.backends.local.kernels import runtime_record
+
+    dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
+    return {"specs_sha256": hashlib.sha256(specs_json.encode("utf-8")).hexdigest(),
+            "contract": CONTRACT, "model": model.name, "dtype": dtype,
+            "batch_size": batch_size, "batches": layout, **runtime_record()}
+
+
+def run_shard(specs_json: str, outputs: Sequence[str],
+              record: str | Path | None = None) -> str:
     """One shard job (the Snakemake rule and ``reactlab suite-shard``): the specs (a JSON
     list, as :meth:`Shard.to_json` writes it) run in order, one trace each to
-    ``outputs``; the model, for a model backend, is loaded once. Returns the job's
-    summary line."""
+    ``outputs``; the model, for a model backend, is loaded once. With a model and
+    ``record``, its :func:`reproduction_record` is written there (JSON, atomically) after
+    the traces. Returns the job's summary line."""
     from reactlab.suites.plan import CaseSpec
 
     specs = [CaseSpec.from_dict(d) for d in json.loads(specs_json)]
@@ -181,10 +213,11 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
     t_load = time.perf_counter() - t0
     turns: list[ModelTurn | None] = [None] * len(specs)
     batch = int(specs[0].suite.get("batch_size", 1)) if specs else 1
+    layout: list[list[str]] = []
     if model is not None and batch > 1:
         from reactlab.suites.batch import first_turns
 
-        turns = first_turns(model, specs, batch)
+        turns = first_turns(model, specs, batch, layout)
     calls = answered = 0
     for spec, out, turn in zip(specs, outputs, turns, strict=True):
         if spec.suite.get("benchmark") == "agentdojo":  # multi-turn, AgentDojo's runtime
@@ -195,6 +228,10 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
             end = run_case(spec, out, model, turn)
         calls += end["calls"]
         answered += end["termination"] == "answer"
+    if model is not None and record is not None:
+        from reactlab.core.io import write_json_atomic
+
+        write_json_atomic(record, reproduction_record(model, specs_json, batch, layout))
     total = time.perf_counter() - t0
     log.info("shard of %d cases: load %.2f s, %.2f s per case", len(specs), t_load,
              (total - t_load) / max(len(specs), 1))
@@ -204,10 +241,13 @@ def run_shard(specs_json: str, outputs: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m reactlab.suites.run SPECS.json``: run one shard in this process (what a
-    model shard's job does); the outputs are the specs' own trace paths."""
+    model shard's job does); the outputs are the specs' own trace paths, and a model's
+    reproduction record goes beside SPECS.json
+    (:func:`reactlab.suites.shards.reproduction_file`)."""
     import sys
 
     from reactlab.suites.plan import CaseSpec, shard_paths
+    from reactlab.suites.shards import reproduction_file
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
@@ -216,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     text = Path(args[0]).read_text(encoding="utf-8")
     outputs = [shard_paths(CaseSpec.from_dict(d))[0] for d in json.loads(text)]
-    print(run_shard(text, outputs))
+    print(run_shard(text, outputs, reproduction_file(args[0])))
     return 0
 
 
