@@ -225,6 +225,13 @@ def _tool_spec(raw_config: dict, send_tools: bool, send_system_prompt: bool,
                provider: str) -> RunSpec:
     raw_config["agent"]["send_tools"] = send_tools
     raw_config["agent"]["send_system_prompt"] = send_system_prompt
+    if not send_tools:  # constrained decoding needs the tools: the lesson's own matrix
+        from reactlab.config import load_yaml
+
+        lesson = load_yaml(ROOT / "workflow" / "configs" / "lesson.yaml")
+        raw_config["matrix"] = [*lesson["matrix"], {"tasks": ["variacion_busi"],
+                                                    "backends": [provider],
+                                                    "scenarios": ["correcto"]}]
     return parse(raw_config).run("variacion_busi", provider, "correcto")
 
 

@@ -12,12 +12,18 @@ finished unmasked (``generate`` overwrites their tokens with padding anyway).
 Each row's new tokens are cut after its first EOS, exactly what a one-sequence
 ``generate`` returns, and become the same :class:`~reactlab.agent.types.ModelTurn` (text,
 calls, token counts, ``decoding`` record) that
-:class:`reactlab.backends.local.LocalModelSession` builds one case at a time. Greedy
-decoding of a padded row need not give bit-identical logits to the same prompt alone
-(the matrix shapes differ), so a batched run is compared with the one-at-a-time run in
-docs/suites.md rather than assumed equal; a rerun of the same shard is byte-identical
-(same batches, same order). ``forced_scored`` scores every tool name per case first and
-stays one case at a time.
+:class:`reactlab.backends.local.LocalModelSession` builds one case at a time. A row's
+logits are not bit-identical to the same prompt's alone: left padding moves the prompt
+against the kernels' blocks and vector lanes, and more rows change the matrix shapes, so
+the sums are rounded in another order (measured by :mod:`reactlab.dev.dtype_invariance`:
+up to 5e-5 in float32, up to 0.75 in bfloat16 on the first token's logits). In float32 the
+greedy tokens came out the same on every layout and kernel measured; in bfloat16 a case's
+text may depend on which cases share its batch, on the CPU's kernels and on torch's
+version (docs/local-models.md, "What a greedy trace depends on"). What holds everywhere:
+a rerun of the same shard with the same kernels is byte-identical (same batches, same
+order); :func:`first_turns` reports its batches (``layout``), and the shard's trace
+manifest records them with the kernels (:mod:`reactlab.suites.run`). ``forced_scored``
+scores every tool name per case first and stays one case at a time.
 """
 
 from __future__ import annotations
@@ -129,10 +135,12 @@ def generate_batch(model: LocalModel, prompts: Sequence[list[int]], max_new_toke
     return rows, processor
 
 
-def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int
-                ) -> list[ModelTurn | None]:
+def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int,
+                layout: list[list[str]] | None = None) -> list[ModelTurn | None]:
     """The first model turn of each case, decoded ``batch_size`` cases at a time (None
-    for a case whose mode is not batched: its session decodes it alone)."""
+    for a case whose mode is not batched: its session decodes it alone). ``layout``, when
+    given, receives each batch's case ids (``spec.task``) in decoding order: the rows of
+    one ``generate``, top to bottom."""
     from reactlab.backends.local import LocalModelSession, calls_from_text
     from reactlab.backends.local.grammar import xgrammar_version
     from reactlab.backends.local.hermes import parse_tool_calls
@@ -160,6 +168,8 @@ def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int
         raise UsageError("a shard's cases share one backend, and so max_new_tokens")
     for start in range(0, len(todo), batch_size):
         rows = todo[start:start + batch_size]
+        if layout is not None:
+            layout.append([specs[i].task for i in rows])
         preps = [prepared[i] for i in rows]
         grammars = [p.grammar for p in preps if p is not None]
         new_ids, processor = generate_batch(model, [p.ids for p in preps if p is not None],

@@ -2,7 +2,9 @@
 
 What a model shard's job runs in its own process (``jobs.suite_run``): the specs of the
 file, each case run by its benchmark (:func:`reactlab.suites.registry.run_case`) through
-:func:`reactlab.suites.run.run_shard`; the outputs are the specs' own trace paths.
+:func:`reactlab.suites.run.run_shard`; the outputs are the specs' own trace paths, and a
+model's reproduction record goes beside SPECS.json
+(:func:`reactlab.suites.shards.reproduction_file`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from reactlab.suites.registry import run_case
 from reactlab.suites.run import run_shard
+from reactlab.suites.shards import reproduction_file
 from reactlab.suites.types import CaseSpec, shard_paths
 
 __all__ = ["main"]
@@ -28,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     text = Path(args[0]).read_text(encoding="utf-8")
     outputs = [shard_paths(CaseSpec.from_dict(d))[0] for d in json.loads(text)]
-    print(run_shard(text, outputs, run_case))
+    print(run_shard(text, outputs, run_case, reproduction_file(args[0])))
     return 0
 
 

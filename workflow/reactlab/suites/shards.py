@@ -6,7 +6,11 @@ specs its run job writes first and runs (``{shard}.json``), and two checksum man
 relative to the working folder) written by its jobs after their per-case files. The
 manifests are the only files Snakemake knows:
 
-* ``{shard}.traces.json`` — the run job's output: one trace per case;
+* ``{shard}.traces.json`` — the run job's output: one trace per case; for a model shard
+  also its ``reproduce`` record: the batches its cases were decoded in, torch's version
+  and the CPU kernels it ran (:func:`reactlab.suites.run.reproduction_record`; written
+  beside the specs as ``{shard}.reproduce.json`` by the shard's process and moved into
+  the manifest by :func:`publish`), what a bfloat16 trace's text depends on;
 * ``{shard}.verified.json`` — the verify job's output: one verification per case.
 
 The per-case files are not declared to Snakemake: a 10,000-run suite is then about 500
@@ -28,6 +32,7 @@ the tables' build, which verifies every trace again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -36,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab.core.errors import UsageError
-from reactlab.core.io import write_json_atomic
+from reactlab.core.io import write_json_atomic, write_text_atomic
 from reactlab.suites.registry import BENCHMARKS
 from reactlab.trace.integrity import read_manifest, sha256_file, write_manifest
 
@@ -47,6 +52,8 @@ __all__ = [
     "listed",
     "publish",
     "recover",
+    "reproduction",
+    "reproduction_file",
     "shard_files",
     "shards_of",
     "spec_file",
@@ -78,6 +85,41 @@ def spec_file(traces_manifest: str | Path) -> Path:
     if not m.name.endswith(".traces.json"):
         raise UsageError(f"{m}: not a shard's trace manifest")
     return m.with_name(m.name[:-len(".traces.json")] + ".json")
+
+
+def reproduction_file(spec: str | Path) -> Path:
+    """Where a model shard's process leaves its reproduction record for :func:`publish`:
+    ``{shard}.reproduce.json`` beside the shard's specs ``{shard}.json``."""
+    p = Path(spec)
+    return p.with_name(p.name.removesuffix(".json") + ".reproduce.json")
+
+
+def _take_reproduction(manifest: str | Path) -> dict[str, Any] | None:
+    """The record a trace manifest's shard process left (removed once taken), when it was
+    written for the specs now beside it; None otherwise (a stale record is dropped)."""
+    if not Path(manifest).name.endswith(".traces.json"):
+        return None
+    spec = spec_file(manifest)
+    path = reproduction_file(spec)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        specs = spec.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+    finally:
+        path.unlink(missing_ok=True)
+    if not isinstance(record, dict) or record.get("specs_sha256") != hashlib.sha256(
+            specs.encode("utf-8")).hexdigest():
+        return None
+    return record
+
+
+def reproduction(manifest: str | Path) -> dict[str, Any] | None:
+    """The ``reproduce`` record of a shard's trace manifest (None: a scripted shard, or
+    one published without it)."""
+    obj = json.loads(Path(manifest).read_text(encoding="utf-8"))
+    record = obj.get("reproduce") if isinstance(obj, dict) else None
+    return record if isinstance(record, dict) else None
 
 
 def benchmark_of(shard: Any) -> str:
@@ -117,11 +159,19 @@ def publish(manifest: str | Path, files: Sequence[str],
             cache_root: str | Path = STAT_CACHE) -> Path:
     """Write ``manifest`` for ``files`` (already written, each atomically): first their
     stat cache, then the manifest itself (atomically: its presence marks the shard's
-    files complete). Returns the manifest's path."""
+    files complete). A trace manifest whose shard process left a reproduction record
+    (:func:`reproduction_file`, for the same specs) carries it as ``reproduce``; without
+    one the manifest is :func:`~reactlab.trace.integrity.write_manifest`'s, byte for byte.
+    Returns the manifest's path."""
     digests = {f: sha256_file(f) for f in files}
     cache = {f: [*(_stat_key(f) or (-1, -1)), digest] for f, digest in digests.items()}
     write_json_atomic(stat_cache_path(manifest, cache_root), cache, indent=None)
-    return write_manifest(manifest, list(files), base=".")
+    record = _take_reproduction(manifest)
+    if record is None:
+        return write_manifest(manifest, list(files), base=".")
+    entries = {Path(os.path.relpath(f, ".")).as_posix(): d for f, d in digests.items()}
+    return write_text_atomic(manifest, json.dumps(
+        {"files": dict(sorted(entries.items())), "reproduce": record}, indent=1) + "\n")
 
 
 def listed(manifest: str | Path) -> list[str]:
