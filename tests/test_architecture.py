@@ -194,6 +194,7 @@ BENCHMARK_NAME_PLACES = {
 BENCHMARK_TABLE_NAMES = {
     "analysis/outputs.py",  # a suite figure's source table (a lower stage than suites)
     "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
+    "dev/dtype_invariance.py",  # a measurement on BFCL cases (its config)
 }
 
 
