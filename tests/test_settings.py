@@ -128,9 +128,10 @@ def test_no_string_reads_of_settings_outside_config() -> None:
     pattern = re.compile(r"backend_config\[|backend_config\.get\(|\.agent\[|\.limits\[|"
                          r"\.script\[|\.script\.get\(|\.agent\.get\(")
     # Known gap, listed so it cannot grow unnoticed: a suite case's script
-    # (suites/plan.CaseSpec.script) is the suite's own mapping (the benchmark policy), not
-    # one of the config's typed scripts; suites/run.py reads its policy by key.
-    untyped = {"run.py"}
+    # (suites/types.CaseSpec.script) is the suite's own mapping (the benchmark policy), not
+    # one of the config's typed scripts; BFCL's policy session (suites/bfcl_run.py) reads
+    # its policy by key (issue 28, item 3: typed suite settings).
+    untyped = {"bfcl_run.py"}
     found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(Path(ROOT / "workflow").rglob("*"))
              if p.suffix in (".py", ".smk") and "config" not in p.relative_to(
                  ROOT / "workflow").parts[:2]
