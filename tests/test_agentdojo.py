@@ -136,7 +136,6 @@ def test_the_config_checks_name_each_benchmarks_own_values() -> None:
     ({"sample": 0}, "suites.agentdojo.sample"),
     ({"max_steps": 0}, "suites.agentdojo.max_steps"),
     ({"backends": ["locl"]}, "suites.agentdojo.backends[0]"),
-    ({"backends": ["anthropic"]}, "suites.agentdojo.backends[0]"),
     ({"benchmark": "agentdojoo"}, "suites.agentdojo.benchmark"),
     ({"shard_sise": 3}, "suites.agentdojo.shard_sise"),
 ])
@@ -363,7 +362,7 @@ def test_a_model_backend_plays_multi_turn_with_agentdojos_tools(tmp_path: Path) 
     answer = getattr(s.user_tasks[pair.user_task], "GROUND_TRUTH_OUTPUT", "") or "done"
     model = FakeModel([calls, answer])
     out = tmp_path / "t.jsonl"
-    end = ad.run_case(spec, out, model)
+    end = ad.run_case(spec, out, model=model)
     assert end["termination"] == "answer" and end["calls"] == len(gt)
     tr = tracemod.read(out)
     assert [c.name for c in tr.tool_calls()] == [c.function for c in gt]
@@ -375,6 +374,3 @@ def test_a_model_backend_plays_multi_turn_with_agentdojos_tools(tmp_path: Path) 
     assert model.prompts[1][-1]["role"] == "tool"
     rec = registry.suite_record(tr, str(out))
     assert rec["utility"] is True and rec["checker"] == "agentdojo"
-    # a model run without a model is refused with a clear message
-    with pytest.raises(UsageError, match="needs the shard's model"):
-        ad.run_case(spec, tmp_path / "none.jsonl")

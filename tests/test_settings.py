@@ -17,6 +17,7 @@ from reactlab.config.settings import (
     LiveBackend,
     Mode,
     ModelBackend,
+    ScenarioStrategy,
     ScriptedBackend,
     SimulatedBackend,
     StrategyName,
@@ -35,7 +36,8 @@ def test_the_literals_are_the_schema_enums() -> None:
     assert list(get_args(Mode)) == BACKEND["mode"]["enum"]
     assert list(get_args(Decoding)) == BACKEND["decoding"]["enum"]
     strategy = SCHEMA["properties"]["scenarios"]["additionalProperties"]["properties"]
-    assert list(get_args(StrategyName)) == strategy["strategy"]["enum"]
+    assert list(get_args(ScenarioStrategy)) == strategy["strategy"]["enum"]
+    assert set(get_args(StrategyName)) == {*get_args(ScenarioStrategy), "single_turn"}
     assert sorted(m.model_fields["mode"].annotation.__args__[0] for m in MODELS) == sorted(
         BACKEND["mode"]["enum"])
 
@@ -127,11 +129,7 @@ def test_no_string_reads_of_settings_outside_config() -> None:
 
     pattern = re.compile(r"backend_config\[|backend_config\.get\(|\.agent\[|\.limits\[|"
                          r"\.script\[|\.script\.get\(|\.agent\.get\(")
-    # Known gap, listed so it cannot grow unnoticed: a suite case's script
-    # (suites/types.CaseSpec.script) is the suite's own mapping (the benchmark policy), not
-    # one of the config's typed scripts; BFCL's policy session (suites/bfcl_run.py) reads
-    # its policy by key (issue 28, item 3: typed suite settings).
-    untyped = {"bfcl_run.py"}
+    untyped: set[str] = set()  # a suite case's script is typed too (PolicyScript)
     found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(Path(ROOT / "workflow").rglob("*"))
              if p.suffix in (".py", ".smk") and "config" not in p.relative_to(
                  ROOT / "workflow").parts[:2]

@@ -172,7 +172,6 @@ def test_the_sample_is_seeded_and_grows_without_reshuffling() -> None:
 
 @pytest.mark.parametrize(("change", "field"), [
     ({"backends": ["nadie"]}, "suites.bfcl.backends[0]"),
-    ({"backends": ["openai"]}, "suites.bfcl.backends[0]"),
     ({"categories": ["simple_java"]}, "suites.bfcl.categories[0]"),
     ({"sample": 0}, "suites.bfcl.sample"),
     ({"policies": ["telepathy"]}, "suites.bfcl.policies[0]"),
@@ -461,7 +460,7 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
     if decoding != "free":
         pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
     from reactlab.backends.local import load_model
-    from reactlab.suites.batch import first_turns
+    from reactlab.backends.local.batch import first_turns
     from reactlab.suites.bfcl_run import run_case
 
     specs = list(model_shard(tmp_path_factory, decoding).specs)
@@ -474,8 +473,8 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
         if decoding == "free":  # float32 layouts and kernels moved logits by < 1e-4
             assert min(greedy_gaps(lm, spec, 24)) > 1e-3, f"{spec.task}: a near tie"
         one, many = tmp_path / f"{spec.task}.one.jsonl", tmp_path / f"{spec.task}.many.jsonl"
-        run_case(spec, one, lm)
-        run_case(spec, many, lm, turn)
+        run_case(spec, one, model=lm)
+        run_case(spec, many, model=lm, turn=turn)
         assert one.read_bytes() == many.read_bytes(), spec.task
         tr = tracemod.read(many)
         if decoding == "forced":

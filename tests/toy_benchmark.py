@@ -8,8 +8,10 @@ tests/toy_provider.py proves it of a provider.
 
 * Cases: three questions, each with one tool of its own (``add``, ``upper``, ``count``),
   in two categories (``numbers``, ``words``).
-* Policy ``direct`` (a scripted backend): call the case's tool with the case's
-  arguments, then answer with the tool's result. A model backend is not supported.
+* Policy ``direct`` (a backend that plays scripts: the local scripted one, a simulated
+  API): call the case's tool with the case's arguments, then answer with the tool's
+  result, written as the case's steps (:func:`policy_steps`) and run through the runner
+  like any benchmark's. A model backend is not supported.
 * Scorer: a case is verified when the answer is the expected value.
 * Table ``toy.csv``: one row per (suite, backend, scenario, category): cases, correct.
 """
@@ -24,13 +26,16 @@ from typing import Any
 
 from reactlab import trace as tracemod
 from reactlab.agent.defences import NO_DEFENCES
-from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.agent.types import ModelTurn
 from reactlab.analysis.verify import Finding, Verification
+from reactlab.config import RunSpec
+from reactlab.config.scripts import literal
 from reactlab.config.settings import agent_settings, backend_settings, limits
 from reactlab.core.errors import UsageError
 from reactlab.core.io import atomic_path
+from reactlab.runner import run_to_trace
 from reactlab.suites.registry import register
-from reactlab.suites.types import CaseSpec, checked_record, sample_cases
+from reactlab.suites.types import checked_record, played, sample_cases
 
 NAME = "toy"
 POLICY = "direct"
@@ -72,23 +77,13 @@ class Tools:
         return {"value": FUNCTIONS[name](**args)}
 
 
-class DirectPolicy:
-    """Calls the case's tool, then answers with what it returned."""
-
-    def __init__(self, spec: CaseSpec) -> None:
-        self.spec = spec
-        self.results: list[Any] = []
-
-    def request(self, budget_left: int | None) -> ModelTurn:
-        if not self.results:
-            info = self.spec.suite
-            return ModelTurn(text="", calls=(ToolCall(id="call_0", name=info["tool"],
-                                                      arguments=dict(info["arguments"])),),
-                             tokens_sent=0)
-        return ModelTurn(text=str(self.results[-1]["value"]), calls=(), tokens_sent=0)
-
-    def add_results(self, outcomes: list[ToolOutcome]) -> None:
-        self.results += [oc.result for oc in outcomes]
+def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
+    """Policy ``direct``: call the case's tool with the case's arguments, then answer
+    with the value it returned (a template over the results, as a scenario writes it)."""
+    assert spec.suite is not None
+    return [{"calls": [{"name": spec.suite["tool"],
+                        "arguments": literal(dict(spec.suite["arguments"]))}]},
+            {"answer": "{ok[0][value]}"}]
 
 
 class Toy:
@@ -102,7 +97,7 @@ class Toy:
     code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint
 
     def specs(self, suite_name: str, entry: Mapping[str, Any],
-              raw: Mapping[str, Any]) -> list[Any]:
+              raw: Mapping[str, Any]) -> list[RunSpec]:
         agent = agent_settings({"send_tools": True, "send_system_prompt": False,
                                 "system_prompt": "", "defences": dict(NO_DEFENCES)})
         steps = limits({"max_steps": 3, "token_budget": None})
@@ -113,15 +108,15 @@ class Toy:
             for case in chosen:
                 for backend in entry["backends"]:
                     settings = backend_settings(raw["backends"][backend])
-                    if settings.mode == "model":
+                    if settings.mode in ("model", "live"):
                         raise UsageError("the toy benchmark has no model runs")
                     for policy in entry.get("policies", self.policies):
-                        specs.append(CaseSpec(
+                        specs.append(RunSpec(
                             task=case.id, backend=backend, scenario=policy,
-                            question=case.question, tools=(case.tool,),
+                            question=case.question, tools=(case.tool,), params={},
                             backend_config=settings,
-                            script={"model": policy, "policy": policy}, limits=steps,
-                            agent=agent,
+                            script={"model": policy, "policy": policy, "strategy": "react"},
+                            limits=steps, agent=agent,
                             suite={"name": suite_name, "benchmark": NAME,
                                    "category": category, "tool": case.tool,
                                    "arguments": dict(case.arguments),
@@ -129,18 +124,11 @@ class Toy:
                                    "tools": [TOOLS[case.tool]]}))
         return specs
 
-    def run_case(self, spec: Any, out: str | Path, model: Any = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]:
-        from reactlab.agent.loop import run_agent
-        from reactlab.runner import header
-        from reactlab.trace import TraceWriter
-
-        writer = TraceWriter(out)
-        writer.add(header(spec))
-        end = run_agent(DirectPolicy(spec), Tools(), spec.tools, spec.limits.max_steps,
-                        spec.limits.token_budget, writer.add)
-        writer.close(end)
-        return {k: v for k, v in end.to_json().items() if k != "type"}
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: Any = None,
+                 turn: ModelTurn | None = None, recording: str | None = None,
+                 replay: str | None = None) -> dict[str, Any]:
+        return run_to_trace(played(spec, policy_steps), Tools(), out,
+                            recording=recording, replay=replay)
 
     def record(self, trace: tracemod.Trace, trace_path: str) -> dict[str, Any]:
         info = trace.header.spec["suite"]

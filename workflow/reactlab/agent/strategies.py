@@ -1,6 +1,8 @@
 """Strategies of the one agent loop: who decides the next tool call.
 
 * :data:`REACT` — the model decides: the calls of each turn are the calls it proposed.
+* :class:`SingleTurn` — one turn whose calls are recorded, not run (an outside suite's
+  single-turn cases).
 * :class:`PlanExecute` — the program holds the plan: the model extracts the parameters of
   ``variacion`` as JSON (step 1), the program validates them and computes, and the model
   writes the answer from the computed data (step 2). A plan whose call fails (invalid
@@ -30,8 +32,10 @@ __all__ = [
     "PLAN_TOOL",
     "PLAN_WRITE_PROMPT",
     "REACT",
+    "SINGLE_TURN",
     "PlanExecute",
     "React",
+    "SingleTurn",
     "Strategy",
     "first_json_object",
     "strategy_named",
@@ -144,9 +148,30 @@ class PlanExecute:
         return None
 
 
+@dataclass(frozen=True)
+class SingleTurn:
+    """One model turn: its calls are recorded, then the run stops (``single_turn``). An
+    outside suite's single-turn case (BFCL): the calls are what is scored, and the
+    executor it runs with records them without running anything."""
+
+    name: str = "single_turn"
+    max_steps: int | None = 1
+    session: str = "conversation"
+
+    def allowed(self, offered: Collection[str]) -> Collection[str]:
+        return offered
+
+    def calls(self, step: int, turn: ModelTurn) -> tuple[ToolCall, ...]:
+        return turn.calls
+
+    def stop(self, step: int, outcomes: Sequence[ToolOutcome]) -> Guardrail | None:
+        return Guardrail(step=step, rule="single_turn")
+
+
 REACT = React()
 PLAN_EXECUTE = PlanExecute()
-_BY_NAME: dict[str, Strategy] = {s.name: s for s in (REACT, PLAN_EXECUTE)}
+SINGLE_TURN = SingleTurn()
+_BY_NAME: dict[str, Strategy] = {s.name: s for s in (REACT, PLAN_EXECUTE, SINGLE_TURN)}
 
 
 def strategy_named(name: str) -> Strategy:

@@ -20,12 +20,15 @@ from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolOutcome
 from reactlab.core.errors import ClientError, ProtocolError
 
 if TYPE_CHECKING:
-    from reactlab.agent.types import Session
+    from reactlab.agent.types import ModelTurn, Session
+    from reactlab.backends.local.model import LocalModel
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
-                 recorder: Recorder | None = None, replay: Replay | None = None) -> Session:
+                 recorder: Recorder | None = None, replay: Replay | None = None,
+                 model: LocalModel | None = None,
+                 first_turn: ModelTurn | None = None) -> Session:
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
 
     The provider is looked up in :mod:`reactlab.backends.registry`. ``sleep`` is what the
@@ -33,14 +36,17 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     :func:`reactlab.backends.retry.default_sleep`); tests pass a recorder instead.
     ``recorder`` records every HTTP attempt (:mod:`reactlab.backends.recording`); ``replay``
     answers every request from a recording instead of sending it (no key is needed).
-    Both are for the providers that speak HTTP only (RecordingError otherwise). In live
+    Both are for the providers that speak HTTP only (RecordingError otherwise). ``model``
+    and ``first_turn`` are for an in-process model backend: a model already loaded (an
+    outside suite's shard loads it once) and the run's turn decoded in a batch. In live
     mode the key is read here, from the environment variable the backend's
     ``api_key_env`` names: BackendError ("client") before anything is sent when it is
     unset or empty.
     """
     from reactlab.backends import registry
 
-    return registry.open_session(spec, sleep=sleep, recorder=recorder, replay=replay)
+    return registry.open_session(spec, sleep=sleep, recorder=recorder, replay=replay,
+                                 model=model, first_turn=first_turn)
 
 
 def api_key(spec: RunSpec) -> str:
@@ -114,11 +120,13 @@ def protocol_error(exc: BaseException | None, detail: str | None = None) -> Prot
 
 
 class ToolsOf(Protocol):
-    """What :func:`tool_definitions` reads: a :class:`~reactlab.config.RunSpec`, or an
-    outside suite's case (``reactlab.suites.types.CaseSpec``, which adds ``tool_schemas``)."""
+    """What :func:`tool_definitions` reads (a :class:`~reactlab.config.RunSpec`)."""
 
     @property
     def tools(self) -> tuple[str, ...]: ...
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]] | None: ...
 
 
 def tool_definitions(spec: ToolsOf) -> list[tuple[str, str, dict[str, Any]]]:
@@ -126,7 +134,7 @@ def tool_definitions(spec: ToolsOf) -> list[tuple[str, str, dict[str, Any]]]:
 
     A run of an outside suite (:mod:`reactlab.suites`) carries its benchmark's own tool
     definitions (``tool_schemas``); every other run offers the project's tools by name."""
-    own = getattr(spec, "tool_schemas", None)
+    own = spec.tool_schemas
     if own is not None:
         return [(t["name"], t["description"], t["parameters"]) for t in own]
     from reactlab.tools import TOOLS, json_schema

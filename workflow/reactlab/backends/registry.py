@@ -27,7 +27,9 @@ module: the config accepts its name from then on (:func:`reactlab.config.declare
 the server serves its wire API, jobs log its SDK.
 
 A factory is called as ``factory(spec, sleep=..., recorder=..., replay=...)`` when the
-provider speaks HTTP, as ``factory(spec)`` otherwise.
+provider speaks HTTP, as ``factory(spec)`` otherwise; an in-process provider that loads a
+model also takes ``model=`` (one already loaded: an outside suite's shard loads it once for
+its cases) and ``first_turn=`` (the run's turn, decoded in a batch with other runs').
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ from reactlab.simulate.apis import (
 )
 
 if TYPE_CHECKING:
-    from reactlab.agent.types import Session
+    from reactlab.agent.types import ModelTurn, Session
     from reactlab.backends.adapter import ApiSession
+    from reactlab.backends.local.model import LocalModel
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
@@ -169,13 +172,24 @@ def slot_resources(provider_of: Callable[[Any], str]) -> dict[str, Callable[[Any
     return {p.resource: slot(p.name) for p in _REGISTERED.values() if p.http}
 
 
-def open_local(spec: RunSpec) -> Session:
+def open_local(spec: RunSpec, *, model: LocalModel | None = None,
+               first_turn: ModelTurn | None = None) -> Session:
     """A session on the in-process backend: the scripted one, or the model in ``model``
-    mode (which loads the model)."""
+    mode: ``model`` when given (a shard's, loaded once for its cases; its cache of the
+    previous prompt is dropped), else loaded. ``first_turn``: the run's one turn, already
+    decoded in a batch (:mod:`reactlab.backends.local.batch`)."""
     from reactlab.backends import local
 
     if spec.backend_config.mode == "model":
-        return local.LocalModelSession(spec, local.load_model(spec))
+        if first_turn is not None:
+            from reactlab.backends.local.batch import PrecomputedSession
+
+            return PrecomputedSession(first_turn)
+        if model is None:
+            model = local.load_model(spec)
+        else:
+            model.reset_cache()
+        return local.LocalModelSession(spec, model)
     return local.LocalScriptedSession(spec)
 
 
@@ -187,7 +201,9 @@ def open_plan_execute(spec: RunSpec) -> Session:
 
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
-                 recorder: Recorder | None = None, replay: Replay | None = None) -> Session:
+                 recorder: Recorder | None = None, replay: Replay | None = None,
+                 model: LocalModel | None = None,
+                 first_turn: ModelTurn | None = None) -> Session:
     """See :func:`reactlab.backends.open_session`."""
     from reactlab.agent.strategies import strategy_named
 
@@ -196,6 +212,9 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     if entry.http:
         if recorder is not None and replay is not None:
             raise UsageError("a session either records or replays, not both")
+        if model is not None or first_turn is not None:
+            raise UsageError(f"provider {entry.name!r} serves its model over HTTP: it "
+                             "takes no loaded model or batched turn")
         session: Session = factory(spec, sleep=sleep, recorder=recorder, replay=replay)
         return session
     if recorder is not None or replay is not None:
@@ -205,5 +224,8 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                              "record or replay; recordings are for the "
                              f"{' and '.join(n for n, p in _REGISTERED.items() if p.http)} "
                              "backends")
+    if model is not None or first_turn is not None:
+        local_session: Session = factory(spec, model=model, first_turn=first_turn)
+        return local_session
     plain: Session = factory(spec)
     return plain

@@ -34,13 +34,16 @@ from reactlab.config.settings import (
     AgentSettings,
     BackendSettings,
     Limits,
+    PolicyScript,
     ScriptSettings,
     StepScript,
+    SuiteCase,
     agent_settings,
     backend_settings,
     limits,
     schema_file,
     script_settings,
+    suite_case,
 )
 from reactlab.config.trials import (
     check_analysis,
@@ -265,17 +268,29 @@ class RunSpec:
     # and the seed (None unless the run has trials or its backend samples).
     trial: int | None = None
     seed: int | None = None
+    #: An outside suite's case (reactlab.suites): the suite, its benchmark, the tools the
+    #: model reads and what the benchmark's checker needs; None for the config's runs.
+    suite: SuiteCase | None = None
 
     def __post_init__(self) -> None:
         for name, build in (("backend_config", backend_settings), ("script", script_settings),
-                            ("limits", limits), ("agent", agent_settings)):
+                            ("limits", limits), ("agent", agent_settings),
+                            ("suite", suite_case)):
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 object.__setattr__(self, name, build(value, name))
 
     @property
     def base_key(self) -> str:
+        if self.suite is not None:
+            return f"{self.suite.name}/{self.backend}/{self.scenario}/{self.task}"
         return f"{self.task}/{self.backend}/{self.scenario}"
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """The tool definitions an outside suite's case carries (None: the project's
+        tools, by name: :func:`reactlab.backends.tool_definitions`)."""
+        return list(self.suite.tools) if self.suite is not None else None
 
     @property
     def key(self) -> str:
@@ -293,6 +308,8 @@ class RunSpec:
             out["trial"] = self.trial
         if self.seed is not None:
             out["seed"] = self.seed
+        if self.suite is not None:
+            out["suite"] = self.suite.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -306,12 +323,21 @@ class RunSpec:
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
-        d = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
+        """The spec of :meth:`to_dict` (a trace header's ``spec``, a shard's spec file)."""
+        d = dict(d)
         d["tools"] = tuple(d["tools"])
         return cls(**d)
 
     def script_obj(self) -> Script:
         """The scripted steps (ConfigError for a strategy run, which has none)."""
+        if isinstance(self.script, PolicyScript):
+            raise ConfigError("script", f"{self.key} plays the policy "
+                                        f"{self.script.policy!r}, whose steps its benchmark "
+                                        "writes when the run starts")
         if not isinstance(self.script, StepScript):
             raise ConfigError("script", f"{self.key} runs a model ({self.script.strategy}); "
                                         "it has no script")

@@ -157,6 +157,29 @@ def render(value: Any, namespace: Mapping[str, Any], lenient: bool = False) -> A
     return value
 
 
+def _escaped(value: Any) -> Any:
+    """``value`` with every brace of its strings doubled (keys are never rendered)."""
+    if isinstance(value, str):
+        return value.replace("{", "{{").replace("}", "}}")
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    return value
+
+
+def literal(step: Mapping[str, Any]) -> dict[str, Any]:
+    """A step whose rendering gives back exactly what it holds: every brace of the
+    strings it renders doubled (a step written by a program from a benchmark's data,
+    whose strings are text, never template fields). A ``branch`` keeps its ``if_seen``
+    text as it is (it is matched, not rendered)."""
+    if "branch" in step:
+        b = step["branch"]
+        return {"branch": {"if_seen": b["if_seen"], "then": literal(b["then"]),
+                           "else": literal(b["else"])}}
+    return {k: _escaped(v) for k, v in step.items()}
+
+
 def is_lesson_result(result: Any) -> bool:
     """A tool result in the lesson's shape: ``{"resultado": ...}`` or ``{"error": ...}``."""
     return isinstance(result, Mapping) and ("resultado" in result or "error" in result)

@@ -35,6 +35,7 @@ from pydantic import (
     PrivateAttr,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -48,7 +49,12 @@ Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
 #: tool definitions sent (the config refuses them with ``agent.send_tools: false``).
 CONSTRAINED_DECODINGS: frozenset[str] = frozenset(get_args(Decoding)) - {"free"}
 Dtype = Literal["float32", "bfloat16"]
-StrategyName = Literal["react", "plan_execute"]
+#: The strategies a scenario of config.yaml names (the schema's enum) ...
+ScenarioStrategy = Literal["react", "plan_execute"]
+#: ... and every strategy a run's script names: also ``single_turn``, one model turn whose
+#: calls are recorded, not run (an outside suite's single-turn cases,
+#: :class:`reactlab.agent.strategies.SingleTurn`).
+StrategyName = Literal["react", "plan_execute", "single_turn"]
 #: A number as written in the config: an int stays an int (its JSON, and the run's hash,
 #: stay the same), a bool is refused.
 Number = int | float
@@ -227,7 +233,9 @@ class StepScript(Settings):
     #: the scenario's fault plan as written (:mod:`reactlab.config.faults` parses it)
     faults: list[dict[str, Any]] = Field(default_factory=list)
 
-    strategy: Literal["react"] = "react"  # scripted steps are played by the ReAct loop
+    #: scripted steps are played by the ReAct loop (an outside suite's single-turn case:
+    #: one turn, :class:`reactlab.agent.strategies.SingleTurn`)
+    strategy: Literal["react", "single_turn"] = "react"
 
 
 class StrategyScript(Settings):
@@ -237,7 +245,58 @@ class StrategyScript(Settings):
     strategy: StrategyName
 
 
-ScriptSettings = StepScript | StrategyScript
+class PolicyScript(Settings):
+    """An outside suite's scripted policy (``policy``, also the script's ``model``): its
+    benchmark writes the policy's steps for the case when the run starts
+    (:meth:`reactlab.suites.registry.Benchmark.policy_steps`), and the run plays them as a
+    :class:`StepScript` on any backend that plays scripts. ``strategy``: the loop that
+    plays them."""
+
+    model: str
+    policy: str
+    strategy: Literal["react", "single_turn"]
+
+
+ScriptSettings = StepScript | StrategyScript | PolicyScript
+
+
+class SuiteCase(Settings):
+    """The suite part of an outside suite's run (:mod:`reactlab.suites`): the suite's name,
+    its benchmark, the tool definitions the model reads, and whatever the benchmark's
+    checker needs to score the case from the trace alone (its own fields, kept as given:
+    ``case["category"]``, ``case.get("scope")``).
+
+    ``tools`` are kept with their keys sorted at every level: the form a spec has after
+    its JSON round trip (a shard's spec file), so that a case run in memory and the same
+    case read back by its job render the same prompt."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+
+    name: str
+    benchmark: str
+    tools: list[dict[str, Any]]
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _sorted_keys(cls, value: Any) -> Any:
+        import json
+
+        if isinstance(value, list | tuple):
+            return json.loads(json.dumps(list(value), sort_keys=True, ensure_ascii=False))
+        return value
+
+    def __getitem__(self, key: str) -> Any:
+        """A field by name, the benchmark's own included (KeyError when it has none)."""
+        if key in type(self).model_fields or key in (self.model_extra or {}):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 _UNION_TAG = re.compile(r"simulated|scripted|model|live|int|float|str|bool|none|"
@@ -271,8 +330,11 @@ def backend_settings(value: Any, where: str = "backend_config") -> BackendSettin
 
 
 def script_settings(value: Any, where: str = "script") -> ScriptSettings:
-    kind = StrategyScript if isinstance(value, Mapping) and "strategy" in value \
-        and "steps" not in value else StepScript
+    kind: Any = StepScript
+    if isinstance(value, Mapping) and "policy" in value:
+        kind = PolicyScript
+    elif isinstance(value, Mapping) and "strategy" in value and "steps" not in value:
+        kind = StrategyScript
     settings: ScriptSettings = _build(kind, value, where)
     return settings
 
@@ -284,4 +346,9 @@ def agent_settings(value: Any, where: str = "agent") -> AgentSettings:
 
 def limits(value: Any, where: str = "limits") -> Limits:
     settings: Limits = _build(Limits, value, where)
+    return settings
+
+
+def suite_case(value: Any, where: str = "suite") -> SuiteCase:
+    settings: SuiteCase = _build(SuiteCase, value, where)
     return settings

@@ -1,8 +1,9 @@
 """Cross-checks of the ``suites:`` section (the schema checks its shape).
 
 Each suite's categories and policies must be its benchmark's own, its fields ones that
-benchmark takes, and its backends must exist and run in-process: a scripted ``local`` backend (it
-plays the suite's policies) or a ``local`` model backend. The cases themselves are read
+benchmark takes, and its backends must exist. Any backend runs a suite: one that plays
+scripts (``scripted``, ``simulated``) plays each of the suite's policies, one that runs a
+model (``model``, ``live``) runs each case once. The cases themselves are read
 from the installed benchmark by :mod:`reactlab.suites.plan`, not here: this module stays
 cheap and imports no benchmark package. The benchmarks it knows are the built-in ones
 (:data:`BUILTIN`, the schema's enums) and those declared by
@@ -18,7 +19,7 @@ from typing import Any
 
 from reactlab.core.errors import ConfigError
 
-__all__ = ["BENCHMARKS", "BUILTIN", "check_suites"]
+__all__ = ["BENCHMARKS", "BUILTIN", "RUNS_MODEL", "check_suites"]
 
 #: Each benchmark's own categories and scripted policies (the schema's enums are the
 #: built-in ones' union), and the entry fields only that benchmark takes. The built-in
@@ -34,6 +35,10 @@ BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
                   "policies": ("ground_truth", "obeys_injection"),
                   "only": ("defences", "max_steps")},
 }
+#: The modes whose backend runs a model (a local one, a live API): a suite's case runs
+#: once on it (scenario ``react``); a backend in another mode (``scripted``, ``simulated``)
+#: plays each of the suite's scripted policies.
+RUNS_MODEL = ("model", "live")
 #: The benchmarks the check accepts: the built-in ones and the declared ones.
 BENCHMARKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
 
@@ -65,7 +70,4 @@ def check_suites(raw: Mapping[str, Any]) -> None:
                 hint = difflib.get_close_matches(backend, list(raw["backends"]), n=1)
                 raise ConfigError(where, f"no backend named {backend!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-            if cfg["provider"] != "local" or cfg["mode"] not in ("scripted", "model"):
-                raise ConfigError(where, f"backend {backend!r} is {cfg['provider']} in mode "
-                                  f"{cfg['mode']}; a suite runs on a local backend, scripted "
-                                  "(it plays the suite's policies) or a model")
+            # any backend runs a suite: see the module docstring

@@ -7,7 +7,7 @@ each case under each condition with the same case decoded alone (one row, no pad
 
 * batch composition: the case beside a copy of itself (no padding, twice the rows),
   beside each other case (the shorter row is left-padded), and in the shard layouts of
-  :mod:`reactlab.suites.batch` (by prompt length: batches of 2, one batch of all);
+  :mod:`reactlab.backends.local.batch` (by prompt length: batches of 2, one batch of all);
 * padding alone: one row, left-padded by 1 and by 32 masked tokens;
 * ``LocalModel.generate`` (the one-at-a-time path of a shard) against a batch of one.
 
@@ -86,7 +86,7 @@ def prompts(cases: Sequence[str], model: str, config: str) -> dict[str, list[int
     lm = LocalModel.load(model)
     out = {}
     for case in cases:
-        session = LocalModelSession(specs[case], lm)  # type: ignore[arg-type]
+        session = LocalModelSession(specs[case], lm)
         out[case] = lm.prompt_ids(session.messages, session.tools or None)
     return out
 
@@ -94,7 +94,7 @@ def prompts(cases: Sequence[str], model: str, config: str) -> dict[str, list[int
 def greedy_rows(lm: Any, rows: Sequence[list[int]], max_new: int,
                 width: int | None = None) -> list[tuple[list[int], Any]]:
     """(new ids cut after EOS, first-token float32 logits) per row of one left-padded
-    greedy ``generate``, built as :func:`reactlab.suites.batch.generate_batch` builds it;
+    greedy ``generate``, built as :func:`reactlab.backends.local.batch.generate_batch` builds it;
     ``width`` pads every row further."""
     import torch
 
@@ -136,7 +136,7 @@ def measure(cases: Sequence[str], max_new: int, model: str, threads: int,
     from reactlab.backends.local.model import LocalModel
 
     ids = prompts(cases, model, config)
-    order = sorted(cases, key=lambda c: len(ids[c]))  # suites/batch.py's order
+    order = sorted(cases, key=lambda c: len(ids[c]))  # backends/local/batch.py's order
     out: dict[str, Any] = {"prompt_tokens": {c: len(ids[c]) for c in cases}, "dtypes": {}}
     first_logits: dict[str, dict[str, Any]] = {}
     for dtype in DTYPES:

@@ -27,7 +27,6 @@ def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
     from reactlab.config import load_yaml
     from reactlab.suites.bfcl_run import run_case
     from reactlab.suites.plan import plan
-    from reactlab.suites.types import CaseSpec
 
     raw = load_yaml(config)
     backend = {"provider": "local", "mode": "model", "model": model, "max_new_tokens": 80,
@@ -40,7 +39,7 @@ def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
     (shard,) = plan(raw)
     specs = list(shard.specs)
     t0 = time.perf_counter()
-    lm = load_model(specs[0])  # type: ignore[arg-type]
+    lm = load_model(specs[0])
     load_s = time.perf_counter() - t0
     out: dict[str, Any] = {"cases": len(specs), "decoding": decoding, "batch": batch,
                            "threads": threads, "load_s": round(load_s, 2)}
@@ -48,15 +47,15 @@ def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
         one = [Path(tmp, "one", f"{s.task}.jsonl") for s in specs]
         t0, c0 = time.perf_counter(), time.process_time()
         for spec, path in zip(specs, one, strict=True):
-            run_case(spec, path, lm)
+            run_case(spec, path, model=lm)
         seq, seq_cpu = time.perf_counter() - t0, time.process_time() - c0
-        from reactlab.suites.batch import first_turns
+        from reactlab.backends.local.batch import first_turns
 
         many = [Path(tmp, "batch", f"{s.task}.jsonl") for s in specs]
         t0, c0 = time.perf_counter(), time.process_time()
-        turns = first_turns(lm, [CaseSpec.from_dict(s.to_dict()) for s in specs], batch)
+        turns = first_turns(lm, specs, batch)
         for spec, path, turn in zip(specs, many, turns, strict=True):
-            run_case(spec, path, lm, turn)
+            run_case(spec, path, model=lm, turn=turn)
         bat, bat_cpu = time.perf_counter() - t0, time.process_time() - c0
         same = sum(a.read_bytes() == b.read_bytes() for a, b in zip(one, many, strict=True))
         calls = sum(json.loads(line).get("type") == "tool_call"

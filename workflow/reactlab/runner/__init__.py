@@ -13,8 +13,11 @@ from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from reactlab.agent.loop import Executor
-    from reactlab.agent.types import Session
+    from reactlab.agent.types import ModelTurn, Session
+    from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
@@ -37,6 +40,7 @@ def package_versions(provider: str) -> dict[str, str]:
 
 
 def header(spec: RunSpec) -> Header:
+    """The trace header of ``spec``: its run, key, hash, versions and the spec itself."""
     run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
     if spec.trial is not None:
         run["trial"] = spec.trial
@@ -69,10 +73,23 @@ def _no_sleep(seconds: float) -> None:
 
 def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
                  recording: str | Path | None = None,
-                 replay: str | Path | None = None) -> dict[str, Any]:
-    """Run ``spec`` with ``tools`` and write the trace to ``out`` atomically.
+                 replay: str | Path | None = None,
+                 allowed: Collection[str] | None = None,
+                 model: LocalModel | None = None,
+                 first_turn: ModelTurn | None = None) -> dict[str, Any]:
+    """Run ``spec`` with ``tools`` and write the trace to ``out`` atomically: the one
+    path from a spec to its trace, for the config's runs and every outside suite's case
+    (:mod:`reactlab.suites`) alike. The session is the backend's provider's
+    (:func:`reactlab.backends.open_session`), the loop :func:`reactlab.agent.loop.run_agent`
+    under the spec's strategy.
 
     Returns the end record's data (termination, steps, answer, tokens, calls, errors).
+
+    ``allowed``: the tools a call may run (default: the spec's; an AgentDojo case under
+    its scope defence narrows them); the scope rule of the lesson's defences applies to
+    the config's runs only (an outside case's question names no tickers). ``model`` and
+    ``first_turn``: a shard's model, loaded once for its cases, and the case's turn
+    decoded in a batch (:mod:`reactlab.backends.local.batch`), for a local model backend.
 
     ``recording``: write every HTTP attempt of the run to this JSONL file (atomically, at
     the end, also when the run ends in ``backend_error``). ``replay``: answer every
@@ -101,12 +118,13 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     player = Replay.load(replay) if replay is not None else None
     # the session the strategy needs, as the backend's provider opens it
     session: Session = open_session(spec, sleep=_no_sleep if player is not None else None,
-                                    recorder=recorder, replay=player)
+                                    recorder=recorder, replay=player, model=model,
+                                    first_turn=first_turn)
     try:
-        end = run_agent(session, tools, spec.tools, spec.limits.max_steps,
-                        spec.limits.token_budget, writer.add,
-                        scope=question_tickers(spec.question) if defences.scope_rule
-                        else None,
+        end = run_agent(session, tools, spec.tools if allowed is None else allowed,
+                        spec.limits.max_steps, spec.limits.token_budget, writer.add,
+                        scope=question_tickers(spec.question)
+                        if defences.scope_rule and spec.suite is None else None,
                         delimit=defences.delimit_tool_output, strategy=strategy)
     finally:
         if recorder is not None and recording is not None:

@@ -7,8 +7,8 @@ the benchmark's own checker (docs/suites.md):
 * :mod:`reactlab.suites.registry` — the ``Benchmark`` protocol and one entry per
   benchmark (its tables, specs, how a case runs, its scorer, its tables): everything
   below asks it, nothing branches on a benchmark's name;
-* :mod:`reactlab.suites.types` — :class:`~reactlab.suites.types.CaseSpec`, ``Shard``, a
-  case's paths, the seeded sample;
+* :mod:`reactlab.suites.types` — ``Shard`` (a case is a :class:`~reactlab.config.RunSpec`
+  with its ``suite`` part), a case's paths, the seeded sample, a policy played;
 * :mod:`reactlab.suites.plan` — the ``suites:`` section of config.yaml expanded into case
   specs, grouped into shards (one job = N cases);
 * :mod:`reactlab.suites.run` — one shard job: every case by its benchmark, one trace per

@@ -10,8 +10,10 @@ injection task was carried out: the attack succeeded).
   attack registry. Its text names the target model; AgentDojo reads the name from
   ``pipeline.name``, which must contain a key of ``agentdojo.models.MODEL_NAMES``: the
   stand-in pipeline is named :data:`ATTACK_MODEL`.
-* Policies (scripted, :class:`PolicySession`): ``ground_truth`` makes the user task's
-  ground-truth calls, then answers with its ``GROUND_TRUTH_OUTPUT``; ``obeys_injection``
+* Policies (scripted, written as a run's steps by
+  :func:`~reactlab.suites.agentdojo_run.policy_steps` and played by the backend: the local
+  scripted one as Hermes text, a simulated API over the wire): ``ground_truth`` makes the
+  user task's ground-truth calls, then answers with its ``GROUND_TRUTH_OUTPUT``; ``obeys_injection``
   does the same, but when a tool result it reads carries the attack's ``<INFORMATION>``
   tag it first makes the injection task's ground-truth calls (the worst case).
 * Defences (the project's, :mod:`reactlab.agent.defences`): ``delimit`` marks tool output
@@ -24,14 +26,14 @@ injection task was carried out: the attack succeeded).
   answer, the environment before and after, and the call stack. The environment and its
   tools are deterministic, so the verdict is a pure function of the trace.
 
-* The local model (a ``local`` backend in ``model`` mode) plays a pair as
-  :class:`reactlab.backends.local.LocalModelSession`, multi-turn, reading AgentDojo's own
-  tool schemas and system message; the shard job loads it once (:mod:`reactlab.suites.run`).
+* A model (a ``local`` backend in ``model`` mode, or a live API) plays a pair
+  multi-turn, reading AgentDojo's own tool schemas and system message; a local model is
+  loaded once per shard job (:mod:`reactlab.suites.run`).
 
 In the pipeline a ``benchmark: agentdojo`` entry of the ``suites:`` section is run by
 the registry entry :data:`AGENTDOJO` (:mod:`reactlab.suites.registry`): its specs
 (:func:`~reactlab.suites.agentdojo_run.case_specs`) are
-:class:`~reactlab.suites.types.CaseSpec` shards like BFCL's;
+:class:`~reactlab.config.RunSpec` shards like BFCL's;
 :func:`~reactlab.suites.agentdojo_run.run_case` runs one,
 :func:`~reactlab.suites.agentdojo_score.suite_record` is its verification and
 :func:`~reactlab.suites.agentdojo_score.table` is ``agentdojo.csv``. Planning reads a JSON
@@ -81,7 +83,6 @@ from reactlab.suites.agentdojo_env import (
 )
 from reactlab.suites.agentdojo_run import (
     NAME,
-    PolicySession,
     case_specs,
     pair_of,
     run_case,
@@ -101,11 +102,13 @@ from reactlab.suites.agentdojo_score import (
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
+    from reactlab.backends.local.model import LocalModel
+    from reactlab.config import RunSpec
     from reactlab.trace import Trace
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",
-           "AgentDojo", "Pair", "PolicySession", "Runtime", "_environment", "_jsonable",
+           "AgentDojo", "Pair", "Runtime", "_environment", "_jsonable",
            "build_agentdojo", "build_index", "case_specs", "environment", "index",
            "injections", "inline_refs", "pair_of", "pairs", "run_all", "run_case",
            "run_pair", "sample_pairs", "scenario_name", "scope_tools", "score_trace",
@@ -125,13 +128,15 @@ class AgentDojo:
                                           "tables": "reactlab.suites.agentdojo_score"}
 
     def specs(self, suite_name: str, entry: Mapping[str, Any],
-              raw: Mapping[str, Any]) -> list[Any]:
+              raw: Mapping[str, Any]) -> list[RunSpec]:
         return agentdojo_run.case_specs(suite_name, entry, raw)
 
-    def run_case(self, spec: Any, out: str | Path, model: Any = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]:
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+                 turn: ModelTurn | None = None, recording: str | None = None,
+                 replay: str | None = None) -> dict[str, Any]:
         # multi-turn: a batched first turn does not apply (batch_size is BFCL's only)
-        return agentdojo_run.run_case(spec, out, model)
+        return agentdojo_run.run_case(spec, out, model=model, recording=recording,
+                                      replay=replay)
 
     def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
         return agentdojo_score.suite_record(trace, trace_path)

@@ -2,13 +2,13 @@
 the loop on AgentDojo's own runtime (:mod:`reactlab.suites.agentdojo_env`).
 
 * :func:`case_specs`: every sampled pair of each selected suite, on each backend, under
-  each policy (a scripted backend) or the model, and each defence, one
-  :class:`~reactlab.suites.types.CaseSpec` each (:func:`spec_for`);
-* :class:`PolicySession`: ``ground_truth`` and ``obeys_injection`` (docs in
-  :mod:`reactlab.suites.agentdojo`);
-* :func:`run_case`: one spec through :func:`reactlab.agent.loop.run_agent`, its calls
-  executed by :class:`~reactlab.suites.agentdojo_env.Runtime`, the trace written
-  atomically.
+  each policy (a backend that plays scripts) or the model, and each defence, one
+  :class:`~reactlab.config.RunSpec` each (:func:`spec_for`);
+* :func:`policy_steps`: ``ground_truth`` and ``obeys_injection`` written as a case's
+  script (docs in :mod:`reactlab.suites.agentdojo`), played by the backend's session;
+* :func:`run_case`: one spec through the runner (:func:`reactlab.runner.run_to_trace`),
+  its calls executed by :class:`~reactlab.suites.agentdojo_env.Runtime`, the trace
+  written atomically.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import json
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reactlab.agent.types import ModelTurn, ToolCall, ToolOutcome
+from reactlab.config import RunSpec
+from reactlab.config.scripts import literal
+from reactlab.config.settings import PolicyScript
 from reactlab.core.errors import UsageError
 from reactlab.suites.agentdojo_env import (
     ATTACK,
@@ -40,55 +42,51 @@ from reactlab.suites.agentdojo_env import (
     suite,
     tool_schemas,
 )
-from reactlab.suites.types import SCENARIO_MODEL, CaseSpec, sample_cases
+from reactlab.suites.types import SCENARIO_MODEL, played, sample_cases
 
-__all__ = ["PolicySession", "case_specs", "pair_of", "run_case", "run_pair", "sample_pairs",
+if TYPE_CHECKING:
+    from reactlab.agent.types import ModelTurn
+    from reactlab.backends.local.model import LocalModel
+
+__all__ = ["case_specs", "pair_of", "policy_steps", "run_case", "run_pair", "sample_pairs",
            "scenario_name", "spec_for", "system_message"]
 
 #: The benchmark's name (a suite entry's ``benchmark:``, a case spec's ``suite.benchmark``).
 NAME = "agentdojo"
 
 
-class PolicySession:
-    """A scripted AgentDojo policy (see the module docstring)."""
+def policy_steps(spec: RunSpec, pre_env: Any) -> list[dict[str, Any]]:
+    """The steps of the spec's scripted policy on its pair, from the environment before
+    the run (``pre_env``; AgentDojo's ground truths are functions of it). ``ground_truth``:
+    the user task's ground-truth calls in one turn, then its ground-truth output.
+    ``obeys_injection``: the same, except that once a tool result the model read holds the
+    attack's tag (:data:`~reactlab.suites.agentdojo_env.TAG`) it makes the injection
+    task's ground-truth calls before answering (a ``branch`` on the text it was sent)."""
+    assert isinstance(spec.script, PolicyScript), f"{spec.key} plays no policy"
+    policy = spec.script.policy
+    if policy not in POLICIES:
+        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+    pair = pair_of(spec)
+    s = suite(pair.suite)
+    user, injection = s.user_tasks[pair.user_task], s.injection_tasks[pair.injection_task]
+    answer = {"answer": getattr(user, "GROUND_TRUTH_OUTPUT", "") or ""}
+    user_calls = _calls(user.ground_truth(copy.deepcopy(pre_env)))
+    if not user_calls:
+        steps = [answer]
+    elif policy == "ground_truth":
+        steps = [{"calls": user_calls}, answer]
+    else:
+        injected = _calls(injection.ground_truth(copy.deepcopy(pre_env)))
+        steps = [{"calls": user_calls},
+                 {"branch": {"if_seen": TAG,
+                             "then": {"calls": injected} if injected else answer,
+                             "else": answer}},
+                 answer]
+    return [literal(step) for step in steps]
 
-    def __init__(self, pair: Pair, policy: str, pre_env: Any) -> None:
-        if policy not in POLICIES:
-            raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
-        s = suite(pair.suite)
-        self.user = s.user_tasks[pair.user_task]
-        self.injection = s.injection_tasks[pair.injection_task]
-        self.policy = policy
-        self.pre = pre_env
-        self.read: list[str] = []
-        self.step = 0
-        self.obeyed = False
 
-    def _calls(self, calls: Sequence[Any], prefix: str) -> tuple[ToolCall, ...]:
-        return tuple(ToolCall(id=f"{prefix}_{i}", name=c.function,
-                              arguments=_jsonable(dict(c.args))) for i, c in enumerate(calls))
-
-    def request(self, budget_left: int | None) -> ModelTurn:
-        self.step += 1
-        if self.step == 1:
-            calls = self._calls(self.user.ground_truth(copy.deepcopy(self.pre)), "user")
-            if calls:
-                return ModelTurn(text="", calls=calls, tokens_sent=0)
-        if (self.policy == "obeys_injection" and not self.obeyed
-                and any(TAG in text for text in self.read)):
-            self.obeyed = True
-            calls = self._calls(self.injection.ground_truth(copy.deepcopy(self.pre)),
-                                "injection")
-            if calls:
-                return ModelTurn(text="", calls=calls, tokens_sent=0)
-        answer = getattr(self.user, "GROUND_TRUTH_OUTPUT", "") or ""
-        return ModelTurn(text=answer, calls=(), tokens_sent=0)
-
-    def add_results(self, outcomes: list[ToolOutcome]) -> None:
-        from reactlab.tools.messages import tool_message
-
-        for oc in outcomes:
-            self.read.append(tool_message(oc.result, delimit=oc.delimit, ensure_ascii=False))
+def _calls(calls: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"name": c.function, "arguments": _jsonable(dict(c.args))} for c in calls]
 
 
 def scenario_name(policy: str, defence: str) -> str:
@@ -104,13 +102,15 @@ def system_message() -> str:
 
 def spec_for(pair: Pair, policy: str, defence: str, *, entry: str = NAME,
              backend: str = "scripted", backend_config: Mapping[str, Any] | None = None,
-             system_prompt: str | None = None, max_steps: int = MAX_STEPS) -> Any:
-    """The :class:`~reactlab.suites.types.CaseSpec` of one run. ``policy`` is a scripted
-    policy, or ``react`` for a model backend: the model then reads AgentDojo's tool schemas
-    (carried in the spec, so the trace holds the tools as the model read them) and
-    ``system_prompt`` (default: AgentDojo's own system message)."""
+             system_prompt: str | None = None, max_steps: int = MAX_STEPS) -> RunSpec:
+    """The :class:`~reactlab.config.RunSpec` of one run. ``policy`` is a scripted policy
+    (played by a backend that plays scripts: the local scripted one, a simulated API), or
+    ``react`` for a backend that runs a model (local or live): the model then reads
+    ``system_prompt`` (default: AgentDojo's own system message). Every backend reads
+    AgentDojo's own tool schemas (carried in the spec, so the trace holds the tools as the
+    model read them)."""
     cfg = dict(backend_config or {"provider": "local", "mode": "scripted"})
-    model = cfg.get("mode") == "model"
+    model = cfg.get("mode") in ("model", "live")
     if model != (policy == SCENARIO_MODEL):
         raise UsageError(f"policy {policy!r} on a {cfg.get('mode')} backend: a model "
                          f"backend plays {SCENARIO_MODEL!r}, a scripted one "
@@ -122,39 +122,59 @@ def spec_for(pair: Pair, policy: str, defence: str, *, entry: str = NAME,
     info = index()["suites"][pair.suite]
     prompt = (system_message() if system_prompt is None else system_prompt) if model else ""
     script = ({"model": SCENARIO_MODEL, "strategy": "react"} if model
-              else {"model": policy, "policy": policy})
-    backend_settings, limits, agent = _settings(json.dumps(cfg, sort_keys=True), defence,
-                                                prompt, max_steps)
-    return CaseSpec(
+              else {"model": policy, "policy": policy, "strategy": "react"})
+    backend_settings, limits, agent, script_settings_ = _settings(
+        json.dumps(cfg, sort_keys=True), defence, prompt, max_steps,
+        json.dumps(script, sort_keys=True))
+    return RunSpec(
         task=pair.task, backend=backend, scenario=scenario_name(policy, defence),
         question=info["user_tasks"][pair.user_task]["prompt"],
-        tools=tuple(t["name"] for t in info["tools"]),
-        backend_config=backend_settings, script=script, limits=limits, agent=agent,
-        suite={"name": entry, "benchmark": NAME, "version": VERSION,
-               "suite": pair.suite, "user_task": pair.user_task,
-               "injection_task": pair.injection_task, "attack": ATTACK,
-               "attack_model": ATTACK_MODEL, "policy": policy, "defence": defence,
-               "scope": scope_tools(pair) if "scope" in defence else None,
-               # the model reads AgentDojo's own tool schemas; a scripted policy reads none
-               "tools": tool_schemas(pair.suite) if model else []})
+        tools=tuple(t["name"] for t in info["tools"]), params={},
+        backend_config=backend_settings, script=script_settings_, limits=limits,
+        agent=agent, suite=_suite_case(entry, pair, policy, defence))
+
+
+def _suite_case(entry: str, pair: Pair, policy: str, defence: str) -> Any:
+    from reactlab.config.settings import suite_case
+
+    return suite_case({"name": entry, "benchmark": NAME, "version": VERSION,
+                       "suite": pair.suite, "user_task": pair.user_task,
+                       "injection_task": pair.injection_task, "attack": ATTACK,
+                       "attack_model": ATTACK_MODEL, "policy": policy, "defence": defence,
+                       "scope": scope_tools(pair) if "scope" in defence else None,
+                       "tools": _tools(pair.suite)})
+
+
+@cache
+def _tools(name: str) -> list[dict[str, Any]]:
+    """AgentDojo's tool schemas of suite ``name``, keys sorted (as a spec keeps them)."""
+    tools: list[dict[str, Any]] = json.loads(json.dumps(tool_schemas(name), sort_keys=True,
+                                                        ensure_ascii=False))
+    return tools
 
 
 @cache
 def _settings(cfg_json: str, defence: str, system_prompt: str,
-              max_steps: int) -> tuple[Any, Any, Any]:
-    """The typed backend, limits and agent settings of a run, built once per combination
-    (a plan builds thousands of specs from a handful of them)."""
+              max_steps: int, script_json: str) -> tuple[Any, Any, Any, Any]:
+    """The typed backend, limits, agent and script settings of a run, built once per
+    combination (a plan builds thousands of specs from a handful of them)."""
     from reactlab.agent.defences import NO_DEFENCES
-    from reactlab.config.settings import agent_settings, backend_settings, limits
+    from reactlab.config.settings import (
+        agent_settings,
+        backend_settings,
+        limits,
+        script_settings,
+    )
 
-    model = json.loads(cfg_json).get("mode") == "model"
+    model = json.loads(cfg_json).get("mode") in ("model", "live")
     return (backend_settings(json.loads(cfg_json)),
             limits({"max_steps": max_steps, "token_budget": None}),
             agent_settings({"send_tools": True, "send_system_prompt": model,
                             "system_prompt": system_prompt,
                             "defences": {**NO_DEFENCES,
                                          "delimit_tool_output": "delimit" in defence,
-                                         "scope_rule": "scope" in defence}}))
+                                         "scope_rule": "scope" in defence}}),
+            script_settings(json.loads(script_json)))
 
 
 def pair_of(spec: Any) -> Pair:
@@ -163,35 +183,21 @@ def pair_of(spec: Any) -> Pair:
     return Pair(info["suite"], info["user_task"], info["injection_task"])
 
 
-def run_case(spec: Any, out: str | Path, model: Any = None) -> dict[str, Any]:
-    """Run one spec through the loop (AgentDojo's runtime executes the calls) and write its
-    trace atomically; returns the end record's data. ``model``: the shard's loaded model,
-    for a model backend (loaded once per shard by :func:`reactlab.suites.run.run_shard`)."""
-    from reactlab.agent.loop import run_agent
-    from reactlab.agent.types import Session
-    from reactlab.runner import header
-    from reactlab.trace import TraceWriter
+def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+             turn: ModelTurn | None = None, recording: str | None = None,
+             replay: str | None = None) -> dict[str, Any]:
+    """Run one spec through the runner (:func:`reactlab.runner.run_to_trace`; AgentDojo's
+    runtime executes the calls, the scope defence narrows the tools a call may run) and
+    write its trace atomically; returns the end record's data. ``model``: the shard's
+    loaded model (a local model backend); ``recording``/``replay``: an HTTP run's."""
+    from reactlab.runner import run_to_trace
 
-    pair = pair_of(spec)
-    runtime = Runtime(pair)
-    session: Session
-    if spec.backend_config.mode == "model":
-        from reactlab.backends.local import LocalModelSession
-
-        if model is None:
-            raise UsageError(f"{spec.key}: a model run needs the shard's model")
-        model.reset_cache()
-        session = LocalModelSession(spec, model)
-    else:
-        session = PolicySession(pair, spec.suite["policy"], runtime.pre)
-    allowed = spec.suite["scope"] if spec.suite["scope"] is not None else spec.tools
-    writer = TraceWriter(out)
-    writer.add(header(spec))
-    end = run_agent(session, runtime, allowed, spec.limits.max_steps,
-                    spec.limits.token_budget, writer.add,
-                    delimit=spec.agent.defences.delimit_tool_output)
-    writer.close(end)
-    return {k: v for k, v in end.to_json().items() if k != "type"}
+    assert spec.suite is not None, f"{spec.key} is no AgentDojo case"
+    runtime = Runtime(pair_of(spec))
+    scope = spec.suite.get("scope")
+    return run_to_trace(played(spec, lambda s: policy_steps(s, runtime.pre)), runtime, out,
+                        allowed=scope if scope is not None else spec.tools, model=model,
+                        first_turn=turn, recording=recording, replay=replay)
 
 
 def run_pair(pair: Pair, policy: str, defence: str, out: str) -> dict[str, Any]:
@@ -208,7 +214,8 @@ def sample_pairs(name: str, sample: int | None, seed: int) -> list[Pair]:
     return sorted(sample_cases(tuple(everything), sample, seed), key=lambda p: index[p.id])
 
 
-def case_specs(name: str, entry: Mapping[str, Any], raw: Mapping[str, Any]) -> list[Any]:
+def case_specs(name: str, entry: Mapping[str, Any],
+               raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of a ``benchmark: agentdojo`` entry of the ``suites:`` section: every
     sampled pair of each selected suite, on each backend, under each policy (a scripted
     backend) or the model, and each defence."""
@@ -217,7 +224,7 @@ def case_specs(name: str, entry: Mapping[str, Any], raw: Mapping[str, Any]) -> l
         chosen = sample_pairs(name_, entry.get("sample"), int(entry.get("seed", 0)))
         for backend in entry["backends"]:
             cfg = raw["backends"][backend]
-            policies = ([SCENARIO_MODEL] if cfg["mode"] == "model"
+            policies = ([SCENARIO_MODEL] if cfg["mode"] in ("model", "live")
                         else entry.get("policies", POLICIES))
             for policy in policies:
                 for defence in entry.get("defences", DEFENCES):

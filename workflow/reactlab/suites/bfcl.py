@@ -15,8 +15,11 @@
   module imports ``constants.model_config`` (every provider handler, and so every provider
   SDK) only to ask ``MODEL_CONFIG_MAPPING[model].underscore_to_dot``; a stand-in module
   that answers False for :data:`MODEL_NAME` is registered first (calls keep their dots,
-  as the Hermes format allows). ``eval_runner`` is never imported (it creates result
-  folders at import); its wrapping of the checker is reproduced in :func:`score`:
+  as the Hermes format allows: BFCL's "prompt" mode, the local backend), and True for
+  :data:`MODEL_NAME_FC` (BFCL's "FC" mode, an HTTP API's native function calling: the
+  tools go with dots made underscores, :func:`api_name`). ``eval_runner`` is never
+  imported (it creates result folders at import); its wrapping of the checker is
+  reproduced in :func:`score`:
   a turn whose calls do not decode is ``ast_decoder:decoder_failed``; an irrelevance case
   is correct when the turn has no decodable call (``irrelevance_error:decoder_success``
   otherwise).
@@ -50,8 +53,11 @@ __all__ = [
     "CATEGORIES",
     "EXPECTED_ERROR",
     "MODEL_NAME",
+    "MODEL_NAME_FC",
+    "MODES",
     "POLICIES",
     "Case",
+    "api_name",
     "data_dir",
     "load_cases",
     "oracle_calls",
@@ -80,8 +86,17 @@ EXPECTED_ERROR = {
     "missing_argument": "simple_function_checker:missing_required",
 }
 
-#: The model name the checker is given (its stand-in config says: keep dots in names).
+#: The model name the checker is given for a turn in BFCL's "prompt" mode (the local
+#: backend: the tools in the system prompt, calls as Hermes text): its stand-in config
+#: says keep dots in names.
 MODEL_NAME = "reactlab"
+#: ... and in BFCL's "FC" mode (an HTTP API's native function calling): the APIs refuse
+#: dots in tool names (OpenAI: ``a-z A-Z 0-9 _ -``), so the tools go with each dot made
+#: an underscore (:func:`api_name`, as BFCL's own FC handlers send them) and the checker is
+#: told ``underscore_to_dot``: it compares the function documents' names the same way.
+MODEL_NAME_FC = "reactlab-fc"
+#: The two ways a model reads the tools and writes its calls (BFCL's own names).
+MODES = ("prompt", "fc")
 _STANDIN = "bfcl_eval.constants.model_config"
 
 
@@ -178,9 +193,18 @@ def to_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tool_definitions(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``{"name", "description", "parameters"}`` per function document, in order."""
-    return [{"name": f["name"], "description": f.get("description", ""),
+def api_name(name: str) -> str:
+    """A function's name as a tool of an HTTP API (BFCL's FC handlers:
+    ``re.sub(r"\\.", "_", name)``)."""
+    return name.replace(".", "_")
+
+
+def tool_definitions(functions: Sequence[Mapping[str, Any]],
+                     mode: str = "prompt") -> list[dict[str, Any]]:
+    """``{"name", "description", "parameters"}`` per function document, in order; in
+    ``fc`` mode each name as :func:`api_name` writes it."""
+    rename = api_name if mode == "fc" else str
+    return [{"name": rename(f["name"]), "description": f.get("description", ""),
              "parameters": to_json_schema(f["parameters"])} for f in functions]
 
 
@@ -195,7 +219,8 @@ def _ast_checker() -> Any:
         standin.__doc__ = ("reactlab's stand-in: the AST checker only reads "
                            "MODEL_CONFIG_MAPPING[model].underscore_to_dot")
         standin.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
-            MODEL_NAME: types.SimpleNamespace(underscore_to_dot=False)}
+            MODEL_NAME: types.SimpleNamespace(underscore_to_dot=False),
+            MODEL_NAME_FC: types.SimpleNamespace(underscore_to_dot=True)}
         sys.modules[_STANDIN] = standin
     data_dir()  # the version check
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
@@ -220,11 +245,13 @@ def decode(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
     return out
 
 
-def score(case: Case, calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def score(case: Case, calls: Sequence[Mapping[str, Any]],
+          mode: str = "prompt") -> dict[str, Any]:
     """BFCL's verdict on one turn's ``calls`` (``{"name", "arguments"}``, arguments None
     for a call that did not parse): ``valid``, ``error_type`` (None when valid),
     ``sub_error_types`` (the parallel checkers' per-candidate error types) and
-    ``error`` (BFCL's messages, as text)."""
+    ``error`` (BFCL's messages, as text). ``mode``: the calls' names are the functions'
+    (``prompt``) or :func:`api_name`'s (``fc``: the checker maps the documents' names)."""
     decoded = decode(calls)
     if case.category == "irrelevance":
         called = decoded is not None and bool(decoded) and not (
@@ -240,7 +267,8 @@ def score(case: Case, calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "error": ["Invalid syntax. Failed to decode AST: "
                           + ("no call" if decoded == [] else "a call did not parse")]}
     result = _ast_checker()(list(case.functions), decoded, list(case.possible_answer or ()),
-                            _language(), case.category, MODEL_NAME)
+                            _language(), case.category,
+                            MODEL_NAME_FC if mode == "fc" else MODEL_NAME)
     subs: list[str] = []
     for item in result.get("error", []):
         if isinstance(item, Mapping):

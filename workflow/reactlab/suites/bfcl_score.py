@@ -1,8 +1,10 @@
 """BFCL's scorer: the verification record of a BFCL trace (:func:`suite_record`).
 
 The verdict is BFCL's own (:func:`reactlab.suites.bfcl.score`), computed from the trace
-alone (its header carries the case's functions and possible answer). Beside it the
-project's trajectory metrics (:mod:`reactlab.analysis.trajectory`) score the same calls
+alone (its header carries the case's functions and possible answer, and BFCL's mode: in
+"FC" mode the checker maps the functions' dotted names as BFCL does,
+``underscore_to_dot``). Beside it the project's trajectory metrics
+(:mod:`reactlab.analysis.trajectory`) score the same calls
 against the possible answer written as ``expected_calls``: every parameter that must be
 given, with its acceptable values (a dict parameter's first acceptable shape); parameters
 that may be left out are not checked. The project calls a case correct when ``tc_f1`` is
@@ -18,13 +20,14 @@ reads it like a lesson run's) plus the suite's own.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.trajectory import trajectory_metrics
 from reactlab.analysis.verify import Finding, Verification
+from reactlab.config import RunSpec
 from reactlab.core.errors import TraceError
 from reactlab.suites import bfcl, bfcl_run
-from reactlab.suites.types import CaseSpec
 
 if TYPE_CHECKING:
     from reactlab.trace import Trace
@@ -49,13 +52,18 @@ def expected_calls(case: Any) -> list[dict[str, Any]]:
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one BFCL trace (a pure function of the trace)."""
-    spec = CaseSpec.from_dict(tr.header.spec)
-    if spec.suite.get("benchmark") != NAME:
+    spec = RunSpec.from_dict(tr.header.spec)
+    if spec.suite is None or spec.suite.benchmark != NAME:
         raise TraceError(f"{trace_path}: not a BFCL suite trace")
     case = bfcl_run.case_of(spec)
+    mode = bfcl_run.mode_of(spec)
     records = tr.tool_calls()
     calls = [{"name": c.name, "arguments": c.arguments} for c in records]
-    result = bfcl.score(case, calls)
+    result = bfcl.score(case, calls, mode)
+    if mode == "fc":  # the trajectory metrics compare names as the functions have them
+        dotted = {bfcl.api_name(f["name"]): f["name"] for f in case.functions}
+        records = [replace(c, name=dotted.get(c.name, c.name)) if c.name is not None else c
+                   for c in records]
     traj = trajectory_metrics(records, case.question, tr.end.answer, expected_calls(case))
     findings = [] if result["valid"] else [
         Finding(f"bfcl:{result['error_type']}",

@@ -1,9 +1,10 @@
 """BFCL's registry entry (:data:`BFCL`): its cases as specs, its scorer, its tables.
 
 * Planning (:func:`case_specs`): every sampled case of each category becomes one
-  :class:`~reactlab.suites.types.CaseSpec` per (backend, scenario); the tools are the
-  case's function documents mapped to JSON Schema (:func:`reactlab.suites.bfcl.tool_definitions`),
-  a scripted backend plays each of BFCL's policies, a model backend the model, one turn.
+  :class:`~reactlab.config.RunSpec` per (backend, scenario); the tools are the case's
+  function documents mapped to JSON Schema (:func:`reactlab.suites.bfcl.tool_definitions`),
+  a backend that plays scripts plays each of BFCL's policies, a model backend (local or
+  live) the model, one turn.
 * Running: :func:`reactlab.suites.bfcl_run.run_case` (a single turn, calls recorded).
 * Scoring: BFCL's own checker beside the project's trajectory metrics
   (:func:`reactlab.suites.bfcl_score.suite_record`).
@@ -17,53 +18,80 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from reactlab.agent.defences import NO_DEFENCES
-from reactlab.config.settings import agent_settings, backend_settings
+from reactlab.config import RunSpec
+from reactlab.config.settings import (
+    LiveBackend,
+    SimulatedBackend,
+    SuiteCase,
+    agent_settings,
+    backend_settings,
+    script_settings,
+    suite_case,
+)
 from reactlab.config.settings import limits as limits_settings
 from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
 from reactlab.suites.bfcl_score import NAME
-from reactlab.suites.types import SCENARIO_MODEL, CaseSpec, sample_cases
+from reactlab.suites.types import SCENARIO_MODEL, sample_cases
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
+    from reactlab.backends.local.model import LocalModel
     from reactlab.trace import Trace
 
 __all__ = ["BFCL", "Bfcl", "case_specs"]
 
 
-def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[CaseSpec]:
+def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of a ``benchmark: bfcl`` entry of the ``suites:`` section: every sampled
-    case of each category, on each backend, under each policy (a scripted backend) or the
-    model."""
+    case of each category, on each backend, under each policy (a backend that plays
+    scripts) or the model (one that runs a model). On an HTTP API (``simulated`` or
+    ``live``) a case is in BFCL's "FC" mode: its tools go as the API's tool definitions,
+    each dot of a name made an underscore, and the system prompt is sent only when the
+    entry gives one; on the local backend it is in "prompt" mode (the tools in the system
+    prompt, the names as BFCL wrote them)."""
     specs = []
     # the typed settings are validated once per suite and backend, and shared by its
-    # cases (frozen: CaseSpec keeps them as they are)
-    agent = agent_settings({"send_tools": True, "send_system_prompt": True,
-                            "system_prompt": suite.get("system_prompt", ""),
-                            "defences": dict(NO_DEFENCES)})
+    # cases (frozen: the specs keep them as they are)
+    system_prompt = suite.get("system_prompt", "")
+    agents = {fc: agent_settings({"send_tools": True,
+                                  "send_system_prompt": not fc or bool(system_prompt),
+                                  "system_prompt": system_prompt,
+                                  "defences": dict(NO_DEFENCES)})
+              for fc in (False, True)}
     limits = limits_settings({"max_steps": 1, "token_budget": None})
     backends = {b: backend_settings(raw["backends"][b]) for b in suite["backends"]}
     for category in suite.get("categories", list(bfcl.CATEGORIES)):
         cases = sample_cases(bfcl.load_cases(category), suite.get("sample"),
                              int(suite.get("seed", 0)))
         for case in cases:
-            info = {"name": name, "benchmark": NAME, "category": category,
-                    "language": "python", "functions": list(case.functions),
-                    "possible_answer": None if case.possible_answer is None
-                    else list(case.possible_answer),
-                    "tools": bfcl.tool_definitions(case.functions),
-                    "batch_size": int(suite.get("batch_size", 1))}
+            infos: dict[bool, SuiteCase] = {}
             tools = tuple(f["name"] for f in case.functions)
             for backend, settings in backends.items():
-                model = settings.mode == "model"
-                scenarios = ([SCENARIO_MODEL] if model
+                fc = isinstance(settings, SimulatedBackend | LiveBackend)
+                if fc not in infos:
+                    infos[fc] = suite_case(
+                        {"name": name, "benchmark": NAME, "category": category,
+                         "language": "python", "functions": list(case.functions),
+                         "possible_answer": None if case.possible_answer is None
+                         else list(case.possible_answer),
+                         "tools": bfcl.tool_definitions(case.functions,
+                                                        "fc" if fc else "prompt"),
+                         "batch_size": int(suite.get("batch_size", 1)),
+                         **({"mode": "fc"} if fc else {})})
+                runs_model = settings.mode in ("model", "live")
+                scenarios = ([SCENARIO_MODEL] if runs_model
                              else list(suite.get("policies", bfcl.POLICIES)))
                 for scenario in scenarios:
                     script = ({"model": SCENARIO_MODEL, "strategy": "single_turn"}
-                              if model else {"model": scenario, "policy": scenario})
-                    specs.append(CaseSpec(
+                              if runs_model else
+                              {"model": scenario, "policy": scenario,
+                               "strategy": "single_turn"})
+                    specs.append(RunSpec(
                         task=case.id, backend=backend, scenario=scenario,
-                        question=case.question, tools=tools, backend_config=settings,
-                        script=script, limits=limits, agent=agent, suite=info))
+                        question=case.question,
+                        tools=tuple(t["name"] for t in infos[fc].tools) if fc else tools,
+                        params={}, backend_config=settings, script=script_settings(script),
+                        limits=limits, agent=agents[fc], suite=infos[fc]))
     return specs
 
 
@@ -80,12 +108,14 @@ class Bfcl:
                                           "tables": "reactlab.suites.bfcl_tables"}
 
     def specs(self, suite_name: str, entry: Mapping[str, Any],
-              raw: Mapping[str, Any]) -> list[Any]:
+              raw: Mapping[str, Any]) -> list[RunSpec]:
         return case_specs(suite_name, entry, raw)
 
-    def run_case(self, spec: Any, out: str | Path, model: Any = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]:
-        return bfcl_run.run_case(spec, out, model, turn)
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+                 turn: ModelTurn | None = None, recording: str | None = None,
+                 replay: str | None = None) -> dict[str, Any]:
+        return bfcl_run.run_case(spec, out, model=model, turn=turn, recording=recording,
+                                 replay=replay)
 
     def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
         return bfcl_score.suite_record(trace, trace_path)

@@ -3,7 +3,7 @@
 Each suite names a benchmark, the categories to take, a seeded sample size per category
 (``null``: every case), the backends and, for scripted backends, the policies. The
 benchmark's registry entry (:mod:`reactlab.suites.registry`) turns the entry into its
-:class:`~reactlab.suites.types.CaseSpec` runs: a case becomes one spec per (backend,
+:class:`~reactlab.config.RunSpec` runs: a case becomes one spec per (backend,
 scenario) — a scripted backend runs each policy (scenario = policy name), a model backend
 runs the model (scenario ``react``). Cases of one (suite, backend, scenario) are cut here
 into shards of ``shard_size`` cases: one shard is one job (the model is loaded once per
@@ -15,18 +15,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reactlab.config import RunSpec
 from reactlab.core.errors import UsageError
 from reactlab.suites.registry import benchmark
-from reactlab.suites.types import CaseSpec, Shard, digest_shards
+from reactlab.suites.types import Shard, digest_shards
 
 __all__ = ["plan", "suite_specs"]
 
 
-def suite_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[CaseSpec]:
+def suite_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of one suite entry, by its benchmark's registry entry; a UsageError
     names the entry (the benchmark's package missing, a policy for another backend)."""
     try:
-        specs: list[CaseSpec] = benchmark(suite["benchmark"]).specs(name, suite, raw)
+        specs: list[RunSpec] = benchmark(suite["benchmark"]).specs(name, suite, raw)
     except UsageError as exc:
         raise UsageError(f"suites.{name}: {exc}") from None
     return specs
@@ -36,7 +37,7 @@ def plan(raw: Mapping[str, Any]) -> list[Shard]:
     """Every shard of every suite of the config (none without a ``suites:`` section)."""
     shards: list[Shard] = []
     for name, suite in (raw.get("suites") or {}).items():
-        groups: dict[tuple[str, str], list[CaseSpec]] = {}
+        groups: dict[tuple[str, str], list[RunSpec]] = {}
         for spec in suite_specs(name, suite, raw):
             groups.setdefault((spec.backend, spec.scenario), []).append(spec)
         size = int(suite.get("shard_size", 40))

@@ -1,9 +1,10 @@
 """The registry of benchmarks: one :class:`Benchmark` object per benchmark a suite can run.
 
 Everything that differs between benchmarks is a member of its entry: the tables it
-publishes (``results/tables/{table}.csv``), its cases as :class:`CaseSpec` runs
-(:meth:`Benchmark.specs`: its data, the tools from its own schemas, its policies as
-scenarios), how one case runs (:meth:`Benchmark.run_case`), its scorer
+publishes (``results/tables/{table}.csv``), its cases as :class:`~reactlab.config.RunSpec`
+runs (:meth:`Benchmark.specs`: its data, the tools from its own schemas, its policies as
+scenarios whose steps it writes for each case), how one case runs through the runner
+(:meth:`Benchmark.run_case`), its scorer
 (:meth:`Benchmark.record`: a case's verification record, a pure function of its trace)
 and its tables (:meth:`Benchmark.build_tables`). Planning (:mod:`reactlab.suites.plan`),
 a shard job (:mod:`reactlab.suites.run`), the verification (:mod:`reactlab.suites.score`),
@@ -33,6 +34,8 @@ from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
+    from reactlab.backends.local.model import LocalModel
+    from reactlab.config import RunSpec
     from reactlab.trace import Trace
 
 __all__ = ["BENCHMARKS", "Benchmark", "benchmark", "load_suite_verification", "register",
@@ -72,15 +75,22 @@ class Benchmark(Protocol):
         out (the generic module alone is fingerprinted)."""
 
     def specs(self, suite_name: str, entry: Mapping[str, Any],
-              raw: Mapping[str, Any]) -> list[Any]:
-        """Every :class:`~reactlab.suites.types.CaseSpec` of one suite entry; ``raw`` is
-        the whole config (its backends). A UsageError names what cannot run."""
+              raw: Mapping[str, Any]) -> list[RunSpec]:
+        """Every case of one suite entry as a :class:`~reactlab.config.RunSpec` with its
+        ``suite`` part; ``raw`` is the whole config (its backends). A backend that plays
+        scripts gets one spec per policy (a :class:`~reactlab.config.settings.PolicyScript`),
+        one that runs a model one spec (scenario ``react``). A UsageError names what
+        cannot run."""
 
-    def run_case(self, spec: Any, out: str | Path, model: Any = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]:
-        """Run one case, write its trace to ``out`` atomically; the end record's data.
-        ``model``: the shard's loaded model (a model backend); ``turn``: the case's first
-        model turn, already decoded in a batch (:mod:`reactlab.suites.batch`)."""
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+                 turn: ModelTurn | None = None, recording: str | None = None,
+                 replay: str | None = None) -> dict[str, Any]:
+        """Run one case through :func:`reactlab.runner.run_to_trace` (a policy's steps
+        written first: :func:`reactlab.suites.types.played`), its trace to ``out``
+        atomically; the end record's data. ``model``: the shard's loaded model (a local
+        model backend); ``turn``: the case's first model turn, already decoded in a batch
+        (:mod:`reactlab.backends.local.batch`); ``recording``/``replay``: an HTTP case's
+        recording to write, or to answer from."""
 
     def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
         """The verification record of one of its traces (a pure function of the trace):
@@ -125,11 +135,15 @@ def benchmark(name: str) -> Benchmark:
                          f"{', '.join(BENCHMARKS)})") from None
 
 
-def run_case(spec: Any, out: str | Path, model: Any = None,
-             turn: ModelTurn | None = None) -> dict[str, Any]:
+def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+             turn: ModelTurn | None = None, recording: str | None = None,
+             replay: str | None = None) -> dict[str, Any]:
     """Run one case by its benchmark (the spec's ``suite.benchmark``): what a shard job
     hands :func:`reactlab.suites.run.run_shard`."""
-    return benchmark(str(spec.suite["benchmark"])).run_case(spec, out, model, turn)
+    if spec.suite is None:
+        raise UsageError(f"{spec.key} is no suite case")
+    return benchmark(spec.suite.benchmark).run_case(spec, out, model=model, turn=turn,
+                                                     recording=recording, replay=replay)
 
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:

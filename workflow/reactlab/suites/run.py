@@ -6,7 +6,7 @@ BFCL's single turn, :mod:`reactlab.suites.bfcl_run`; AgentDojo's runtime,
 loaded once per shard (torch, transformers and the weights are paid once per job, not
 once per case) and handed to each case; with the suite's ``batch_size`` above 1 the
 shard's first turns are decoded ``batch_size`` cases at a time
-(:mod:`reactlab.suites.batch`) and each case receives its turn.
+(:mod:`reactlab.backends.local.batch`) and each case receives its turn.
 
 A model's greedy text also depends on what the spec does not hold: which cases shared a
 batch, torch's version and the CPU kernels it ran (in bfloat16 these can change a case's
@@ -21,20 +21,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.agent.types import ModelTurn
+from reactlab.config import RunSpec
 from reactlab.core.errors import UsageError
-from reactlab.suites.types import CaseSpec
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
 
-#: How one case runs: (spec, trace path, the shard's model, a batched first turn) → the
-#: end record's data (:meth:`reactlab.suites.registry.Benchmark.run_case`).
-RunCase = Callable[[CaseSpec, str, "LocalModel | None", "ModelTurn | None"], dict[str, Any]]
+
+class RunCase(Protocol):
+    """How one case runs (:meth:`reactlab.suites.registry.Benchmark.run_case`): the spec,
+    its trace path, the shard's model and the case's batched first turn → the end
+    record's data."""
+
+    def __call__(self, spec: RunSpec, out: str, *, model: LocalModel | None = None,
+                 turn: ModelTurn | None = None) -> dict[str, Any]: ...
+
 
 __all__ = ["CONTRACT", "RunCase", "reproduction_record", "run_shard"]
 
@@ -76,7 +82,7 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     this module (and the run rule's code fingerprint) does not import the registry: the
     rule's fingerprint is this module's and the benchmark's run module's
     (``Benchmark.code``)."""
-    specs = [CaseSpec.from_dict(d) for d in json.loads(specs_json)]
+    specs = [RunSpec.from_dict(d) for d in json.loads(specs_json)]
     if len(specs) != len(outputs):
         raise UsageError(f"{len(specs)} specs but {len(outputs)} outputs")
     model = None
@@ -84,18 +90,19 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     if specs and specs[0].backend_config.mode == "model":
         from reactlab.backends.local import load_model
 
-        model = load_model(specs[0])  # type: ignore[arg-type]
+        model = load_model(specs[0])
     t_load = time.perf_counter() - t0
     turns: list[ModelTurn | None] = [None] * len(specs)
-    batch = int(specs[0].suite.get("batch_size", 1)) if specs else 1
+    suite = specs[0].suite if specs else None
+    batch = int(suite.get("batch_size", 1)) if suite is not None else 1
     layout: list[list[str]] = []
     if model is not None and batch > 1:
-        from reactlab.suites.batch import first_turns
+        from reactlab.backends.local.batch import first_turns
 
         turns = first_turns(model, specs, batch, layout)
     calls = answered = 0
     for spec, out, turn in zip(specs, outputs, turns, strict=True):
-        end = run_case(spec, out, model, turn)
+        end = run_case(spec, out, model=model, turn=turn)
         calls += end["calls"]
         answered += end["termination"] == "answer"
     if model is not None and record is not None:

@@ -15,10 +15,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from reactlab.config import RunSpec
 from reactlab.suites.registry import run_case
 from reactlab.suites.run import run_shard
 from reactlab.suites.shards import reproduction_file
-from reactlab.suites.types import CaseSpec, shard_paths
+from reactlab.suites.types import shard_paths
 
 __all__ = ["main"]
 
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     text = Path(args[0]).read_text(encoding="utf-8")
-    outputs = [shard_paths(CaseSpec.from_dict(d))[0] for d in json.loads(text)]
+    outputs = [shard_paths(RunSpec.from_dict(d))[0] for d in json.loads(text)]
     print(run_shard(text, outputs, run_case, reproduction_file(args[0])))
     return 0
 

@@ -1,8 +1,10 @@
-"""The generic types of an outside suite: a case spec, a shard of them, their paths.
+"""The generic types of an outside suite: a shard of cases, their paths, a played policy.
 
-:class:`CaseSpec` is one suite case on one backend under one scenario (its ``to_dict`` is
-the trace header's spec: its fields are the traces' bytes); :class:`Shard` the cases of
-one (suite, backend, scenario) that one job runs. :func:`case_paths` and the helpers after
+A suite case is a :class:`~reactlab.config.RunSpec` like any run, with its ``suite`` part
+(:class:`~reactlab.config.settings.SuiteCase`): one case on one backend under one
+scenario (its ``to_dict`` is the trace header's spec). :class:`Shard` holds the cases of
+one (suite, backend, scenario) that one job runs; :func:`played` writes a scripted
+policy's steps into a case's spec when it runs. :func:`case_paths` and the helpers after
 it place a case's trace and verification; :func:`sample_cases` is the seeded sample every
 benchmark takes of its cases. Every benchmark (:mod:`reactlab.suites.registry`) builds
 these, and nothing here knows a benchmark.
@@ -17,27 +19,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reactlab.config.settings import (
-    AgentSettings,
-    BackendSettings,
-    Limits,
-    agent_settings,
-    backend_settings,
-)
-from reactlab.config.settings import limits as limits_settings
+from reactlab.config import RunSpec
+from reactlab.config.settings import PolicyScript, script_settings
 from reactlab.core.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
     from reactlab.trace import Trace
 
-__all__ = ["SCENARIO_MODEL", "CaseSpec", "Shard", "case_paths", "checked_record",
-           "digest_shards", "sample_cases", "shard_paths", "spec_traces", "verified_path"]
+__all__ = ["SCENARIO_MODEL", "Shard", "case_paths", "checked_record", "digest_shards",
+           "played", "sample_cases", "shard_paths", "spec_traces", "verified_path"]
 
 #: The scenario of a model backend's case (a scripted backend's is its policy's name).
 SCENARIO_MODEL = "react"
@@ -48,72 +44,18 @@ def _natural(case_id: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (case_id, -1)
 
 
-@dataclass(frozen=True)
-class CaseSpec:
-    """One suite case on one backend under one scenario: what its job needs.
-
-    It has the attributes of :class:`reactlab.config.RunSpec` that the runner and the
-    local sessions read (task = the case id; tools = the functions' names), plus
-    ``suite``: the suite's name, benchmark, category, the tool definitions the model
-    reads (``tool_schemas``) and what the benchmark's checker needs, so that a trace
-    holds everything its verification reads.
-    """
-
-    task: str
-    backend: str
-    scenario: str
-    question: str
-    tools: tuple[str, ...]
-    backend_config: BackendSettings
-    script: Mapping[str, Any]  # the suite's own: the model name and the benchmark policy
-    limits: Limits
-    agent: AgentSettings
-    suite: Mapping[str, Any]
-    params: Mapping[str, Any] = field(default_factory=dict)
-    trial: int | None = None
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        # the backend, limits and agent settings are the config's typed ones
-        # (reactlab.config.settings), validated here once when given as mappings
-        for name, build in (("backend_config", backend_settings), ("limits", limits_settings),
-                            ("agent", agent_settings)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):
-                object.__setattr__(self, name, build(value, name))
-
-    @property
-    def base_key(self) -> str:
-        return f"{self.suite['name']}/{self.backend}/{self.scenario}/{self.task}"
-
-    @property
-    def key(self) -> str:
-        return self.base_key
-
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        return list(self.suite["tools"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "backend": self.backend, "scenario": self.scenario,
-                "question": self.question, "tools": list(self.tools),
-                "params": dict(self.params), "backend_config": self.backend_config.to_dict(),
-                "script": dict(self.script), "limits": self.limits.to_dict(),
-                "agent": self.agent.to_dict(), "suite": dict(self.suite)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"))
-
-    @property
-    def config_hash(self) -> str:
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CaseSpec:
-        d = dict(d)
-        d["tools"] = tuple(d["tools"])
-        return cls(**d)
+def played(spec: RunSpec, steps: Callable[[RunSpec], list[dict[str, Any]]]) -> RunSpec:
+    """``spec`` as its run plays it: a scripted policy (:class:`PolicyScript`) replaced by
+    the steps its benchmark writes for the case (``steps(spec)``: steps as a scenario of
+    config.yaml has them, strings being templates: a benchmark writes its data's text
+    through :func:`reactlab.config.scripts.literal`); any other spec as it is. The run's
+    trace header holds the played spec, so a trace shows the steps its policy took."""
+    if not isinstance(spec.script, PolicyScript):
+        return spec
+    script = script_settings({"model": spec.script.model, "steps": steps(spec),
+                              "repeat_last": False, "strategy": spec.script.strategy},
+                             f"{spec.key}: script")
+    return replace(spec, script=script)
 
 
 @dataclass(frozen=True)
@@ -124,7 +66,7 @@ class Shard:
     backend: str
     scenario: str
     index: int
-    specs: tuple[CaseSpec, ...]
+    specs: tuple[RunSpec, ...]
 
     @property
     def id(self) -> str:
@@ -164,13 +106,13 @@ def _part(obj: Any, memo: dict[int, tuple[Any, str]]) -> str:
     return hit[1]
 
 
-def _digest(specs: Sequence[CaseSpec], memo: dict[int, tuple[Any, str]]) -> str:
+def _digest(specs: Sequence[RunSpec], memo: dict[int, tuple[Any, str]]) -> str:
     """The digest of a shard's specs: the canonical JSON of each spec, with its shared
     parts (``suite``, ``backend_config``, ``limits``, ``agent``) replaced by their own
     sha256 (:func:`_part`)."""
     rows = [{"task": s.task, "backend": s.backend, "scenario": s.scenario,
              "question": s.question, "tools": list(s.tools), "params": dict(s.params),
-             "script": dict(s.script), "backend_config": _part(s.backend_config, memo),
+             "script": s.script.to_dict(), "backend_config": _part(s.backend_config, memo),
              "limits": _part(s.limits, memo), "agent": _part(s.agent, memo),
              "suite": _part(s.suite, memo)} for s in specs]
     text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -184,9 +126,10 @@ def case_paths(suite: str, backend: str, scenario: str, task: str,
     return f"{root}/{suite}/traces/{rel}.jsonl", f"{root}/{suite}/verified/{rel}.json"
 
 
-def shard_paths(spec: CaseSpec, root: str = "results/suites") -> tuple[str, str]:
+def shard_paths(spec: RunSpec, root: str = "results/suites") -> tuple[str, str]:
     """(trace, verification) paths of one case."""
-    return case_paths(spec.suite["name"], spec.backend, spec.scenario, spec.task, root)
+    assert spec.suite is not None, f"{spec.key} is no suite case"
+    return case_paths(spec.suite.name, spec.backend, spec.scenario, spec.task, root)
 
 
 def verified_path(trace_path: str) -> str:

@@ -1,5 +1,9 @@
 """Batched first turns for a shard of single-turn cases: one ``generate`` for N prompts.
 
+An outside suite's shard (:mod:`reactlab.suites.run`) calls :func:`first_turns` with its
+loaded model and hands each case's turn to its session (:class:`PrecomputedSession`, opened
+by the provider registry: ``open_session(spec, first_turn=...)``).
+
 A single-turn case needs exactly one model turn, and every case of a shard asks the
 same model. The cases are ordered by prompt length and the prompts of ``batch_size``
 consecutive ones are left-padded into one batch (little padding: neighbours have near
@@ -39,7 +43,7 @@ from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
-    from reactlab.suites.types import CaseSpec
+    from reactlab.config import RunSpec
 
 log = logging.getLogger("reactlab.suites")
 
@@ -135,19 +139,19 @@ def generate_batch(model: LocalModel, prompts: Sequence[list[int]], max_new_toke
     return rows, processor
 
 
-def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int,
+def first_turns(model: LocalModel, specs: Sequence[RunSpec], batch_size: int,
                 layout: list[list[str]] | None = None) -> list[ModelTurn | None]:
     """The first model turn of each case, decoded ``batch_size`` cases at a time (None
     for a case whose mode is not batched: its session decodes it alone). ``layout``, when
     given, receives each batch's case ids (``spec.task``) in decoding order: the rows of
     one ``generate``, top to bottom."""
-    from reactlab.backends.local import LocalModelSession, calls_from_text
+    from reactlab.backends.local import LocalModelSession, calls_from_text, model_settings
     from reactlab.backends.local.grammar import xgrammar_version
     from reactlab.backends.local.hermes import parse_tool_calls
 
     prepared: list[Prepared | None] = []
     for spec in specs:
-        session = LocalModelSession(spec, model)  # type: ignore[arg-type]
+        session = LocalModelSession(spec, model)
         mode = session.decoding
         if mode not in BATCHED_MODES:
             prepared.append(None)
@@ -161,9 +165,9 @@ def first_turns(model: LocalModel, specs: Sequence[CaseSpec], batch_size: int,
     # Batches of similar prompt lengths: the cases are taken in order of prompt length
     # (ties in shard order), so a batch pads each prompt to a near neighbour's width
     # rather than to the longest prompt of a random eight.
-    todo = sorted((i for i, p in enumerate(prepared) if p is not None),
-                  key=lambda i: len(prepared[i].ids))  # type: ignore[union-attr]
-    max_new = {int(getattr(s.backend_config, "max_new_tokens", 80)) for s in specs}
+    widths = {i: len(p.ids) for i, p in enumerate(prepared) if p is not None}
+    todo = sorted(widths, key=widths.__getitem__)
+    max_new = {model_settings(s).max_new_tokens for s in specs}
     if len(max_new) != 1:
         raise UsageError("a shard's cases share one backend, and so max_new_tokens")
     for start in range(0, len(todo), batch_size):
