@@ -213,6 +213,26 @@ def test_a_benchmarks_name_is_written_in_two_places_at_most():
     assert len(BENCHMARK_NAME_PLACES) <= 2
 
 
+def test_one_path_from_spec_to_trace():
+    """Issue 28: a suite case runs through the runner like any run. No module outside
+    ``backends/`` constructs a session (``...Session(`` of a class the package defines;
+    ``dev/`` measures the local session itself), and ``suites/`` silences no type error."""
+    sessions = {m.group(1) for p in (PACKAGE / "backends").rglob("*.py")
+                for m in re.finditer(r"^class (\w*Session)\b", p.read_text(encoding="utf-8"),
+                                     re.MULTILINE)}
+    assert "LocalModelSession" in sessions and "OpenAIChatSession" in sessions
+    built = re.compile(r"\b(" + "|".join(sorted(sessions)) + r")\(")
+    outside = [f"{p.relative_to(PACKAGE)}:{i}" for p in sorted(PACKAGE.rglob("*.py"))
+               if p.relative_to(PACKAGE).parts[0] not in ("backends", "dev")
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+               if built.search(line) and not line.lstrip().startswith("class ")]
+    assert outside == []
+    ignored = [f"suites/{p.name}:{i}" for p in sorted((PACKAGE / "suites").glob("*.py"))
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+               if "type: ignore" in line]
+    assert ignored == []
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_stage_is_a_package(stage):
     assert (PACKAGE / stage / "__init__.py").is_file()

@@ -258,14 +258,17 @@ def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/ta
 
 
 def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
-              threads: int = 1) -> None:
+              threads: int = 1, live: str | None = None) -> None:
     """Rule suite_run: one shard of cases through the loop, one trace per case, then the
     shard's trace manifest (reactlab.suites.shards), the job's only declared output. The
     shard's specs are written first, beside the manifest (``{shard}.json``): a model
-    shard runs in its own process from that file (the model is loaded once per shard)."""
+    shard runs in its own process from that file (the model is loaded once per shard).
+    ``live``: a live API's shard, ``record`` (each case's HTTP exchanges recorded beside
+    its trace, :func:`reactlab.suites.types.recording_path`) or ``replay`` (each case
+    answered from that recording: no key, no network)."""
     from reactlab.core.io import write_text_atomic
     from reactlab.suites.shards import publish, spec_file
-    from reactlab.suites.types import spec_traces
+    from reactlab.suites.types import recording_path, spec_traces
 
     spec = spec_file(manifest)
     write_text_atomic(spec, specs_json)
@@ -277,8 +280,10 @@ def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
     from reactlab.suites.registry import run_case
     from reactlab.suites.run import run_shard
 
+    recordings = [recording_path(t) for t in traces] if live is not None else None
     with job_log(log, "suite-run") as say:
-        say(run_shard(specs_json, traces, run_case))
+        say(run_shard(specs_json, traces, run_case, recordings=recordings,
+                      replay=live == "replay"))
         publish(manifest, traces)
 
 

@@ -180,6 +180,8 @@ class LiveBackend(_ApiBackend, _Sampling):
     model: str = _backend("model")
     api_key_env: str = _backend("api_key_env")
     base_url: str | None = _backend("base_url", optional=True)
+    #: an outside suite's shard: cases waiting for an answer at once (reactlab.suites.run)
+    max_in_flight: int = _backend("max_in_flight")
 
 
 class ScriptedBackend(_Backend):

@@ -137,14 +137,14 @@ def _freeze_clock() -> None:
 
     fixed = datetime.datetime.fromisoformat(FIXED_NOW)
 
-    class Clock(datetime.datetime):
-        @classmethod  # a plain datetime, as the real now() gives, not a Clock
-        def now(cls, tz: datetime.tzinfo | None = None) -> datetime.datetime:  # type: ignore[override]
-            return fixed if tz is None else fixed.replace(tzinfo=tz)
+    def now(cls: type, tz: datetime.tzinfo | None = None) -> datetime.datetime:
+        # a plain datetime, as the real now() gives, not a Clock
+        return fixed if tz is None else fixed.replace(tzinfo=tz)
 
+    clock = type("Clock", (datetime.datetime,), {"now": classmethod(now)})
     shim = types.ModuleType("datetime")
     shim.__dict__.update({k: v for k, v in vars(datetime).items() if not k.startswith("__")})
-    shim.datetime = Clock  # type: ignore[attr-defined]
+    shim.__dict__["datetime"] = clock
     for module in (cloud_drive_client, email_client):
         module.datetime = shim
 

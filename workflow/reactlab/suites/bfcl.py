@@ -218,7 +218,7 @@ def _ast_checker() -> Any:
         standin = types.ModuleType(_STANDIN)
         standin.__doc__ = ("reactlab's stand-in: the AST checker only reads "
                            "MODEL_CONFIG_MAPPING[model].underscore_to_dot")
-        standin.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+        standin.__dict__["MODEL_CONFIG_MAPPING"] = {
             MODEL_NAME: types.SimpleNamespace(underscore_to_dot=False),
             MODEL_NAME_FC: types.SimpleNamespace(underscore_to_dot=True)}
         sys.modules[_STANDIN] = standin

@@ -34,9 +34,17 @@ def suite_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> 
 
 
 def plan(raw: Mapping[str, Any]) -> list[Shard]:
-    """Every shard of every suite of the config (none without a ``suites:`` section)."""
+    """Every shard of every suite of the config (none without a ``suites:`` section). A
+    live backend's cases are planned only with ``live: {enabled: true}``, as the matrix's
+    live runs are: nothing asks for a key otherwise."""
     shards: list[Shard] = []
+    live = bool((raw.get("live") or {}).get("enabled", False))
     for name, suite in (raw.get("suites") or {}).items():
+        if not live:
+            suite = {**suite, "backends": [b for b in suite["backends"]
+                                           if (raw["backends"].get(b) or {}).get("mode") != "live"]}
+            if not suite["backends"]:
+                continue
         groups: dict[tuple[str, str], list[RunSpec]] = {}
         for spec in suite_specs(name, suite, raw):
             groups.setdefault((spec.backend, spec.scenario), []).append(spec)

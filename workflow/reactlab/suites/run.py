@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.agent.types import ModelTurn
 from reactlab.config import RunSpec
+from reactlab.config.settings import LiveBackend
 from reactlab.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -72,19 +73,25 @@ def reproduction_record(model: LocalModel, specs_json: str, batch_size: int,
 
 
 def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
-              record: str | Path | None = None) -> str:
+              record: str | Path | None = None, *,
+              recordings: Sequence[str] | None = None, replay: bool = False) -> str:
     """One shard job (the Snakemake rule and ``reactlab suite-shard``): the specs (a JSON
-    list, as :meth:`Shard.to_json` writes it) run in order by ``run_case`` (how one case
-    runs: :func:`reactlab.suites.registry.run_case` for any benchmark's), one trace each
-    to ``outputs``; the model, for a model backend, is loaded once. With a model and
+    list, as :meth:`Shard.to_json` writes it) run by ``run_case`` (how one case runs:
+    :func:`reactlab.suites.registry.run_case` for any benchmark's), one trace each to
+    ``outputs``; the model, for a local model backend, is loaded once. With a model and
     ``record``, its :func:`reproduction_record` is written there (JSON, atomically) after
-    the traces. Returns the job's summary line. The caller hands ``run_case`` in, so that
-    this module (and the run rule's code fingerprint) does not import the registry: the
-    rule's fingerprint is this module's and the benchmark's run module's
-    (``Benchmark.code``)."""
+    the traces. ``recordings``: one path per case, where a live case's HTTP exchanges are
+    recorded, or (``replay``) answered from; a live shard has at most its backend's
+    ``max_in_flight`` cases waiting for an answer at once (threads: each case its own
+    session, client and trace, so the traces do not depend on the order they finish in).
+    Returns the job's summary line. The caller hands ``run_case`` in, so that this module
+    (and the run rule's code fingerprint) does not import the registry: the rule's
+    fingerprint is this module's and the benchmark's run module's (``Benchmark.code``)."""
     specs = [RunSpec.from_dict(d) for d in json.loads(specs_json)]
     if len(specs) != len(outputs):
         raise UsageError(f"{len(specs)} specs but {len(outputs)} outputs")
+    if recordings is not None and len(recordings) != len(specs):
+        raise UsageError(f"{len(specs)} specs but {len(recordings)} recordings")
     model = None
     t0 = time.perf_counter()
     if specs and specs[0].backend_config.mode == "model":
@@ -100,11 +107,18 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
         from reactlab.backends.local.batch import first_turns
 
         turns = first_turns(model, specs, batch, layout)
-    calls = answered = 0
-    for spec, out, turn in zip(specs, outputs, turns, strict=True):
-        end = run_case(spec, out, model=model, turn=turn)
-        calls += end["calls"]
-        answered += end["termination"] == "answer"
+
+    def one(i: int) -> dict[str, Any]:
+        http: dict[str, str] = {}
+        if recordings is not None:
+            http["replay" if replay else "recording"] = recordings[i]
+        return run_case(specs[i], outputs[i], model=model, turn=turns[i], **http)
+
+    settings = specs[0].backend_config if specs else None
+    in_flight = settings.max_in_flight if isinstance(settings, LiveBackend) else 1
+    ends = _each(one, len(specs), in_flight)
+    calls = sum(end["calls"] for end in ends)
+    answered = sum(end["termination"] == "answer" for end in ends)
     if model is not None and record is not None:
         from reactlab.core.io import write_json_atomic
 
@@ -114,3 +128,43 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
              (total - t_load) / max(len(specs), 1))
     return (f"{len(specs)} cases of {specs[0].base_key.rsplit('/', 1)[0] if specs else '-'}:"
             f" {calls} calls, {answered} answered in text")
+
+
+#: A shard logs its progress every this many cases (and at its last one).
+PROGRESS_EVERY = 50
+
+
+def _each(one: Callable[[int], dict[str, Any]], n: int,
+          in_flight: int) -> list[dict[str, Any]]:
+    """``one(i)`` for every case, ``in_flight`` at a time (1: in order, in this thread);
+    the results in case order. The first error stops the shard: cases not started yet are
+    not run (a started one finishes; its trace is written atomically or not at all)."""
+    t0 = time.perf_counter()
+
+    def progress(done: int) -> None:
+        if done % PROGRESS_EVERY == 0 or done == n:
+            log.info("%d/%d cases, %.1f s", done, n, time.perf_counter() - t0)
+
+    if in_flight <= 1 or n <= 1:
+        out = []
+        for i in range(n):
+            out.append(one(i))
+            progress(i + 1)
+        return out
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        futures = [pool.submit(one, i) for i in range(n)]
+        done_count = 0
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for f in finished:
+                exc = f.exception()
+                if exc is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise exc
+                done_count += 1
+                progress(done_count)
+        return [f.result() for f in futures]

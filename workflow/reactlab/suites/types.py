@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from reactlab.trace import Trace
 
 __all__ = ["SCENARIO_MODEL", "Shard", "case_paths", "checked_record", "digest_shards",
-           "played", "sample_cases", "shard_paths", "spec_traces", "verified_path"]
+           "played", "recording_path", "sample_cases", "shard_paths", "spec_traces",
+           "verified_path"]
 
 #: The scenario of a model backend's case (a scripted backend's is its policy's name).
 SCENARIO_MODEL = "react"
@@ -75,6 +76,15 @@ class Shard:
     @property
     def model(self) -> bool:
         return self.specs[0].backend_config.mode == "model"
+
+    @property
+    def live(self) -> bool:
+        """A live API's shard: its cases' exchanges are recorded, or replayed."""
+        return self.specs[0].backend_config.mode == "live"
+
+    @property
+    def provider(self) -> str:
+        return self.specs[0].backend_config.provider
 
     def to_json(self) -> str:
         return json.dumps([s.to_dict() for s in self.specs], sort_keys=True,
@@ -130,6 +140,15 @@ def shard_paths(spec: RunSpec, root: str = "results/suites") -> tuple[str, str]:
     """(trace, verification) paths of one case."""
     assert spec.suite is not None, f"{spec.key} is no suite case"
     return case_paths(spec.suite.name, spec.backend, spec.scenario, spec.task, root)
+
+
+def recording_path(trace_path: str) -> str:
+    """The recording of a live case's HTTP exchanges, beside its trace path
+    (:func:`case_paths`): ``{suite}/recordings/{backend}/{scenario}/{task}.jsonl``."""
+    head, sep, rel = trace_path.rpartition("/traces/")
+    if not sep or not rel.endswith(".jsonl"):
+        raise UsageError(f"{trace_path}: not a suite trace path")
+    return f"{head}/recordings/{rel}"
 
 
 def verified_path(trace_path: str) -> str:
