@@ -10,7 +10,8 @@ without its real-model runs) runs in a fresh copy of the workflow through
 (`snakemake --cores 4`), and:
 
 - every job the plugin submitted with sbatch ended COMPLETED (squeue / sacct);
-- the whole results/ tree is byte-identical to the local run's;
+- the whole results/ tree is byte-identical to the local run's (but results/benchmarks/,
+  Snakemake's timings of each job);
 - the wall time stays within RATIO_BOUND x the local run's (the measured ratio is printed).
 
 Also proved: where the status command cannot work (sacct without accounting) the run
@@ -160,9 +161,12 @@ def cluster_env(c: Cluster) -> dict[str, str]:
 
 
 def results_digest(workdir: Path) -> dict[str, str]:
+    """Every file under results/ with its SHA-256, but the Snakemake benchmark files
+    (results/benchmarks/: timings, and one per job, so per batch on the cluster)."""
     base = workdir / "results"
     return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(base.rglob("*")) if p.is_file()}
+            for p in sorted(base.rglob("*"))
+            if p.is_file() and p.relative_to(base).parts[0] != "benchmarks"}
 
 
 def job_states(c: Cluster, run_id: str) -> dict[str, str]:
@@ -236,6 +240,9 @@ def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
                                 "figure_tokens"}, str(ev)
     assert counts == {"COMPLETED": len(slurm_ids)}, str(ev)
     assert not differing, str(ev)
+    # each batch job wrote its benchmark file (where the time goes), as each local job did
+    assert sorted(p.name for p in (remote / "results" / "benchmarks").glob("run_batch_*")) \
+        == [f"run_batch_{i}.tsv" for i in range(batches)], str(ev)
     assert len(b) > 100, str(ev)
     assert ratio < RATIO_BOUND, str(ev)
 

@@ -46,6 +46,8 @@ if BATCH_SIZE > 0:
             log:
                 runs=[f"results/logs/run/{k}.log" for k in _keys],
                 verify=[f"results/logs/verify/{k}.log" for k in _keys],
+            benchmark:
+                f"results/benchmarks/run_batch_{_i}.tsv"
             run:
                 jobs.run_batch(params.specs, input.prices, input.news, output.traces,
                                output.verified, log.runs, log.verify)
