@@ -89,7 +89,7 @@ golden: env
 
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
-	rm -rf results/inspect results/otel
+	rm -rf results/inspect results/otel results/benchmarks
 
 # also forget the generated data and the converted model
 distclean: clean

@@ -140,6 +140,8 @@ TABLE: dict[str, Entry] = {
     # --- docs/workflow.md
     "snakemake -n": cheap("dry_run"),
     "snakemake --lint": not_run("tests/test_workflow_lint.py runs it in every make test"),
+    "snakemake --lint json": not_run("Snakemake 9.27's command line prints text for it; "
+                                     "tests/test_workflow_lint.py asks the API for the JSON"),
     "snakemake --unlock": not_run("only after a killed run without the default profile "
                                   "(Snakemake's own advice); nothing to unlock here"),
     "reactlab recover": cheap("recover"),
@@ -400,7 +402,8 @@ def run_recover(command: str, request: pytest.FixtureRequest) -> None:
 def run_make_clean(command: str, request: pytest.FixtureRequest) -> None:
     work = request.getfixturevalue("scratch")
     outputs = ["results/traces", "results/verified", "results/tables", "results/figures",
-               "results/logs", ".snakemake", "results/inspect", "results/otel"]
+               "results/logs", ".snakemake", "results/inspect", "results/otel",
+               "results/benchmarks"]
     for folder in [*outputs, "data/generated", "data/models"]:
         (work / folder).mkdir(parents=True, exist_ok=True)
         (work / folder / "x").write_text("x", encoding="utf-8")

@@ -10,13 +10,15 @@ without its real-model runs) runs in a fresh copy of the workflow through
 (`snakemake --cores 4`), and:
 
 - every job the plugin submitted with sbatch ended COMPLETED (squeue / sacct);
-- the whole results/ tree is byte-identical to the local run's;
+- the whole results/ tree is byte-identical to the local run's (but results/benchmarks/,
+  Snakemake's timings of each job);
 - the wall time stays within RATIO_BOUND x the local run's (the measured ratio is printed).
 
 Also proved: where the status command cannot work (sacct without accounting) the run
 stops before submitting anything, with the reason, instead of waiting forever; and the
-check behind it (workflow/rules/cluster.smk) on the `scontrol show config` of other
-set-ups (short MinJobAge, squeue falling back to sacct), without a cluster.
+check behind it (reactlab.jobs.onstart, the `onstart` hook of workflow/rules/cluster.smk)
+on the `scontrol show config` of other set-ups (short MinJobAge, squeue falling back to
+sacct), and the hook itself with a fake workflow and a fake `scontrol`, without a cluster.
 
 The lines the test prints (pytest -s; on a failure they are in the assertion message)
 are the evidence: submissions, states, the comparison and both wall times. Skipped only
@@ -159,9 +161,12 @@ def cluster_env(c: Cluster) -> dict[str, str]:
 
 
 def results_digest(workdir: Path) -> dict[str, str]:
+    """Every file under results/ with its SHA-256, but the Snakemake benchmark files
+    (results/benchmarks/: timings, and one per job, so per batch on the cluster)."""
     base = workdir / "results"
     return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(base.rglob("*")) if p.is_file()}
+            for p in sorted(base.rglob("*"))
+            if p.is_file() and p.relative_to(base).parts[0] != "benchmarks"}
 
 
 def job_states(c: Cluster, run_id: str) -> dict[str, str]:
@@ -235,6 +240,9 @@ def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
                                 "figure_tokens"}, str(ev)
     assert counts == {"COMPLETED": len(slurm_ids)}, str(ev)
     assert not differing, str(ev)
+    # each batch job wrote its benchmark file (where the time goes), as each local job did
+    assert sorted(p.name for p in (remote / "results" / "benchmarks").glob("run_batch_*")) \
+        == [f"run_batch_{i}.tsv" for i in range(batches)], str(ev)
     assert len(b) > 100, str(ev)
     assert ratio < RATIO_BOUND, str(ev)
 
@@ -264,7 +272,7 @@ def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
 # --- the check that refuses a set-up that would hang (no cluster needed) -------------
 
 def _status_check() -> Callable[[str, int, str], str | None]:
-    """The check that the SLURM profile's onstart runs (reactlab.jobs)."""
+    """The check that the SLURM profile's onstart runs (reactlab.jobs.onstart)."""
     from reactlab.jobs import slurm_status_problem
 
     return slurm_status_problem
@@ -296,3 +304,86 @@ def test_status_check_refuses_what_would_hang(command: str, init: int, accountin
         assert problem is None
     else:
         assert problem is not None and expected in problem, problem
+
+
+# --- the onstart hook of workflow/rules/cluster.smk (no cluster needed) ---------------
+
+def fake_workflow(*, storage: str | None = None, executor: str = "local",
+                  status_command: str = "squeue", init_seconds: int | None = None) -> Any:
+    """What `reactlab.jobs.onstart` reads of Snakemake's workflow object."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        storage_settings=SimpleNamespace(default_storage_provider=storage),
+        executor_plugin=SimpleNamespace(name=executor),
+        executor_settings=SimpleNamespace(status_command=status_command,
+                                          init_seconds_before_status_checks=init_seconds))
+
+
+def fake_scontrol(folder: Path, monkeypatch: pytest.MonkeyPatch, *, status: int = 0,
+                  stdout: str = "", stderr: str = "") -> Path:
+    """A `scontrol` first on PATH that prints ``stdout`` (and ``stderr``) and exits with
+    ``status``; it records its arguments in the returned file."""
+    folder.mkdir()
+    calls = folder / "calls"
+    (folder / "out").write_text(stdout)
+    (folder / "err").write_text(stderr)
+    script = folder / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\ncat "{folder}/out"\n'
+                      f'cat "{folder}/err" >&2\nexit {status}\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    return calls
+
+
+def test_onstart_checks_nothing_off_slurm_without_storage(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab.jobs import onstart
+
+    calls = fake_scontrol(tmp_path / "bin", monkeypatch, status=1)
+    onstart(fake_workflow(), suites=True)
+    onstart(fake_workflow(executor="kubernetes", storage="fs"), suites=False)
+    wf = fake_workflow()
+    del wf.executor_plugin  # Snakemake's workflow before an executor is chosen
+    onstart(wf, suites=True)
+    assert not calls.exists()  # scontrol is asked only under the SLURM executor
+
+
+def test_onstart_refuses_suites_under_a_default_storage_provider() -> None:
+    from reactlab.core.errors import ConfigError
+    from reactlab.jobs import onstart
+
+    with pytest.raises(ConfigError, match=r"suites: a shard writes its traces beside its "
+                       r"manifest, which a default storage provider \(fs\) does not carry"):
+        onstart(fake_workflow(executor="kubernetes", storage="fs"), suites=True)
+
+
+def test_onstart_asks_scontrol_and_refuses_what_would_hang(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab.core.errors import UsageError
+    from reactlab.jobs import onstart
+
+    calls = fake_scontrol(tmp_path / "bin", monkeypatch,
+                          stdout=scontrol_config("accounting_storage/none", "300 sec"))
+    with pytest.raises(UsageError, match=r"SLURM: .*this cluster has no accounting"):
+        onstart(fake_workflow(executor="slurm", status_command="sacct"), suites=False)
+    assert calls.read_text() == "show config\n"
+    # the profile's setting: squeue, and a finished job stays listed long enough
+    onstart(fake_workflow(executor="slurm", init_seconds=1), suites=False)
+    # unset, the plugin's first poll comes after 40 s: 300 s < 3 x 40 s is false, squeue
+    onstart(fake_workflow(executor="slurm"), suites=False)
+
+
+def test_onstart_stops_when_scontrol_fails(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactlab.core.errors import CommandFailed
+    from reactlab.jobs import onstart
+
+    fake_scontrol(tmp_path / "bin", monkeypatch, status=1,
+                  stderr="slurm_load_ctl_conf error: Unable to contact slurm controller")
+    with pytest.raises(CommandFailed, match=r"`scontrol show config` failed: "
+                       r"slurm_load_ctl_conf error: Unable to contact"):
+        onstart(fake_workflow(executor="slurm"), suites=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(CommandFailed, match=r"`scontrol show config` did not run"):
+        onstart(fake_workflow(executor="slurm"), suites=False)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from reactlab.core.errors import CommandFailed
+from reactlab.core.errors import CommandFailed, ConfigError, UsageError
 from reactlab.core.joblog import job_log
 
 #: pyplot keeps global state: figure jobs that run as threads draw one at a time.
@@ -347,6 +347,56 @@ def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str
             say(run_job(spec, prices, news, traces[i]))
         with job_log(verify_logs[i], "verify") as say:
             say(verify_job(traces[i], verified[i]))
+
+
+def onstart(workflow: Any, *, suites: bool,
+            scontrol: Callable[[], str] | None = None) -> None:
+    """The checks of ``onstart`` (workflow/rules/cluster.smk): before the first job, not
+    in a dry run, not in a job's own process. ``workflow`` is Snakemake's (its storage
+    settings, executor plugin and executor settings are read); ``suites``: whether the
+    config plans outside-suite shards. ``scontrol`` returns the text of
+    ``scontrol show config`` (default: :func:`scontrol_show_config`).
+
+    - The suites' shard jobs declare only their checksum manifests and write the per-case
+      traces beside them (docs/suites.md): they need the working folder shared by every
+      job. A default storage provider (the Kubernetes profile) moves declared files only,
+      so the traces would stay in the job's pod: :class:`ConfigError` instead of losing
+      them.
+    - Under the SLURM executor, a status command that would leave the run waiting forever
+      (:func:`slurm_status_problem`; docs/cluster.md) is a :class:`UsageError` naming the
+      fix; ``scontrol`` failing is a :class:`CommandFailed`.
+
+    Snakemake reports either as it reports a ``WorkflowError`` raised there: the class,
+    the message, and the run stops before any job."""
+    storage = workflow.storage_settings.default_storage_provider
+    if suites and storage:
+        raise ConfigError(
+            "suites", "a shard writes its traces beside its manifest, which a default "
+            f"storage provider ({storage}) does not carry between jobs; run the suites "
+            "where the jobs share the working folder (locally, or the SLURM profile), or "
+            "leave `suites:` out")
+    plugin = getattr(workflow, "executor_plugin", None)
+    if plugin is None or plugin.name != "slurm":
+        return
+    settings = workflow.executor_settings
+    problem = slurm_status_problem(settings.status_command,
+                                   settings.init_seconds_before_status_checks or 40,
+                                   (scontrol or scontrol_show_config)())
+    if problem:
+        raise UsageError(f"SLURM: {problem}")
+
+
+def scontrol_show_config(timeout: float = 60) -> str:
+    """The output of ``scontrol show config`` (the SLURM controller's settings);
+    :class:`CommandFailed` when it cannot run or fails."""
+    try:
+        proc = subprocess.run(["scontrol", "show", "config"], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CommandFailed(f"`scontrol show config` did not run: {exc}") from None
+    if proc.returncode != 0:
+        raise CommandFailed(f"`scontrol show config` failed: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 # Longest wait between two status polls of snakemake-executor-plugin-slurm 2.8.0.

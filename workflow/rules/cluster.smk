@@ -1,7 +1,7 @@
 # How a cluster profile packs the pipeline's jobs (docs/cluster.md). Only the config keys
 # `cluster_batch` and `cluster_local` (set by workflow/profiles/slurm through --config)
 # change anything here; without them the plan is exactly the one of the other rule files.
-# The `onstart` checks at the end act only under the SLURM executor or a default
+# The `onstart` check at the end acts only under the SLURM executor or a default
 # storage provider.
 #
 # On a cluster every job costs a submission, a queue wait, a status poll and two nested
@@ -46,6 +46,8 @@ if BATCH_SIZE > 0:
             log:
                 runs=[f"results/logs/run/{k}.log" for k in _keys],
                 verify=[f"results/logs/verify/{k}.log" for k in _keys],
+            benchmark:
+                f"results/benchmarks/run_batch_{_i}.tsv"
             run:
                 jobs.run_batch(params.specs, input.prices, input.news, output.traces,
                                output.verified, log.runs, log.verify)
@@ -57,30 +59,8 @@ if config.get("cluster_local", False):
                         *(f"suite_tables_{b}" for b in SUITE_SHARDS_OF))
 
 
+# Before the first job (not in a dry run, not in a job's own process): refuse the suites
+# under a default storage provider, and a SLURM status command that would wait forever
+# (reactlab.jobs.onstart; docs/cluster.md).
 onstart:
-    # Before the first job (not in a dry run, not in a job's own process). The outside
-    # suites' shard jobs declare only their checksum manifests and write the per-case
-    # traces beside them (docs/suites.md): they need the working folder shared by every
-    # job. A default storage provider (the Kubernetes profile) moves declared files only,
-    # so the traces would stay in the job's pod: refuse instead of losing them.
-    if SUITE_SHARDS and workflow.storage_settings.default_storage_provider:
-        raise WorkflowError(
-            "suites: a shard writes its traces beside its manifest, which a default "
-            f"storage provider ({workflow.storage_settings.default_storage_provider}) "
-            "does not carry between jobs; run the suites where the jobs share the "
-            "working folder (locally, or the SLURM profile), or leave `suites:` out")
-    # Refuse a SLURM set-up that would hang instead of failing (docs/cluster.md).
-    _plugin = getattr(workflow, "executor_plugin", None)
-    if _plugin is not None and _plugin.name == "slurm":
-        import subprocess as _sp
-
-        _settings = workflow.executor_settings
-        _proc = _sp.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                        timeout=60)
-        if _proc.returncode != 0:
-            raise WorkflowError(f"`scontrol show config` failed: {_proc.stderr.strip()}")
-        _problem = jobs.slurm_status_problem(
-            _settings.status_command, _settings.init_seconds_before_status_checks or 40,
-            _proc.stdout)
-        if _problem:
-            raise WorkflowError(f"SLURM: {_problem}")
+    jobs.onstart(workflow, suites=bool(SUITE_SHARDS))

@@ -11,5 +11,7 @@ rule generate_data:
         code=CODE["data"],
     log:
         "results/logs/generate_data.log",
+    benchmark:
+        "results/benchmarks/generate_data.tsv"
     run:
         jobs.generate_data(output.prices, params.seed, log[0])

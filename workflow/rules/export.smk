@@ -18,6 +18,8 @@ rule export_inspect:
         code=CODE["export_inspect"],
     log:
         "results/logs/export_inspect.log",
+    benchmark:
+        "results/benchmarks/export_inspect.tsv"
     run:
         jobs.export("inspect", input.traces, input.verified, output[0], log[0])
 
@@ -32,6 +34,8 @@ rule export_otel:
         code=CODE["export_otel"],
     log:
         "results/logs/export_otel.log",
+    benchmark:
+        "results/benchmarks/export_otel.tsv"
     run:
         jobs.export("otel", input.traces, input.verified, output[0], log[0])
 

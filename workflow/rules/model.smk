@@ -9,6 +9,8 @@ rule convert_smollm2:
         directory(BUILTIN_MODEL),
     log:
         "results/logs/convert_smollm2.log",
+    benchmark:
+        "results/benchmarks/convert_smollm2.tsv"
     threads: 2
     run:
         jobs.convert_model(output[0], log[0], threads)

@@ -16,6 +16,8 @@ rule tables:
         code=CODE["tables"],
     log:
         "results/logs/tables.log",
+    benchmark:
+        "results/benchmarks/tables.tsv"
     run:
         jobs.tables(input.traces, input.verified, params.figure, params.analysis,
                     TABLES_DIR, log[0])
@@ -37,6 +39,8 @@ for _figure in FIGURE_KINDS:
             code=CODE["figures"],
         log:
             f"results/logs/figure_{_figure.kind}.log",
+        benchmark:
+            f"results/benchmarks/figure_{_figure.kind}.tsv"
         run:
             jobs.figure(params.kind, input[0], output.png, params.figure, log[0])
 
@@ -61,6 +65,8 @@ rule viewer:
         code=CODE["viewer"],
     log:
         "results/logs/viewer.log",
+    benchmark:
+        "results/benchmarks/viewer.tsv"
     run:
         jobs.viewer(input.traces, input.verified, output[0], log[0],
                     suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables)

@@ -7,6 +7,12 @@
 # Snakemake process, which imports the SDKs, pandas and tiktoken once, not once per job
 # (docs/workflow.md); a real-model run (mode: model) and a live run keep their own
 # process (`python -m reactlab run`), with the threads they reserve.
+#
+# No `benchmark:` file on run_agent (nor on verify): Snakemake samples the memory of the
+# process that runs a `run:` job, here the whole Snakemake process (its smaps, every
+# job), which cost ~15 ms of system time per job and 18 % of the simulated matrix's wall
+# time (docs/workflow.md, "Where the time goes"). The live and replayed runs, few and in
+# their own process, have one; so have the cluster's run batches (cluster.smk).
 
 
 rule run_agent:
@@ -48,6 +54,8 @@ if LIVE_BACKENDS and not LIVE.get("replay", False):
             **PROVIDER_SLOTS,
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
         run:
             jobs.run_agent(params.spec, input.prices, input.news, output.trace, log[0],
                            recording=output.recording)
@@ -70,6 +78,8 @@ elif LIVE_BACKENDS:
             code=CODE["run"],
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
         run:
             jobs.run_agent(params.spec, input.prices, input.news, output[0], log[0],
                            replay=input.recording)

@@ -157,5 +157,7 @@ for _figure in SUITE_FIGURE_KINDS:
             code=CODE["figures"],
         log:
             f"results/logs/figure_{_figure.kind}.log",
+        benchmark:
+            f"results/benchmarks/figure_{_figure.kind}.tsv"
         run:
             jobs.figure(params.kind, input[0], output.png, "{}", log[0])

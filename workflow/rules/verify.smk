@@ -1,5 +1,6 @@
 # Check each run's final answer against its own trace (pure, deterministic rules).
-# A `run:` job: a thread of the Snakemake process (docs/workflow.md).
+# A `run:` job: a thread of the Snakemake process (docs/workflow.md), of milliseconds: no
+# `benchmark:` file, whose sampling would cost more than the job (run.smk says why).
 
 
 rule verify:
