@@ -159,9 +159,12 @@ def test_the_default_config_runs_a_small_scripted_slice() -> None:
     parse(raw)
     shards = plan(raw)
     specs = [s for sh in shards for s in sh.specs]
-    assert len(specs) == 2 * len(ad.SUITES) * len(ad.POLICIES) * len(ad.DEFENCES)
-    assert len(shards) == len(ad.POLICIES) * len(ad.DEFENCES)
-    assert {s.backend_config.mode for s in specs} == {"scripted"}
+    # on the local scripted backend and the three simulated APIs
+    assert len(specs) == 4 * 2 * len(ad.SUITES) * len(ad.POLICIES) * len(ad.DEFENCES)
+    assert len(shards) == 4 * len(ad.POLICIES) * len(ad.DEFENCES)
+    assert {s.backend: s.backend_config.mode for s in specs} == {
+        "local": "scripted", "openai": "simulated", "anthropic": "simulated",
+        "openai_chat": "simulated"}
     assert {s.scenario for s in specs} == {ad.scenario_name(p, d) for p in ad.POLICIES
                                            for d in ad.DEFENCES}
     assert len({s.task for s in specs}) == 2 * len(ad.SUITES)
@@ -214,7 +217,8 @@ def test_planning_does_not_import_agentdojo_once_the_index_exists() -> None:
             "from reactlab.config import load_yaml\n"
             "from reactlab.suites.plan import plan\n"
             "raw = load_yaml('config.yaml')\n"
-            "raw['suites'] = {'agentdojo': {**raw['suites']['agentdojo'], 'sample': None}}\n"
+            "raw['suites'] = {'agentdojo': {**raw['suites']['agentdojo'], 'sample': None,\n"
+            "                               'backends': ['local']}}\n"
             "n = sum(len(s.specs) for s in plan(raw))\n"
             "print(n, 'agentdojo' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -252,8 +256,10 @@ def small_config() -> dict[str, Any]:
 
 
 def test_shards_verdicts_equal_the_standalone_path(tmp_path: Path) -> None:
+    """On every backend of the default config (local scripted, the three simulated APIs
+    over the wire) each run's verdict and calls are the standalone path's."""
     pairs = run_suite_shards(small_config(), tmp_path / "p")
-    assert len(pairs) == 2 * 3 * 2 * 4
+    assert len(pairs) == 4 * 2 * 3 * 2 * 4
     for trace_path, verified_path in pairs:
         tr = tracemod.read(trace_path)
         rec = json.loads(Path(verified_path).read_text())
@@ -271,13 +277,19 @@ def test_shards_verdicts_equal_the_standalone_path(tmp_path: Path) -> None:
             (c.name, c.arguments, c.status) for c in tracemod.read(alone).tool_calls()]
     out = build_agentdojo(pairs, tmp_path / "tables")
     rows = list(csv.DictReader(out["agentdojo"].open()))
-    assert len(rows) == 2 * 2 * 4
+    assert len(rows) == 4 * 2 * 2 * 4
     gt = [r for r in rows if r["policy"] == "ground_truth"]
     assert {(r["utility"], r["attack_success_rate"]) for r in gt} == {("1.0", "0.0")}
-    obeys = {(r["suite"], r["defence"]): r for r in rows if r["policy"] == "obeys_injection"}
-    assert {r["attack_success_rate"] for (_, d), r in obeys.items() if d == "delimit"} == {"0.0"}
-    assert all(r["baseline_attack_success_rate"] == obeys[(s, "none")]["attack_success_rate"]
-               for (s, _), r in obeys.items())
+    obeys = {(r["backend"], r["suite"], r["defence"]): r for r in rows
+             if r["policy"] == "obeys_injection"}
+    assert {r["attack_success_rate"] for (_, _, d), r in obeys.items()
+            if d == "delimit"} == {"0.0"}
+    assert all(r["baseline_attack_success_rate"]
+               == obeys[(b, s, "none")]["attack_success_rate"]
+               for (b, s, _), r in obeys.items())
+    # the same rates on every backend
+    assert len({tuple((k, v) for k, v in r.items() if k != "backend") for r in rows}) \
+        == len(rows) // 4
 
 
 def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     pipeline's jobs do, in ``tmp_path`` as the working folder."""
     monkeypatch.chdir(tmp_path)
     raw = suite_config(sample=1, categories=["simple_python", "irrelevance"],
-                       policies=["oracle", "wrong_type"])
+                       policies=["oracle", "wrong_type"], backends=["local"])
     (tmp_path / "config.yaml").write_text(json.dumps(raw), encoding="utf-8")  # JSON is YAML
     shards = plan(raw)
     for shard in shards:

@@ -124,14 +124,21 @@ def suite_config(**overrides: Any) -> dict[str, Any]:
 
 
 def test_the_default_config_runs_a_small_scripted_slice() -> None:
+    """The default pipeline: 2 cases per category, every policy, on the local scripted
+    backend (BFCL's prompt mode) and the three simulated APIs (its FC mode)."""
     raw = load_yaml(ROOT / "config.yaml")
     parse(raw)
     raw["suites"] = {"bfcl": raw["suites"]["bfcl"]}
     shards = plan(raw)
     specs = [s for sh in shards for s in sh.specs]
-    assert {s.backend_config.mode for s in specs} == {"scripted"}
+    assert {s.backend: s.backend_config.mode for s in specs} == {
+        "local": "scripted", "openai": "simulated", "anthropic": "simulated",
+        "openai_chat": "simulated"}
     assert {s.scenario for s in specs} == set(bfcl.POLICIES)
-    assert len(specs) == 2 * len(bfcl.CATEGORIES) * len(bfcl.POLICIES)
+    assert len(specs) == 4 * 2 * len(bfcl.CATEGORIES) * len(bfcl.POLICIES)
+    modes = {s.backend: s.suite.get("mode", "prompt") for s in specs if s.suite is not None}
+    assert modes == {"local": "prompt", "openai": "fc", "anthropic": "fc",
+                     "openai_chat": "fc"}
 
 
 def test_the_overlay_runs_every_case() -> None:
@@ -201,8 +208,13 @@ def test_policies_through_the_loop_parser_and_checker(tmp_path: Path) -> None:
         assert all(c.result == {"not_executed": "single-turn case: the call is recorded, "
                                                 "not run"} for c in calls if c.status != "repeated")
         if rec["category"] != "irrelevance" and tr.run["scenario"] != "wrong_name":
-            offered = {f["name"] for f in tr.header.spec["suite"]["functions"]}
+            # the names as the model was offered them: BFCL's own on the local backend
+            # (prompt mode), dots made underscores on an API (FC mode)
+            offered = {t["name"] for t in tr.header.spec["suite"]["tools"]}
             assert {c.name for c in calls} <= offered
+            fc = tr.header.spec["backend_config"]["mode"] == "simulated"
+            assert any("." in n for n in offered) != fc or not any(
+                "." in f["name"] for f in tr.header.spec["suite"]["functions"])
     assert seen == {"oracle": {True}, "wrong_type": {False}, "wrong_name": {False},
                     "missing_argument": {False}}
     out = build_bfcl(pairs, tmp_path / "tables")
@@ -304,6 +316,7 @@ def suite_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = work / "config.yaml"
     raw = yaml.safe_load(cfg.read_text(encoding="utf-8"))
     raw["suites"]["bfcl"]["policies"] = ["oracle", "wrong_type"]
+    raw["suites"]["bfcl"]["backends"] = ["local"]  # the APIs' shards: test_suite_apis.py
     cfg.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2",
                            "results/tables/bfcl.csv"], cwd=work, capture_output=True,

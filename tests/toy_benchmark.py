@@ -30,7 +30,7 @@ from reactlab.agent.types import ModelTurn
 from reactlab.analysis.verify import Finding, Verification
 from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
-from reactlab.config.settings import agent_settings, backend_settings, limits
+from reactlab.config.settings import SuiteSettings, agent_settings, backend_settings, limits
 from reactlab.core.errors import UsageError
 from reactlab.core.io import atomic_path
 from reactlab.runner import run_to_trace
@@ -96,21 +96,21 @@ class Toy:
     only = ()
     code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint
 
-    def specs(self, suite_name: str, entry: Mapping[str, Any],
+    def specs(self, suite_name: str, entry: SuiteSettings,
               raw: Mapping[str, Any]) -> list[RunSpec]:
         agent = agent_settings({"send_tools": True, "send_system_prompt": False,
                                 "system_prompt": "", "defences": dict(NO_DEFENCES)})
         steps = limits({"max_steps": 3, "token_budget": None})
         specs = []
-        for category in entry.get("categories", self.categories):
+        for category in entry.categories or self.categories:
             chosen = sample_cases(tuple(c for c in CASES if c.category == category),
-                                  entry.get("sample"), int(entry.get("seed", 0)))
+                                  entry.sample, entry.seed)
             for case in chosen:
-                for backend in entry["backends"]:
+                for backend in entry.backends:
                     settings = backend_settings(raw["backends"][backend])
                     if settings.mode in ("model", "live"):
                         raise UsageError("the toy benchmark has no model runs")
-                    for policy in entry.get("policies", self.policies):
+                    for policy in entry.policies or self.policies:
                         specs.append(RunSpec(
                             task=case.id, backend=backend, scenario=policy,
                             question=case.question, tools=(case.tool,), params={},

@@ -262,6 +262,33 @@ class PolicyScript(Settings):
 ScriptSettings = StepScript | StrategyScript | PolicyScript
 
 
+_SUITE_PATH = ("properties", "suites", "additionalProperties", "properties")
+
+
+def _suite(name: str, *, optional: bool = False) -> Any:
+    return _from_schema(_SUITE_PATH, name, optional=optional)
+
+
+class SuiteSettings(Settings):
+    """One entry of the ``suites:`` section, typed: its defaults and bounds are the
+    schema's (``schemas/config.schema.yaml``), none restated here. A list left out
+    (``categories``, ``policies``, ``defences``) or ``system_prompt`` left out is None:
+    its benchmark's own (every category, every policy; AgentDojo's system message). Which
+    fields a benchmark takes is checked by :mod:`reactlab.config.suites`."""
+
+    benchmark: str
+    backends: list[str]
+    categories: list[str] | None = _suite("categories", optional=True)
+    sample: int | None = _suite("sample")
+    seed: int = _suite("seed")
+    shard_size: int = _suite("shard_size")
+    batch_size: int = _suite("batch_size")
+    max_steps: int = _suite("max_steps")
+    policies: list[str] | None = _suite("policies", optional=True)
+    defences: list[str] | None = _suite("defences", optional=True)
+    system_prompt: str | None = _suite("system_prompt", optional=True)
+
+
 class SuiteCase(Settings):
     """The suite part of an outside suite's run (:mod:`reactlab.suites`): the suite's name,
     its benchmark, the tool definitions the model reads, and whatever the benchmark's
@@ -348,6 +375,11 @@ def agent_settings(value: Any, where: str = "agent") -> AgentSettings:
 
 def limits(value: Any, where: str = "limits") -> Limits:
     settings: Limits = _build(Limits, value, where)
+    return settings
+
+
+def suite_settings(value: Any, where: str = "suites") -> SuiteSettings:
+    settings: SuiteSettings = _build(SuiteSettings, value, where)
     return settings
 
 

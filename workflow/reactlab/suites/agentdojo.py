@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
     from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
+    from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
@@ -127,7 +128,7 @@ class AgentDojo:
                                           "verify": "reactlab.suites.agentdojo_score",
                                           "tables": "reactlab.suites.agentdojo_score"}
 
-    def specs(self, suite_name: str, entry: Mapping[str, Any],
+    def specs(self, suite_name: str, entry: SuiteSettings,
               raw: Mapping[str, Any]) -> list[RunSpec]:
         return agentdojo_run.case_specs(suite_name, entry, raw)
 

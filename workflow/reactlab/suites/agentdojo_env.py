@@ -26,6 +26,7 @@ from functools import update_wrapper
 from pathlib import Path
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from reactlab.config.settings import SuiteSettings
 from reactlab.core.errors import UsageError
 
 __all__ = ["ATTACK", "ATTACK_MODEL", "DEFENCES", "MAX_STEPS", "POLICIES", "SUITES", "TAG",
@@ -39,7 +40,9 @@ DEFENCES = ("none", "delimit", "scope", "delimit+scope")
 ATTACK = "important_instructions"
 ATTACK_MODEL = "local"  # AgentDojo addresses it as "Local model"
 TAG = "<INFORMATION>"
-MAX_STEPS = 8
+#: The loop's step limit of a run: the schema's default of a suite entry's ``max_steps``
+#: (the standalone command's too).
+MAX_STEPS: int = SuiteSettings.model_fields["max_steps"].default
 
 
 #: The instant AgentDojo's tools read as "now" (a sent email's timestamp, a file's

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
-from reactlab.config.settings import PolicyScript
+from reactlab.config.settings import PolicyScript, SuiteSettings
 from reactlab.core.errors import UsageError
 from reactlab.suites.agentdojo_env import (
     ATTACK,
@@ -214,23 +214,23 @@ def sample_pairs(name: str, sample: int | None, seed: int) -> list[Pair]:
     return sorted(sample_cases(tuple(everything), sample, seed), key=lambda p: index[p.id])
 
 
-def case_specs(name: str, entry: Mapping[str, Any],
+def case_specs(name: str, entry: SuiteSettings,
                raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of a ``benchmark: agentdojo`` entry of the ``suites:`` section: every
     sampled pair of each selected suite, on each backend, under each policy (a scripted
     backend) or the model, and each defence."""
     specs = []
-    for name_ in entry.get("categories", SUITES):
-        chosen = sample_pairs(name_, entry.get("sample"), int(entry.get("seed", 0)))
-        for backend in entry["backends"]:
+    for name_ in entry.categories or SUITES:
+        chosen = sample_pairs(name_, entry.sample, entry.seed)
+        for backend in entry.backends:
             cfg = raw["backends"][backend]
             policies = ([SCENARIO_MODEL] if cfg["mode"] in ("model", "live")
-                        else entry.get("policies", POLICIES))
+                        else entry.policies or POLICIES)
             for policy in policies:
-                for defence in entry.get("defences", DEFENCES):
+                for defence in entry.defences or DEFENCES:
                     specs += [spec_for(pair, policy, defence, entry=name, backend=backend,
                                        backend_config=cfg,
-                                       system_prompt=entry.get("system_prompt"),
-                                       max_steps=int(entry.get("max_steps", MAX_STEPS)))
+                                       system_prompt=entry.system_prompt,
+                                       max_steps=entry.max_steps)
                               for pair in chosen]
     return specs

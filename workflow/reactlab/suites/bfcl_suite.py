@@ -23,6 +23,7 @@ from reactlab.config.settings import (
     LiveBackend,
     SimulatedBackend,
     SuiteCase,
+    SuiteSettings,
     agent_settings,
     backend_settings,
     script_settings,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["BFCL", "Bfcl", "case_specs"]
 
 
-def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[RunSpec]:
+def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of a ``benchmark: bfcl`` entry of the ``suites:`` section: every sampled
     case of each category, on each backend, under each policy (a backend that plays
     scripts) or the model (one that runs a model). On an HTTP API (``simulated`` or
@@ -52,17 +53,16 @@ def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> l
     specs = []
     # the typed settings are validated once per suite and backend, and shared by its
     # cases (frozen: the specs keep them as they are)
-    system_prompt = suite.get("system_prompt", "")
+    system_prompt = suite.system_prompt or ""
     agents = {fc: agent_settings({"send_tools": True,
                                   "send_system_prompt": not fc or bool(system_prompt),
                                   "system_prompt": system_prompt,
                                   "defences": dict(NO_DEFENCES)})
               for fc in (False, True)}
     limits = limits_settings({"max_steps": 1, "token_budget": None})
-    backends = {b: backend_settings(raw["backends"][b]) for b in suite["backends"]}
-    for category in suite.get("categories", list(bfcl.CATEGORIES)):
-        cases = sample_cases(bfcl.load_cases(category), suite.get("sample"),
-                             int(suite.get("seed", 0)))
+    backends = {b: backend_settings(raw["backends"][b]) for b in suite.backends}
+    for category in suite.categories or bfcl.CATEGORIES:
+        cases = sample_cases(bfcl.load_cases(category), suite.sample, suite.seed)
         for case in cases:
             infos: dict[bool, SuiteCase] = {}
             tools = tuple(f["name"] for f in case.functions)
@@ -76,11 +76,11 @@ def case_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> l
                          else list(case.possible_answer),
                          "tools": bfcl.tool_definitions(case.functions,
                                                         "fc" if fc else "prompt"),
-                         "batch_size": int(suite.get("batch_size", 1)),
+                         "batch_size": suite.batch_size,
                          **({"mode": "fc"} if fc else {})})
                 runs_model = settings.mode in ("model", "live")
                 scenarios = ([SCENARIO_MODEL] if runs_model
-                             else list(suite.get("policies", bfcl.POLICIES)))
+                             else list(suite.policies or bfcl.POLICIES))
                 for scenario in scenarios:
                     script = ({"model": SCENARIO_MODEL, "strategy": "single_turn"}
                               if runs_model else
@@ -107,7 +107,7 @@ class Bfcl:
                                           "verify": "reactlab.suites.bfcl_score",
                                           "tables": "reactlab.suites.bfcl_tables"}
 
-    def specs(self, suite_name: str, entry: Mapping[str, Any],
+    def specs(self, suite_name: str, entry: SuiteSettings,
               raw: Mapping[str, Any]) -> list[RunSpec]:
         return case_specs(suite_name, entry, raw)
 

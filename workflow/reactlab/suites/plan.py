@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactlab.config import RunSpec
+from reactlab.config.settings import SuiteSettings, suite_settings
 from reactlab.core.errors import UsageError
 from reactlab.suites.registry import benchmark
 from reactlab.suites.types import Shard, digest_shards
@@ -23,11 +24,11 @@ from reactlab.suites.types import Shard, digest_shards
 __all__ = ["plan", "suite_specs"]
 
 
-def suite_specs(name: str, suite: Mapping[str, Any], raw: Mapping[str, Any]) -> list[RunSpec]:
+def suite_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[RunSpec]:
     """The specs of one suite entry, by its benchmark's registry entry; a UsageError
     names the entry (the benchmark's package missing, a policy for another backend)."""
     try:
-        specs: list[RunSpec] = benchmark(suite["benchmark"]).specs(name, suite, raw)
+        specs: list[RunSpec] = benchmark(suite.benchmark).specs(name, suite, raw)
     except UsageError as exc:
         raise UsageError(f"suites.{name}: {exc}") from None
     return specs
@@ -39,16 +40,18 @@ def plan(raw: Mapping[str, Any]) -> list[Shard]:
     live runs are: nothing asks for a key otherwise."""
     shards: list[Shard] = []
     live = bool((raw.get("live") or {}).get("enabled", False))
-    for name, suite in (raw.get("suites") or {}).items():
+    for name, entry in (raw.get("suites") or {}).items():
+        suite = suite_settings(entry, f"suites.{name}")
         if not live:
-            suite = {**suite, "backends": [b for b in suite["backends"]
-                                           if (raw["backends"].get(b) or {}).get("mode") != "live"]}
-            if not suite["backends"]:
+            offline = [b for b in suite.backends
+                       if (raw["backends"].get(b) or {}).get("mode") != "live"]
+            if not offline:
                 continue
+            suite = suite.replace(backends=offline)
         groups: dict[tuple[str, str], list[RunSpec]] = {}
         for spec in suite_specs(name, suite, raw):
             groups.setdefault((spec.backend, spec.scenario), []).append(spec)
-        size = int(suite.get("shard_size", 40))
+        size = suite.shard_size
         for (backend, scenario), specs in groups.items():
             for i in range(0, len(specs), size):
                 shards.append(Shard(name, backend, scenario, i // size,

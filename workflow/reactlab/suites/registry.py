@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
     from reactlab.backends.local.model import LocalModel
     from reactlab.config import RunSpec
+    from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
 
 __all__ = ["BENCHMARKS", "Benchmark", "benchmark", "load_suite_verification", "register",
@@ -74,10 +75,11 @@ class Benchmark(Protocol):
         that benchmark's verify jobs only. A benchmark outside the package leaves a step
         out (the generic module alone is fingerprinted)."""
 
-    def specs(self, suite_name: str, entry: Mapping[str, Any],
+    def specs(self, suite_name: str, entry: SuiteSettings,
               raw: Mapping[str, Any]) -> list[RunSpec]:
-        """Every case of one suite entry as a :class:`~reactlab.config.RunSpec` with its
-        ``suite`` part; ``raw`` is the whole config (its backends). A backend that plays
+        """Every case of one suite entry (its typed settings) as a
+        :class:`~reactlab.config.RunSpec` with its ``suite`` part; ``raw`` is the whole
+        config (its backends). A backend that plays
         scripts gets one spec per policy (a :class:`~reactlab.config.settings.PolicyScript`),
         one that runs a model one spec (scenario ``react``). A UsageError names what
         cannot run."""

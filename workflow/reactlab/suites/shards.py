@@ -188,11 +188,12 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def check(manifest: str | Path, expected: Iterable[str] | None = None,
-          cache_root: str | Path = STAT_CACHE) -> list[str]:
+          cache_root: str | Path = STAT_CACHE, *, refresh: bool = True) -> list[str]:
     """The problems of one shard manifest against the files on disk (empty: intact).
     ``expected``: the files the plan says the manifest must list (another set is a
     problem too). Files whose stat matches the cache are not read; others are hashed,
-    and the cache is refreshed when they still match."""
+    and the cache is refreshed when they still match (unless ``refresh`` is False: a dry
+    run writes nothing)."""
     try:
         entries = read_manifest(manifest)
     except FileNotFoundError:
@@ -219,7 +220,7 @@ def check(manifest: str | Path, expected: Iterable[str] | None = None,
             continue
         cache[path] = [*key, digest]
         refreshed = True
-    if refreshed and not problems:
+    if refreshed and refresh and not problems:
         write_json_atomic(cache_file, cache, indent=None)
     return problems
 
@@ -257,14 +258,14 @@ def recover(shards: Sequence[Any], tables: Sequence[str], root: str = RESULTS,
             messages.append(f"shard {shard.id}: its cases changed in the config: it will "
                             "be rerun")
             continue
-        problems = check(files.traces, expected, cache_root)
+        problems = check(files.traces, expected, cache_root, refresh=apply)
         if problems:
             remove(files.traces, files.verified)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             messages.append(f"{problems[0]}{more}: shard {shard.id} will be rerun")
             stale = True
             continue
-        problems = check(files.verified, shard.verified(root), cache_root)
+        problems = check(files.verified, shard.verified(root), cache_root, refresh=apply)
         if problems:
             remove(files.verified)
             messages.append(f"{problems[0]}: shard {shard.id} will be verified again")
