@@ -363,3 +363,70 @@ def test_a_provider_without_http_refuses_recording(raw_config: dict) -> None:
     with pytest.raises(ValueError, match="records or replays"):
         open_session(parse(raw_config).run("variacion_busi", "openai", "correcto"),
                      recorder=Recorder(), replay=object())  # type: ignore[arg-type]
+
+
+# ------------------------------------------------- what a session sent, in the trace header
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a decoded JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("send_system_prompt", [False, True])
+@pytest.mark.parametrize("backend", ["openai", "anthropic", "openai_chat"])
+def test_the_header_records_what_an_http_session_sent(backend: str, send_system_prompt: bool,
+                                                      toolbox: Any, tmp_path: Path) -> None:
+    """The header's ``system_prompt_sent`` / ``tool_results_ascii`` are what went over the
+    wire: read back from the recorded request bodies."""
+    from dataclasses import replace
+
+    from reactlab.backends import recording
+    from reactlab.runner import run_to_trace
+
+    # its headlines are Spanish text: ASCII escapes or not makes a difference
+    spec = load("config.yaml").run("noticias_busi_abril", backend, "inyeccion_ignora")
+    spec = replace(spec, agent=spec.agent.replace(send_system_prompt=send_system_prompt))
+    run_to_trace(spec, toolbox, tmp_path / "t.jsonl", recording=tmp_path / "r.jsonl")
+    tr = trace.read(tmp_path / "t.jsonl")
+    assert tr.header.system_prompt_sent is send_system_prompt
+    assert tr.header.tool_results_ascii is True
+    sent = _strings(recording.read(tmp_path / "r.jsonl")[-1]["request"]["body"])
+    assert (spec.agent.system_prompt in sent) is send_system_prompt
+    results = [c.result for c in tr.tool_calls()]
+    assert any(not json.dumps(r, ensure_ascii=False).isascii() for r in results)  # it matters
+    for r in results:
+        assert json.dumps(r, ensure_ascii=True) in sent
+        assert json.dumps(r, ensure_ascii=False) not in sent or json.dumps(r).isascii()
+
+
+@pytest.mark.parametrize("send_system_prompt", [False, True])
+def test_the_header_records_what_the_local_session_sent(send_system_prompt: bool,
+                                                        toolbox: Any, tmp_path: Path) -> None:
+    """The local ChatML session always sends the system prompt and keeps tool results'
+    UTF-8 text; its header says so, and its prompt shows it."""
+    from dataclasses import replace
+
+    from reactlab.agent.types import ToolCall, ToolOutcome
+    from reactlab.runner import header, run_to_trace
+
+    spec = load("config.yaml").run("noticias_busi", "local", "titular_fiel")
+    spec = replace(spec, agent=spec.agent.replace(send_system_prompt=send_system_prompt))
+    run_to_trace(spec, toolbox, tmp_path / "t.jsonl")
+    tr = trace.read(tmp_path / "t.jsonl")
+    assert (tr.header.system_prompt_sent, tr.header.tool_results_ascii) == (True, False)
+    session = open_session(spec)
+    result = {"resultado": {"titular": "Señal de compra en BUSI"}}
+    session.add_results([ToolOutcome(ToolCall("c", "buscar_noticias", {}), result, "ok")])
+    prompt = session.prompt()  # type: ignore[attr-defined]
+    assert spec.agent.system_prompt in prompt
+    assert json.dumps(result, ensure_ascii=False) in prompt
+    # a session that states nothing (a test's fake, a suite's policy): nothing recorded
+    bare = header(spec, object())
+    assert (bare.system_prompt_sent, bare.tool_results_ascii) == (None, None)
+    assert "system_prompt_sent" not in bare.to_json()

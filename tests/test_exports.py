@@ -40,7 +40,16 @@ from reactlab import config, trace
 from reactlab.analysis import verify
 from reactlab.cli import main
 from reactlab.core.errors import ReactlabError
-from reactlab.export import EPOCH_NS, STEP_NS, ExportRun, find_pairs, inspect_log, load_runs, otel
+from reactlab.export import (
+    EPOCH_NS,
+    STEP_NS,
+    ExportRun,
+    find_pairs,
+    inspect_log,
+    load_runs,
+    otel,
+    unrecorded_facts,
+)
 from reactlab.runner import run_to_trace
 from reactlab.tools.messages import tool_message, unwrap
 from tests.conftest import ROOT
@@ -109,11 +118,21 @@ def _golden_pairs() -> list[tuple[Path, Path]]:
             for t, b, s in CORRECTO]
 
 
-def _same_records(a: Path, b: Path) -> None:
+def _same_records(fresh: Path, golden: Path, golden_verified: Path) -> None:
     """Two traces agree in everything but the package versions of their header (and so
-    the checksum): the committed inputs are what the loop writes today."""
-    ta, tb = trace.read(a), trace.read(b)
-    assert replace(ta.header, versions={}) == replace(tb.header, versions={})
+    the checksum): the committed inputs are what the loop writes today, but for what the
+    session sent (``system_prompt_sent``, ``tool_results_ascii``), which the runner now
+    records and the committed inputs, written before, do not. For those, what the loop
+    records today must be what the exports read for the committed trace
+    (:func:`reactlab.export.unrecorded_facts`), so they export as a fresh trace would."""
+    ta, tb = trace.read(fresh), trace.read(golden)
+    assert ta.header.system_prompt_sent is not None and ta.header.tool_results_ascii is not None
+    assert tb.header.system_prompt_sent is None and tb.header.tool_results_ascii is None
+    old = ExportRun(tb, verify.load_verification(tb, golden_verified, str(golden)))
+    assert (ta.header.system_prompt_sent, ta.header.tool_results_ascii) == unrecorded_facts(old)
+    assert (old.system_prompt_sent, old.tool_results_ascii) == unrecorded_facts(old)
+    unrecorded = {"versions": {}, "system_prompt_sent": None, "tool_results_ascii": None}
+    assert replace(ta.header, **unrecorded) == replace(tb.header, **unrecorded)
     assert ta.records == tb.records
     assert replace(ta.end, sha256=None) == replace(tb.end, sha256=None)
 
@@ -129,8 +148,7 @@ def test_golden_inputs_are_what_the_loop_writes(toolbox: Any, tmp_path: Path,
             record = verify.verification_record(trace.read(gt), gt.relative_to(ROOT).as_posix())
             trace.write_json_atomic(gv, record)
     for (t, _), (gt, gv) in zip(fresh, _golden_pairs(), strict=True):
-        _same_records(Path(t), gt)
-        verify.load_verification(trace.read(gt), gv, str(gt))
+        _same_records(Path(t), gt, gv)
 
 
 @pytest.mark.parametrize("kind", ["inspect", "otel"])

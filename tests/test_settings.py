@@ -100,6 +100,22 @@ def test_defaults_are_read_but_not_written() -> None:
                                                   "max_wait": 2, "stream": True}
 
 
+@pytest.mark.parametrize(("entry", "cap"), [
+    ({"provider": "anthropic", "mode": "simulated", "max_tokens": 300}, 300),
+    ({"provider": "openai", "mode": "simulated"}, None),  # none given: none stated
+    ({"provider": "openai_chat", "mode": "live", "model": "m", "api_key_env": "K",
+      "max_tokens": 80}, 80),
+    ({"provider": "local", "mode": "scripted"}, None),
+    ({"provider": "local", "mode": "model", "model": "m", "max_new_tokens": 40}, 40),
+    # a local model's cap is max_new_tokens, given or not (max_tokens is not read there)
+    ({"provider": "local", "mode": "model", "model": "m", "max_tokens": 7},
+     BACKEND["max_new_tokens"]["default"]),
+])
+def test_one_output_token_cap_for_every_backend_kind(entry: dict[str, Any],
+                                                     cap: int | None) -> None:
+    assert backend_settings(entry).max_output_tokens == cap
+
+
 @pytest.mark.parametrize(("entry", "field"), [
     ({"provider": "openai", "mode": "simulated", "stream": "yes"}, "backend_config.stream"),
     ({"provider": "openai", "mode": "simulated", "threads": 2}, "backend_config.threads"),

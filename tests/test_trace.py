@@ -241,8 +241,21 @@ def test_optional_fields_are_left_out_not_written_as_null() -> None:
                                    "calls", "errors"]
 
 
+def test_the_header_records_what_the_session_sent_and_reads_a_header_without_it(
+        tmp_path: Path) -> None:
+    """``system_prompt_sent`` / ``tool_results_ascii`` go last in the header when a session
+    stated them; a header without them (a trace written before, a suite's) still reads."""
+    stated = replace(HEADER, system_prompt_sent=True, tool_results_ascii=False)
+    assert list(stated.to_json())[-2:] == ["system_prompt_sent", "tool_results_ascii"]
+    assert list(HEADER.to_json())[-1] == "spec"
+    for header in (stated, HEADER):
+        assert trace.read(_write(tmp_path / "t.jsonl", header=header)).header == header
+
+
 @pytest.mark.parametrize(("obj", "reason"), [
     ({"type": "answer", "step": 1}, "answer record lacks the field 'text'"),
+    ({**HEADER.to_json(), "tool_results_ascii": "yes"},
+     "field 'tool_results_ascii' is str 'yes', expected"),
     ({"type": "answer", "step": 1, "text": "x", "extra": 1}, "unknown field(s) extra"),
     ({"type": "answer", "step": "1", "text": "x"}, "field 'step' is str"),
     ({"type": "request", "step": True, "tokens_sent": 1, "cumulative_tokens": 1,

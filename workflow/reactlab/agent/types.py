@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reactlab.core.errors import BudgetExceeded as BudgetExceeded  # re-exported
 from reactlab.trace.records import ToolStatus
@@ -82,4 +82,26 @@ class Session(Protocol):
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         """Append the program's answers to the calls of the last turn."""
+        ...
+
+
+@runtime_checkable
+class SessionFacts(Protocol):
+    """What a session says about how it talks to its model, beyond the turns themselves.
+
+    The session is the one that knows: the runner records both in the trace header
+    (:func:`reactlab.runner.header`, :class:`reactlab.trace.records.Header`) and the
+    exports read them from there, instead of guessing them from the provider's name.
+    A session without them (a test's fake, an outside suite's policy) records neither.
+    """
+
+    @property
+    def system_prompt_sent(self) -> bool:
+        """Whether the agent's system prompt (``agent.system_prompt``) goes to the model."""
+        ...
+
+    @property
+    def tool_results_ascii(self) -> bool:
+        """Whether a tool result's JSON reaches the model with ASCII escapes (``json.dumps``
+        defaults, the HTTP APIs) rather than as UTF-8 text (the local ChatML sessions)."""
         ...

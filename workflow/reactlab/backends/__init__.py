@@ -155,12 +155,19 @@ def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
     return None, json.dumps(text)
 
 
+#: How the HTTP adapters write a tool result's JSON: with ASCII escapes (``json.dumps``
+#: defaults, as in the lesson). :class:`reactlab.backends.adapter.ApiSession` declares it
+#: (``tool_results_ascii``), and so every HTTP run's trace header records it.
+API_RESULTS_ASCII = True
+
+
 def api_result_text(oc: ToolOutcome) -> str:
     """A tool result as the HTTP APIs get it back: ``json.dumps`` defaults (ASCII escapes,
-    as in the lesson), marked as data when the delimiting defence is on."""
+    as in the lesson: :data:`API_RESULTS_ASCII`), marked as data when the delimiting
+    defence is on."""
     from reactlab.tools.messages import tool_message
 
-    return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=True)
+    return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=API_RESULTS_ASCII)
 
 
 def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:

@@ -16,6 +16,9 @@ what the official SDK would send. What every HTTP adapter does the same way live
   ``last_attempts`` the per-attempt log of the last step;
 * the request options: tools (if ``send_tools``), the system prompt (if
   ``send_system_prompt``), a live backend's ``temperature`` and ``top_p``;
+* what it declares for the trace header (:class:`reactlab.agent.types.SessionFacts`):
+  ``system_prompt_sent`` (what ``send_system_prompt`` made it do) and
+  ``tool_results_ascii`` (tool results go back with ASCII escapes, :func:`api_result_text`);
 * translating the SDK's errors into the :class:`~reactlab.core.errors.BackendError` kinds.
 
 A subclass names its wire API (:mod:`reactlab.simulate.apis`), its SDK module, and
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from reactlab.agent.types import BudgetExceeded, ModelTurn, RequestMeter, ToolCall, ToolOutcome
 from reactlab.backends import (
+    API_RESULTS_ASCII,
     api_key_hint,
     http_transport,
     metering_hook,
@@ -83,6 +87,8 @@ class ApiSession:
     system_field: ClassVar[str]
     #: What a broken answer can raise inside the SDK or while reading the parsed object.
     catch: ClassVar[tuple[type[Exception], ...]]
+    #: Tool results go back as :func:`reactlab.backends.api_result_text` writes them.
+    tool_results_ascii: ClassVar[bool] = API_RESULTS_ASCII
 
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:
@@ -114,7 +120,9 @@ class ApiSession:
         if spec.agent.send_tools:
             self.extra["tools"] = [self.tool_definition(n, d, s)
                                    for n, d, s in tool_definitions(spec)]
-        if spec.agent.send_system_prompt:
+        #: Whether the agent's system prompt went to the model (the trace header records it).
+        self.system_prompt_sent = spec.agent.send_system_prompt
+        if self.system_prompt_sent:
             self.add_system_prompt(spec.agent.system_prompt)
         # Sampling settings of a live backend (the schema allows them nowhere else). The
         # APIs take no seed, so a live trial's seed is recorded in its trace only.

@@ -174,8 +174,8 @@ class OpenAIChatSession(ApiSession):
         super().__init__(spec, **kwargs)
         settings = spec.backend_config
         # max_tokens too when the config sets it (the base passes temperature and top_p)
-        if "max_tokens" in settings.to_dict():
-            self.extra["max_tokens"] = settings.max_tokens
+        if settings.max_output_tokens is not None:
+            self.extra["max_tokens"] = settings.max_output_tokens
         self.stream_extra: dict[str, Any] = {"stream": True}
         if settings.stream_include_usage:
             self.stream_extra["stream_options"] = {"include_usage": True}

@@ -5,7 +5,10 @@ One frozen model per backend kind (the backend's ``mode``: :class:`SimulatedBack
 (:class:`StepScript` plays scripted steps, :class:`StrategyScript` names the strategy of
 a real model), and the agent settings and limits. The config builds them once, when it
 builds the RunSpecs (:func:`reactlab.config.parse`); a job rebuilds them from its spec's
-JSON. The rest of the package reads attributes, never string keys.
+JSON. The rest of the package reads attributes, never string keys; where backend kinds
+name one thing differently (the output-token cap: ``max_tokens``, a local model's
+``max_new_tokens``), every kind has the one property that names it
+(:attr:`_Backend.max_output_tokens`).
 
 **Defaults and bounds live in the config schema** (``workflow/schemas/config.schema.yaml``,
 ``default:``, ``minimum:``/``maximum:``): the fields below take them from there
@@ -149,6 +152,14 @@ class _Backend(Settings):
         """Whether it draws its output at random (a temperature above 0)."""
         return (getattr(self, "temperature", None) or 0) > 0
 
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The cap on the model's output tokens that the config sets, whichever key holds
+        it: ``max_tokens`` where the config gives it (None when it gives none), and a local
+        model's ``max_new_tokens`` (:class:`ModelBackend`). One attribute for every backend
+        kind, so a reader (the exports) needs no key per provider."""
+        return self.max_tokens if "max_tokens" in self.model_fields_set else None
+
 
 class _ApiBackend(_Backend):
     """Options of the backends that speak HTTP (simulated and live)."""
@@ -200,6 +211,12 @@ class ModelBackend(_Backend, _Sampling):
     dtype: Dtype = _backend("dtype")
     reuse_cache: bool = _backend("reuse_cache")
     decoding: Decoding = _backend("decoding")
+
+    @property
+    def max_output_tokens(self) -> int:
+        """``max_new_tokens``: what the local model's ``generate`` is given (its default
+        applies when the config leaves it out; ``max_tokens`` is not read in this mode)."""
+        return self.max_new_tokens
 
 
 BackendSettings = Annotated[SimulatedBackend | ScriptedBackend | ModelBackend | LiveBackend,

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from reactlab.config.settings import BackendSettings
 
 __all__ = ["EPOCH", "EPOCH_NS", "STEP_NS", "ExportError", "ExportRun", "damaged_exports",
-           "derived_id", "find_pairs", "group_runs", "load_runs", "require", "step_window"]
+           "derived_id", "find_pairs", "group_runs", "load_runs", "require", "step_window",
+           "unrecorded_facts"]
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """The instant that stands for the start of every run (traces carry no clock)."""
@@ -87,6 +88,12 @@ class ExportRun:
         return self.trace.header.spec
 
     @property
+    def strategy(self) -> str:
+        """Who decided the calls: ``react`` (the scripted steps' and the default) or the
+        strategy a real model's scenario names (``plan_execute``)."""
+        return str(self.spec["script"].get("strategy", "react"))
+
+    @property
     def trial(self) -> int | None:
         """The trial number of a run with repeated trials, None for a single run."""
         value = self.spec.get("trial")
@@ -102,6 +109,26 @@ class ExportRun:
     @property
     def provider(self) -> str:
         return self.backend_config.provider
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The output-token cap the run's backend config sets (one attribute for every
+        backend kind: :attr:`reactlab.config.settings._Backend.max_output_tokens`)."""
+        return self.backend_config.max_output_tokens
+
+    @property
+    def system_prompt_sent(self) -> bool:
+        """Whether the agent's system prompt went to the model, as the trace header records
+        what the run's session said (:class:`reactlab.agent.types.SessionFacts`)."""
+        recorded = self.trace.header.system_prompt_sent
+        return recorded if recorded is not None else unrecorded_facts(self)[0]
+
+    @property
+    def tool_results_ascii(self) -> bool:
+        """Whether tool results reached the model with ASCII escapes, as the trace header
+        records it."""
+        recorded = self.trace.header.tool_results_ascii
+        return recorded if recorded is not None else unrecorded_facts(self)[1]
 
     @property
     def model(self) -> str:
@@ -124,6 +151,33 @@ class ExportRun:
 
     def requests(self) -> list[Request]:
         return self.trace.requests()
+
+
+def unrecorded_facts(run: ExportRun) -> tuple[bool, bool]:
+    """(system prompt sent, tool results ASCII) of a trace whose header records neither:
+    one written before the runner recorded them (``tests/golden/exports/input`` holds
+    such traces, committed byte for byte). What the sessions of the time did, read from
+    the registry rather than from the provider's name: an HTTP provider's session is an
+    :class:`~reactlab.backends.adapter.ApiSession`, which sends the system prompt as
+    ``agent.send_system_prompt`` says and ASCII-escaped results; an in-process provider's
+    are the local ChatML sessions, whose ReAct session always sends the system prompt and
+    whose results keep their UTF-8 text. A provider that is not registered is a
+    TraceError: nothing says what its session sent.
+
+    Only old traces take this path; drop it once no kept trace lacks the two fields."""
+    from reactlab.backends import API_RESULTS_ASCII
+    from reactlab.backends.registry import provider
+    from reactlab.core.errors import UsageError
+
+    try:
+        http = provider(run.provider).http
+    except UsageError as exc:
+        raise TraceError(f"{run.trace.path}: the header does not record what its session "
+                         f"sent, and {exc}: run it again") from exc
+    react = run.strategy == "react"
+    if http:
+        return bool(run.spec["agent"].get("send_system_prompt")) and react, API_RESULTS_ASCII
+    return react, False
 
 
 def step_window(step: int, slot: int | None = None, slots: int = 1) -> tuple[int, int]:

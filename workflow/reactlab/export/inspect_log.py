@@ -3,11 +3,13 @@
 Each run of the group is a sample (id: the scenario) and each trial of a run with
 repeated trials an epoch of that sample (epoch 1 for a single run). A sample holds:
 
-* the conversation rebuilt from the trace: the system prompt where the backend sends one,
-  the question, each model turn (``ChatMessageAssistant`` with its ``ToolCall``\\ s) and
-  each tool result (``ChatMessageTool``, with a ``ToolCallError`` when the call was not
+* the conversation rebuilt from the trace: the system prompt where the run's session
+  sent one, the question, each model turn (``ChatMessageAssistant`` with its
+  ``ToolCall``\\ s) and each tool result (``ChatMessageTool``, written as the session wrote
+  it, with or without ASCII escapes, and with a ``ToolCallError`` when the call was not
   executed as asked: invalid arguments, an unknown tool, a tool error, a repeated or
-  blocked call);
+  blocked call); what the session sent is what the trace header records
+  (:attr:`~reactlab.export.ExportRun.system_prompt_sent`, ``tool_results_ascii``);
 * the events: a ``ModelEvent`` per request (its input, the tools offered, the output and
   its ``ModelUsage``: the trace's tokens sent and received) or per backend error, a
   ``ToolEvent`` per call, an ``InfoEvent`` (source ``reactlab guardrail``) per guardrail
@@ -113,9 +115,8 @@ def _generate_config(run: ExportRun) -> Any:
 
     cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
     values: dict[str, Any] = {}
-    max_tokens = cfg.get("max_tokens", cfg.get("max_new_tokens"))
-    if max_tokens is not None:
-        values["max_tokens"] = int(max_tokens)
+    if run.max_output_tokens is not None:
+        values["max_tokens"] = run.max_output_tokens
     for name in ("temperature", "top_p"):
         if cfg.get(name) is not None:
             values[name] = float(cfg[name])
@@ -135,15 +136,6 @@ def _tools(run: ExportRun) -> list[Any]:
     return [ToolInfo(name=n, description=TOOLS[n].description,
                      parameters=ToolParams.model_validate(json_schema(n)))
             for n in run.spec["tools"] if n in TOOLS]
-
-
-def _sends_system_prompt(run: ExportRun) -> bool:
-    """Whether the run's session sends the agent's system prompt (the local sessions of
-    the ReAct loop always do; the API backends when the config says so)."""
-    agent = run.spec["agent"]
-    if run.spec.get("strategy", "react") != "react":
-        return False
-    return run.provider == "local" or bool(agent.get("send_system_prompt"))
 
 
 def _score(run: ExportRun) -> Any:
@@ -198,11 +190,11 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
     tools = _tools(run)
     config = _generate_config(run)
     delimit = bool(spec["agent"].get("defences", {}).get("delimit_tool_output"))
-    ensure_ascii = run.provider != "local"  # as each backend writes tool results
+    ensure_ascii = run.tool_results_ascii  # as the session wrote them (trace header)
     calls = run.calls_by_step()
 
     first: list[Any] = []
-    if _sends_system_prompt(run):
+    if run.system_prompt_sent:  # as the session said (trace header)
         first.append(ChatMessageSystem(id=next_id(), content=spec["agent"]["system_prompt"],
                                        source="input"))
     first.append(ChatMessageUser(id=next_id(), content=tr.header.question, source="input"))
@@ -416,8 +408,7 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
     return EvalLog(
         status="success", eval=spec,
         plan=EvalPlan(steps=[EvalPlanStep(solver="reactlab_agent_loop",
-                                          params={"strategy": head.spec.get("strategy",
-                                                                            "react")})]),
+                                          params={"strategy": head.strategy})]),
         results=results,
         stats=EvalStats(started_at=EPOCH.isoformat(), completed_at=_iso(last),
                         model_usage=usage),

@@ -8,7 +8,8 @@ collector's ``otlpjsonfile`` receiver. Its spans follow the GenAI semantic conve
 * ``invoke_agent reactlab`` (INTERNAL), the whole run: ``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.agent.name``, ``gen_ai.conversation.id`` (the run
   key), ``gen_ai.request.model``, the run's total ``gen_ai.usage.input_tokens`` /
-  ``output_tokens``, the question as ``gen_ai.input.messages`` and the answer as
+  ``output_tokens``, the question (after the system prompt, where the trace header says
+  the session sent it) as ``gen_ai.input.messages`` and the answer as
   ``gen_ai.output.messages``; ``error.type`` and an ERROR status when the run ended
   without an answer (its termination: ``step_limit``, ``token_budget``,
   ``backend_error``, ``plan_failed``); an event per guardrail (``reactlab.guardrail``,
@@ -17,7 +18,8 @@ collector's ``otlpjsonfile`` receiver. Its spans follow the GenAI semantic conve
   ``verifier``, ``score.value`` 1 or 0, ``score.label`` ``verified`` / ``rejected``,
   ``explanation``: the findings);
 * ``chat {model}`` (CLIENT), one per request, a child of the agent span: the request
-  parameters, the tokens sent and received, ``gen_ai.response.finish_reasons`` and the
+  parameters (``gen_ai.request.max_tokens``: the backend's output-token cap, whichever
+  config key sets it), the tokens sent and received, ``gen_ai.response.finish_reasons`` and the
   model's turn as ``gen_ai.output.messages``; a backend error is an ERROR status with
   ``error.type`` (its kind) and ``http.response.status_code``;
 * ``execute_tool {tool}`` (INTERNAL), one per call, a child of the agent span as well
@@ -110,9 +112,8 @@ def _messages(role: str, text: str | None, calls: Sequence[ToolCallRecord] = (),
 def _request_attributes(run: ExportRun) -> dict[str, Any]:
     cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
     out: dict[str, Any] = {}
-    max_tokens = cfg.get("max_tokens", cfg.get("max_new_tokens"))
-    if max_tokens is not None:
-        out["gen_ai.request.max_tokens"] = int(max_tokens)
+    if run.max_output_tokens is not None:
+        out["gen_ai.request.max_tokens"] = run.max_output_tokens
     for name in ("temperature", "top_p"):
         if cfg.get(name) is not None:
             out[f"gen_ai.request.{name}"] = float(cfg[name])
@@ -155,8 +156,7 @@ def _record_spans(run: ExportRun, tracer: Any) -> None:
     out_tokens = sum(r.tokens_out for r in tr.requests())
     question: list[dict[str, Any]] = []
     agent = tr.header.spec["agent"]
-    if (run.spec.get("strategy", "react") == "react"
-            and (run.provider == "local" or agent.get("send_system_prompt"))):
+    if run.system_prompt_sent:  # as the session said (trace header)
         question.append({"role": "system", "parts": [{"type": "text",
                                                       "content": agent["system_prompt"]}]})
     question.append({"role": "user", "parts": [{"type": "text", "content": tr.header.question}]})

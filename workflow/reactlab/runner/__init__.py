@@ -39,15 +39,23 @@ def package_versions(provider: str) -> dict[str, str]:
     return out
 
 
-def header(spec: RunSpec) -> Header:
-    """The trace header of ``spec``: its run, key, hash, versions and the spec itself."""
+def header(spec: RunSpec, session: object | None = None) -> Header:
+    """The trace header of ``spec``'s run. With the ``session`` that runs it, also what
+    that session says it sends the model (:class:`reactlab.agent.types.SessionFacts`:
+    whether the agent's system prompt goes to it, how tool results are written), so that
+    a reader of the trace (the exports) never has to work it out from the provider."""
+    from reactlab.agent.types import SessionFacts
+
     run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
     if spec.trial is not None:
         run["trial"] = spec.trial
+    facts = session if isinstance(session, SessionFacts) else None
     return Header(schema_version=SCHEMA_VERSION, run=run, key=spec.key,
                   config_hash=spec.config_hash,
                   versions=package_versions(spec.backend_config.provider),
-                  spec=spec.to_dict())
+                  spec=spec.to_dict(),
+                  system_prompt_sent=facts.system_prompt_sent if facts else None,
+                  tool_results_ascii=facts.tool_results_ascii if facts else None)
 
 
 def run_job(spec_json: str, prices: str | Path, news: str | Path, out: str | Path, *,
@@ -111,8 +119,6 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     if recording is not None and replay is not None:
         raise UsageError("run_to_trace: give `recording` or `replay`, not both")
     strategy = strategy_named(spec.script.strategy)
-    writer = TraceWriter(out)
-    writer.add(header(spec))
     defences = spec.agent.defences
     recorder = Recorder() if recording is not None else None
     player = Replay.load(replay) if replay is not None else None
@@ -120,6 +126,8 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     session: Session = open_session(spec, sleep=_no_sleep if player is not None else None,
                                     recorder=recorder, replay=player, model=model,
                                     first_turn=first_turn)
+    writer = TraceWriter(out)
+    writer.add(header(spec, session))  # with what the session says it sends
     try:
         end = run_agent(session, tools, spec.tools if allowed is None else allowed,
                         spec.limits.max_steps, spec.limits.token_budget, writer.add,

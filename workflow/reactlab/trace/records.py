@@ -7,9 +7,10 @@ file order; :meth:`from_json` reads one back and says which field is missing, un
 of the wrong type. ``from_json(obj).to_json() == obj`` for every record a writer makes,
 so the bytes of a trace do not depend on this module (the checksum covers them).
 
-Optional fields (``raw`` of a tool call; ``tokens_refused``, ``tokens_left``, ``id`` and
-``detail`` of a guardrail; ``records`` and ``sha256`` of an end record not yet written)
-are left out of the JSON when they are ``None``.
+Optional fields (``system_prompt_sent`` and ``tool_results_ascii`` of the header;
+``decoding`` of a request; ``raw`` of a tool call; ``tokens_refused``, ``tokens_left``,
+``id`` and ``detail`` of a guardrail; ``records`` and ``sha256`` of an end record not yet
+written) are left out of the JSON when they are ``None``.
 """
 
 from __future__ import annotations
@@ -134,15 +135,24 @@ def _type_ok(annotation: Any, value: object) -> bool:
 
 @dataclass(frozen=True)
 class Header(_Record):
-    """First line: which run, under which config and package versions, from which spec."""
+    """First line: which run, under which config and package versions, from which spec,
+    and what its session says it sent the model beyond the turns: whether the agent's
+    system prompt went to it (``system_prompt_sent``) and whether tool results reached it
+    with ASCII escapes (``tool_results_ascii``; :class:`reactlab.agent.types.SessionFacts`).
+    Those two are left out when the session does not state them (an outside suite's
+    policy) and in traces written before the runner recorded them."""
 
     type: ClassVar[str] = "header"
+    _optional: ClassVar[frozenset[str]] = frozenset({"system_prompt_sent",
+                                                     "tool_results_ascii"})
     schema_version: int
     run: dict[str, str]
     key: str
     config_hash: str
     versions: dict[str, str]
     spec: dict[str, Any]
+    system_prompt_sent: bool | None = None
+    tool_results_ascii: bool | None = None
 
     @property
     def question(self) -> str:

@@ -12,13 +12,17 @@ Two modes share the conversation handling:
   the generated tokens.
 
 Tool results go back as ``tool`` messages with ``json.dumps(result, ensure_ascii=False)``,
-as in the lesson's local loop. Only the model's newly generated text is parsed.
+as in the lesson's local loop, and the agent's system prompt is always the first message
+(the tools' definitions are written into it): the sessions declare both
+(``tool_results_ascii``, ``system_prompt_sent``: :class:`reactlab.agent.types.SessionFacts`),
+and the runner records them in the trace header. Only the model's newly generated text
+is parsed.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reactlab.agent.strategies import (
     PLAN_EXTRACT_PREFIX,
@@ -65,6 +69,11 @@ def calls_from_text(parsed: ParseResult, turn: int) -> tuple[ToolCall, ...]:
 class _TextSession:
     """Chat messages, tools in the system prompt, results as ``tool`` messages."""
 
+    #: The agent's system prompt is the first message, whatever ``send_system_prompt`` says.
+    system_prompt_sent: ClassVar[bool] = True
+    #: Tool results keep their UTF-8 text (the lesson's local loop).
+    tool_results_ascii: ClassVar[bool] = False
+
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.tools = hermes_tools(spec) if spec.agent.send_tools else []
@@ -76,7 +85,7 @@ class _TextSession:
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:
             self.messages.append({"role": "tool", "content": tool_message(
-                oc.result, delimit=oc.delimit, ensure_ascii=False)})
+                oc.result, delimit=oc.delimit, ensure_ascii=self.tool_results_ascii)})
 
 
 class LocalScriptedSession(_TextSession):
@@ -192,6 +201,12 @@ class PlanExecuteSession:
     The loop decides everything else: the call, its guarded execution, the budget.
     """
 
+    #: Its system prompts are the plan's own (PLAN_EXTRACT_PROMPT, PLAN_WRITE_PROMPT),
+    #: never the agent's.
+    system_prompt_sent: ClassVar[bool] = False
+    #: The computed data is written into the prompt with its UTF-8 text.
+    tool_results_ascii: ClassVar[bool] = False
+
     def __init__(self, spec: RunSpec, model: LocalModel) -> None:
         self.spec = spec
         self.model = model
@@ -248,7 +263,7 @@ class PlanExecuteSession:
         for oc in outcomes:
             if "resultado" in oc.result:
                 self.data = tool_message(oc.result["resultado"], delimit=oc.delimit,
-                                         ensure_ascii=False)
+                                         ensure_ascii=self.tool_results_ascii)
 
 
 def model_settings(spec: RunSpec) -> ModelBackend:

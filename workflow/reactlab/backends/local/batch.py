@@ -36,9 +36,10 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reactlab.agent.types import ModelTurn
+from reactlab.backends.local import _TextSession
 from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:
@@ -200,7 +201,12 @@ def first_turns(model: LocalModel, specs: Sequence[RunSpec], batch_size: int,
 
 
 class PrecomputedSession:
-    """A session whose one turn was decoded in a batch (single-turn cases only)."""
+    """A session whose one turn was decoded in a batch (single-turn cases only). It says
+    what the local model session that prepared its prompt says (the trace header of a
+    batched case is the one-at-a-time case's)."""
+
+    system_prompt_sent: ClassVar[bool] = _TextSession.system_prompt_sent
+    tool_results_ascii: ClassVar[bool] = _TextSession.tool_results_ascii
 
     def __init__(self, turn: ModelTurn) -> None:
         self.turn: ModelTurn | None = turn
