@@ -57,6 +57,21 @@ if TYPE_CHECKING:
 Answer = tuple[list[ToolCall], str, list[dict[str, Any]]]
 
 
+def content_text(content: Any) -> str:
+    """A message content as the text it holds: a string as it is, a list of parts (text
+    blocks, ``input_text`` / ``output_text`` items) joined, anything else as JSON."""
+    import json
+
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [str(p.get("text", "")) for p in content if isinstance(p, dict)
+                 and isinstance(p.get("text"), str)]
+        if len(parts) == len(content):
+            return "".join(parts)
+    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+
+
 def translate_sdk_error(exc: Exception, sdk: ModuleType, *,
                         api_key_hint: str = retry.API_KEY_HINT) -> Exception:
     """An error of an official SDK (openai, anthropic: the same error classes) or of its
@@ -169,6 +184,20 @@ class ApiSession:
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
         """Append the kept items of an answer to the history."""
+        raise NotImplementedError
+
+    # --- reading another client's exchange (a framework's run, reactlab.frameworks) -----
+
+    @classmethod
+    def read_payload(cls, payload: dict[str, Any]) -> Answer:
+        """(calls, text, items) of an answer's JSON body, as :meth:`read` reads the SDK's
+        object of it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sent_results(body: dict[str, Any]) -> dict[str, str]:
+        """The tool results a request body carries back to the model, by call id, as the
+        text the model reads (a client's own error text included)."""
         raise NotImplementedError
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:

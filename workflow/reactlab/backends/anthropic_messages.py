@@ -22,7 +22,7 @@ from anthropic.types import Message
 
 from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
-from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.backends.adapter import Answer, ApiSession, content_text
 from reactlab.core.errors import StreamError
 from reactlab.simulate import cut_json, partial_object
 from reactlab.simulate.apis import ANTHROPIC_MESSAGES
@@ -115,6 +115,21 @@ class AnthropicMessagesSession(ApiSession):
     catch = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
     read = staticmethod(read_message)
     read_stream = staticmethod(messages_final)
+
+    @classmethod
+    def read_payload(cls, payload: dict[str, Any]) -> Answer:
+        return read_message(Message.model_validate(payload))
+
+    @staticmethod
+    def sent_results(body: dict[str, Any]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for m in body.get("messages") or ():
+            if isinstance(m, dict) and m.get("role") == "user" and isinstance(
+                    m.get("content"), list):
+                for block in m["content"]:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        out[str(block.get("tool_use_id"))] = content_text(block.get("content"))
+        return out
 
     def __init__(self, spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None) -> None:

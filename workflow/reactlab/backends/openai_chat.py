@@ -46,7 +46,7 @@ from reactlab.backends import (
     protocol_error,
     streaming,
 )
-from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.backends.adapter import Answer, ApiSession, content_text
 from reactlab.core.errors import UsageError
 from reactlab.simulate.apis import OPENAI_CHAT
 from reactlab.simulate.openai_chat import unstreamed_body
@@ -169,6 +169,16 @@ class OpenAIChatSession(ApiSession):
     catch = _CAUGHT
     read = staticmethod(read_completion)
     read_stream = staticmethod(chat_final)
+
+    @classmethod
+    def read_payload(cls, payload: dict[str, Any]) -> Answer:
+        return read_completion(ChatCompletion.model_validate(payload))
+
+    @staticmethod
+    def sent_results(body: dict[str, Any]) -> dict[str, str]:
+        return {str(m.get("tool_call_id")): content_text(m.get("content"))
+                for m in body.get("messages") or () if isinstance(m, dict)
+                and m.get("role") == "tool"}
 
     def __init__(self, spec: Any, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)

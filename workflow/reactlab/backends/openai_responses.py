@@ -22,7 +22,7 @@ from openai.types.responses import Response
 
 from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
-from reactlab.backends.adapter import Answer, ApiSession
+from reactlab.backends.adapter import Answer, ApiSession, content_text
 from reactlab.core.errors import StreamError
 from reactlab.simulate.apis import OPENAI_RESPONSES
 
@@ -71,6 +71,17 @@ class OpenAIResponsesSession(ApiSession):
     catch = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError)
     read = staticmethod(read_response)
     read_stream = staticmethod(responses_final)
+
+    @classmethod
+    def read_payload(cls, payload: dict[str, Any]) -> Answer:
+        return read_response(Response.model_validate(payload))
+
+    @staticmethod
+    def sent_results(body: dict[str, Any]) -> dict[str, str]:
+        items = body.get("input")
+        return {str(i.get("call_id")): content_text(i.get("output"))
+                for i in (items if isinstance(items, list) else ()) if isinstance(i, dict)
+                and i.get("type") == "function_call_output"}
 
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
         return openai.OpenAI(api_key=key, base_url=base_url,

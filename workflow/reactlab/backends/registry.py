@@ -103,9 +103,14 @@ class Provider:
 
     def stream_reader(self) -> Callable[[Any, Any], Any]:
         """Its adapter's reader of a streamed answer (HTTP providers)."""
-        # An HTTP provider's conversation factory is its ApiSession subclass.
-        session_class = cast("type[ApiSession]", self.load())
-        return session_class.read_stream
+        return self.adapter().read_stream
+
+    def adapter(self) -> type[ApiSession]:
+        """Its HTTP adapter class (an HTTP provider's conversation factory is its
+        :class:`~reactlab.backends.adapter.ApiSession` subclass)."""
+        if not self.http:
+            raise UsageError(f"provider {self.name!r} has no HTTP adapter")
+        return cast("type[ApiSession]", self.load())
 
 
 #: The built-in providers.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from reactlab.config.settings import (
     SCHEMA_PATH,
     AgentSettings,
     BackendSettings,
+    FrameworkSettings,
     Limits,
     PolicyScript,
     ScriptSettings,
@@ -40,6 +42,7 @@ from reactlab.config.settings import (
     SuiteCase,
     agent_settings,
     backend_settings,
+    framework_settings,
     limits,
     schema_file,
     script_settings,
@@ -163,6 +166,20 @@ def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequenc
     _schema.cache_clear()
 
 
+def declare_framework(name: str, *, providers: Sequence[str],
+                      settings: Sequence[str] = ()) -> None:
+    """Accept ``name`` as an agent's ``framework``, with the providers (wire APIs) its
+    client speaks and the ``settings`` it takes (checked by
+    :func:`reactlab.config.agents.check_agents`). Called by
+    :func:`reactlab.frameworks.registry.register`."""
+    from reactlab.config.agents import FRAMEWORKS, LESSON
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == LESSON:
+        raise ConfigError("framework", f"a framework name is lower-case letters, digits and "
+                                       f"underscores, and not {LESSON!r}: {name!r}")
+    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings)}
+
+
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
     enum: list[str] = schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
     return enum
@@ -271,20 +288,31 @@ class RunSpec:
     #: An outside suite's case (reactlab.suites): the suite, its benchmark, the tools the
     #: model reads and what the benchmark's checker needs; None for the config's runs.
     suite: SuiteCase | None = None
+    #: The agent when it is a framework (``agents:``, reactlab.frameworks); None: the
+    #: project's own loop (``lesson``).
+    framework: FrameworkSettings | None = None
 
     def __post_init__(self) -> None:
         for name, build in (("backend_config", backend_settings), ("script", script_settings),
                             ("limits", limits), ("agent", agent_settings),
-                            ("suite", suite_case)):
+                            ("suite", suite_case), ("framework", framework_settings)):
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 object.__setattr__(self, name, build(value, name))
 
     @property
+    def run_scenario(self) -> str:
+        """The scenario as the run's key, paths and tables name it: a framework's run is
+        ``{scenario}__{agent}`` beside the lesson loop's ``{scenario}``."""
+        if self.framework is not None:
+            return f"{self.scenario}__{self.framework.name}"
+        return self.scenario
+
+    @property
     def base_key(self) -> str:
         if self.suite is not None:
             return f"{self.suite.name}/{self.backend}/{self.scenario}/{self.task}"
-        return f"{self.task}/{self.backend}/{self.scenario}"
+        return f"{self.task}/{self.backend}/{self.run_scenario}"
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]] | None:
@@ -310,6 +338,8 @@ class RunSpec:
             out["seed"] = self.seed
         if self.suite is not None:
             out["suite"] = self.suite.to_dict()
+        if self.framework is not None:
+            out["framework"] = self.framework.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -561,7 +591,11 @@ def parse(raw: Mapping[str, Any]) -> Config:
     validate_schema(raw)
     scenarios = _resolve_scenarios(raw)
     runs: list[RunSpec] = []
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()  # the lesson loop's runs
+    seen_agents: set[tuple[str, str, str, str]] = set()
+    from reactlab.config.agents import LESSON, check_agents
+
+    check_agents(raw)
     live = raw.get("live", {})
     # the typed settings of each backend, built once (the schema has validated them)
     backends = {b: backend_settings(entry, f"backends.{b}")
@@ -573,12 +607,18 @@ def parse(raw: Mapping[str, Any]) -> Config:
         _check_block_names(raw, i, block)
         for t in block["tasks"]:
             for s in block["scenarios"]:
-                for b in block["backends"]:
+                for b, a in itertools.product(block["backends"],
+                                              block.get("agents", [LESSON])):
                     _check_combination(raw, i, t, b, s, scenarios[s])
-                    if (t, b, s) in seen:
+                    if (t, b, s, a) in seen_agents:
                         continue
-                    seen.add((t, b, s))
+                    seen_agents.add((t, b, s, a))
                     spec = _run_spec(raw, t, b, s, scenarios[s], backends[b])
+                    if a == LESSON:
+                        seen.add((t, b, s))
+                    else:
+                        spec = replace(spec, framework=framework_settings(
+                            {"name": a, **raw["agents"][a]}, f"agents.{a}"))
                     for trial in trial_indices(block.get("trials", 1)):
                         seed = (derive_seed(spec.base_key, trial or 1, raw["data"]["seed"])
                                 if trial is not None or backends[b].samples else None)

@@ -306,6 +306,22 @@ class SuiteSettings(Settings):
     system_prompt: str | None = _suite("system_prompt", optional=True)
 
 
+_AGENT_PATH = ("properties", "agents", "additionalProperties", "properties")
+
+
+class FrameworkSettings(Settings):
+    """The agent of a run when it is a framework (``agents:``, docs/agents.md): the
+    agent's ``name`` (its key in ``agents:``), the registered ``framework`` that runs it,
+    ``capped`` (the run's step limit in the framework's own setting) or as shipped, the
+    simulator's hard stop ``max_requests`` and the framework's own ``settings``."""
+
+    name: str
+    framework: str
+    capped: bool = _from_schema(_AGENT_PATH, "capped")
+    max_requests: int = _from_schema(_AGENT_PATH, "max_requests")
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
 class SuiteCase(Settings):
     """The suite part of an outside suite's run (:mod:`reactlab.suites`): the suite's name,
     its benchmark, the tool definitions the model reads, and whatever the benchmark's
@@ -397,6 +413,11 @@ def limits(value: Any, where: str = "limits") -> Limits:
 
 def suite_settings(value: Any, where: str = "suites") -> SuiteSettings:
     settings: SuiteSettings = _build(SuiteSettings, value, where)
+    return settings
+
+
+def framework_settings(value: Any, where: str = "agents") -> FrameworkSettings:
+    settings: FrameworkSettings = _build(FrameworkSettings, value, where)
     return settings
 
 

@@ -46,7 +46,10 @@ def header(spec: RunSpec, session: object | None = None) -> Header:
     a reader of the trace (the exports) never has to work it out from the provider."""
     from reactlab.agent.types import SessionFacts
 
-    run: dict[str, Any] = {"task": spec.task, "backend": spec.backend, "scenario": spec.scenario}
+    run: dict[str, Any] = {"task": spec.task, "backend": spec.backend,
+                           "scenario": spec.run_scenario}
+    if spec.framework is not None:
+        run["agent"] = spec.framework.name
     if spec.trial is not None:
         run["trial"] = spec.trial
     facts = session if isinstance(session, SessionFacts) else None
@@ -77,6 +80,24 @@ def run_job(spec_json: str, prices: str | Path, news: str | Path, out: str | Pat
 
 def _no_sleep(seconds: float) -> None:
     """The sleep of a replay: the recorded waits are in the trace, nothing is waited."""
+
+
+def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, Any]:
+    """A framework's run (:mod:`reactlab.frameworks`): the framework runs with its own
+    loop against the backend's simulator; the trace is built from the wire."""
+    from reactlab.frameworks.wire import run_framework
+    from reactlab.tools import ToolBox
+
+    if not isinstance(tools, ToolBox):
+        raise UsageError(f"{spec.key}: a framework's run executes the task's tools "
+                         "(a ToolBox)")
+    records, end = run_framework(spec, tools)
+    writer = TraceWriter(out)
+    writer.add(header(spec))
+    for record in records:
+        writer.add(record)
+    writer.close(end)
+    return {k: v for k, v in end.to_json().items() if k != "type"}
 
 
 def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
@@ -118,6 +139,8 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
 
     if recording is not None and replay is not None:
         raise UsageError("run_to_trace: give `recording` or `replay`, not both")
+    if spec.framework is not None:
+        return _framework_to_trace(spec, tools, out)
     strategy = strategy_named(spec.script.strategy)
     defences = spec.agent.defences
     recorder = Recorder() if recording is not None else None

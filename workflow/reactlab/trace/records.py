@@ -36,9 +36,14 @@ GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_ru
 strategy of ``suites.run`` emit them)."""
 
 Termination = Literal["answer", "backend_error", "step_limit", "repeated_call",
-                      "token_budget", "scope_rule", "plan_failed", "single_turn"]
+                      "token_budget", "scope_rule", "plan_failed", "single_turn",
+                      "framework_limit", "framework_error", "hard_stop"]
 """Why a run ended (the ``end`` record): an answer, a backend error, or the guardrail that
-stopped it (any rule a strategy's ``stop`` returns ends the run under that rule's name)."""
+stopped it (any rule a strategy's ``stop`` returns ends the run under that rule's name).
+A framework's run (reactlab.frameworks) ends in ``answer``, ``framework_limit`` (its own
+cap: ``MaxTurnsExceeded``, ``UsageLimitExceeded``, ``GraphRecursionError``…),
+``framework_error`` (anything else it raised) or ``hard_stop`` (the simulator refused
+the request past the agent's ``max_requests``); ``end.ending`` names its own ending."""
 
 ErrorKind = Literal["rate_limit", "server", "client", "protocol", "timeout", "connection"]
 """The ``kind`` of a backend failure: one per ``BackendError`` subclass (core/errors.py)."""
@@ -184,7 +189,7 @@ class ToolCallRecord(_Record):
     """One tool call and the program's answer to it (see ``ToolOutcome.status``)."""
 
     type: ClassVar[str] = "tool_call"
-    _optional: ClassVar[frozenset[str]] = frozenset({"raw"})
+    _optional: ClassVar[frozenset[str]] = frozenset({"raw", "sent"})
     step: int
     id: str
     name: str | None
@@ -192,6 +197,10 @@ class ToolCallRecord(_Record):
     status: ToolStatus
     result: dict[str, Any]
     raw: str | None = None
+    #: a framework's run: the tool result exactly as the framework sent it back to the
+    #: model (its own error text included); None for the project's loop, whose result
+    #: text is ``result`` as the backend writes it
+    sent: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -243,13 +252,16 @@ class End(_Record):
     """Last line: how the run ended. ``records`` and ``sha256`` are set by the writer."""
 
     type: ClassVar[str] = "end"
-    _optional: ClassVar[frozenset[str]] = frozenset({"records", "sha256"})
+    _optional: ClassVar[frozenset[str]] = frozenset({"ending", "records", "sha256"})
     termination: Termination
     steps: int
     answer: str | None
     tokens_sent: int
     calls: int
     errors: int
+    #: a framework's run: how the framework itself ended (``final_output``, or the name of
+    #: the exception it raised); None for the project's loop
+    ending: str | None = None
     records: int | None = None
     sha256: str | None = None
 

@@ -1,0 +1,148 @@
+"""The agent axis: a framework as the system under test, traced from the wire.
+
+tests/toy_agent.py registers a toy framework in one module (as tests/toy_provider.py does
+for providers); here the config crosses it with the lesson's scenarios on the simulated
+Chat Completions API, the runner runs it, and the trace — built from the exchanges the
+simulator saw — goes through the project's reader and verifier unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tests.toy_agent
+from reactlab import config
+from reactlab import trace as tracemod
+from reactlab.analysis import verify
+from reactlab.core.errors import ConfigError
+from reactlab.core.tokens import count
+from reactlab.runner import run_to_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def agents_config(**agent_overrides: Any) -> dict[str, Any]:
+    raw = config.load_yaml(ROOT / "config.yaml")
+    raw["agents"] = {"toy": {"framework": "toy_loop"},
+                     "toy_capped": {"framework": "toy_loop", "capped": True},
+                     "toy_stopped": {"framework": "toy_loop", "max_requests": 3,
+                                     **agent_overrides}}
+    raw["matrix"].append({"tasks": ["variacion_busi"], "backends": ["openai_chat"],
+                          "scenarios": ["correcto", "bucle", "argumentos_inventados"],
+                          "agents": ["lesson", "toy", "toy_capped", "toy_stopped"]})
+    return raw
+
+
+@pytest.fixture(scope="module")
+def cfg() -> config.Config:
+    return config.parse(agents_config())
+
+
+def test_the_matrix_gains_an_agent_factor(cfg: config.Config) -> None:
+    keys = {r.key for r in cfg.runs}
+    assert "variacion_busi/openai_chat/correcto__toy" in keys
+    assert "variacion_busi/openai_chat/bucle__toy_capped" in keys
+    lesson = cfg.run("variacion_busi", "openai_chat", "correcto")
+    assert lesson.framework is None and "framework" not in lesson.to_dict()
+    # the lesson's runs keep their specs (and so their traces' bytes)
+    plain = config.parse(config.load_yaml(ROOT / "config.yaml"))
+    assert plain.run("variacion_busi", "openai_chat", "correcto").to_json() == lesson.to_json()
+    toy = next(r for r in cfg.runs if r.key.endswith("correcto__toy_capped"))
+    assert toy.framework is not None and toy.framework.capped
+    assert toy.framework.max_requests == 40  # the schema's default
+
+
+def run(cfg: config.Config, toolbox: Any, tmp_path: Path, scenario: str) -> tracemod.Trace:
+    spec = next(r for r in cfg.runs if r.key == f"variacion_busi/openai_chat/{scenario}")
+    out = tmp_path / f"{scenario}.jsonl"
+    run_to_trace(spec, toolbox, out)
+    return tracemod.read(out)
+
+
+def test_a_framework_answers_and_the_verifier_reads_its_trace(
+        cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    tr = run(cfg, toolbox, tmp_path, "correcto__toy")
+    assert tr.end.termination == "answer" and tr.end.to_json()["ending"] == "final_output"
+    assert tr.run["agent"] == "toy" and tr.run["scenario"] == "correcto__toy"
+    assert [c.name for c in tr.tool_calls()] == ["precio", "precio", "calculadora"]
+    assert all(c.status == "ok" for c in tr.tool_calls())
+    # the result as the framework sent it back: its own json.dumps of the tool's result
+    assert all(json.loads(c.sent or "") == c.result for c in tr.tool_calls())
+    findings = verify.verify(tr.header.spec["question"], tr.end.answer, tr.tool_calls(),
+                             tr.header.spec.get("params", {}))
+    assert verify.verdict(findings), findings
+    requests = tr.requests()
+    assert len(requests) == 3 and requests[-1].cumulative_tokens == tr.end.tokens_sent
+    assert all(r.tokens_sent > 0 for r in requests)
+
+
+def test_a_loop_ends_by_the_frameworks_own_cap_or_the_hard_stop(
+        cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    shipped = run(cfg, toolbox, tmp_path, "bucle__toy")
+    assert (shipped.end.termination, shipped.end.to_json()["ending"]) == (
+        "framework_limit", "TurnLimit")
+    assert shipped.end.steps == 10  # as shipped: the toy's own 10 turns
+    capped = run(cfg, toolbox, tmp_path, "bucle__toy_capped")
+    spec = next(r for r in cfg.runs if r.key.endswith("bucle__toy_capped"))
+    assert capped.end.steps == spec.limits.max_steps  # the lesson's limit, in its setting
+    stopped = run(cfg, toolbox, tmp_path, "bucle__toy_stopped")
+    assert (stopped.end.termination, stopped.end.steps) == ("hard_stop", 3)
+    # the loop's repeated calls are all on the wire, each answered by the framework
+    assert len(shipped.tool_calls()) == 10 - 1 + 1
+
+
+def test_tokens_are_counted_on_the_exact_bodies(
+        cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    from reactlab.frameworks.kit import Kit, Wire
+    from reactlab.frameworks.wire import _tools
+
+    spec = next(r for r in cfg.runs if r.key.endswith("correcto__toy"))
+    wire = Wire(spec, 40)
+    executed: list[Any] = []
+    ending = tests.toy_agent.TOY.run(Kit(spec, wire, _tools(spec, toolbox, executed),
+                                         executed))
+    assert ending.termination == "answer"
+    tr = run(cfg, toolbox, tmp_path, "correcto__toy")
+    assert [r.tokens_sent for r in tr.requests()] == [
+        count(ex.body.decode()) for ex in wire.exchanges]
+
+
+def test_invalid_arguments_go_back_as_data(cfg: config.Config, toolbox: Any,
+                                           tmp_path: Path) -> None:
+    tr = run(cfg, toolbox, tmp_path, "argumentos_inventados__toy")
+    errors = [c for c in tr.tool_calls() if c.status == "error"]
+    # the toy sends the tool's own error (json.dumps defaults: ASCII escapes)
+    assert errors and all("argumentos no válidos" in json.loads(c.sent or "")["error"]
+                          for c in errors)
+
+
+def test_reruns_are_byte_identical(cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    for scenario in ("correcto__toy", "bucle__toy_stopped"):
+        a = run(cfg, toolbox, tmp_path / "a", scenario)
+        b = run(cfg, toolbox, tmp_path / "b", scenario)
+        assert (tmp_path / "a" / f"{scenario}.jsonl").read_bytes() == \
+            (tmp_path / "b" / f"{scenario}.jsonl").read_bytes()
+        assert a.end == b.end
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda raw: raw["agents"]["toy"].update(framework="toy_lop"), "agents.toy.framework"),
+    (lambda raw: raw["agents"]["toy"].update(settings={"max_turn": 3}),
+     "agents.toy.settings.max_turn"),
+    (lambda raw: raw["matrix"][-1]["agents"].append("toi"), "matrix[-1].agents[4]"),
+    (lambda raw: raw["matrix"][-1].update(backends=["openai"]), "matrix[-1].agents[1]"),
+    (lambda raw: raw["matrix"][-1].update(backends=["local"]), "matrix[-1].agents[1]"),
+    (lambda raw: raw["agents"].update(lesson={"framework": "toy_loop"}), "agents"),
+])
+def test_a_bad_agent_names_its_field(change: Any, field: str) -> None:
+    raw = agents_config()
+    change(raw)
+    with pytest.raises(ConfigError) as info:
+        config.parse(copy.deepcopy(raw))
+    where = field.replace("[-1]", f"[{len(raw['matrix']) - 1}]")
+    assert info.value.field.startswith(where), (info.value.field, str(info.value))

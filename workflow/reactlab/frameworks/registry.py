@@ -1,0 +1,76 @@
+"""The registry of agent frameworks: one :class:`Framework` object per framework.
+
+An entry says what the pipeline needs without importing the framework: its ``name`` (an
+agent's ``framework:``), the ``providers`` whose wire API its client speaks, the
+``settings`` it takes (an agent's ``settings:``; anything else is a config error naming
+the field), the ``packages`` whose versions go into the trace header, and :meth:`run`,
+which imports the framework and runs one conversation with a
+:class:`~reactlab.frameworks.kit.Kit`. Registering declares the framework to the config
+(:func:`reactlab.config.declare_framework`).
+
+What :meth:`Framework.run` must do: build the framework's own typed tools from
+``kit.tools`` (their pydantic argument models where the framework takes them, so that
+argument validation is the framework's own), its own client on ``kit.http_client()``
+with ``kit.base_url`` and ``kit.model``, run to completion with the framework's own loop
+(``kit.capped``: the run's step limit ``kit.max_steps`` in the framework's own setting;
+as shipped otherwise), with nothing that phones home, and return how it ended
+(:class:`~reactlab.frameworks.kit.Ending`). The simulator's hard stop
+(``kit.max_requests``) is raised from the
+transport as :class:`~reactlab.frameworks.kit.HardStop`, a ``BaseException`` that a
+framework's own ``except Exception`` does not swallow; the runner records it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from reactlab.config import declare_framework
+from reactlab.core.errors import UsageError
+from reactlab.frameworks.kit import Ending, Kit
+
+__all__ = ["FRAMEWORKS", "Ending", "Framework", "framework", "register"]
+
+
+class Framework(Protocol):
+    """What an agent framework tells the pipeline (see the module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def providers(self) -> tuple[str, ...]: ...
+
+    @property
+    def settings(self) -> tuple[str, ...]: ...
+
+    @property
+    def packages(self) -> tuple[str, ...]: ...
+
+    def run(self, kit: Kit) -> Ending:
+        """Run one conversation (see the module docstring)."""
+        ...
+
+
+#: Every registered framework, by name, in registration order.
+FRAMEWORKS: dict[str, Framework] = {}
+
+
+def register(entry: Framework) -> Framework:
+    """Add ``entry`` to the registry (replacing one of the same name) and declare it to the
+    config."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
+        raise UsageError(f"a framework name is lower-case letters, digits and underscores, "
+                         f"not {entry.name!r}")
+    FRAMEWORKS[entry.name] = entry
+    declare_framework(entry.name, providers=entry.providers, settings=entry.settings)
+    return entry
+
+
+def framework(name: str) -> Framework:
+    """The registered framework ``name`` (a UsageError naming the known ones if none)."""
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        raise UsageError(f"framework {name!r} is not registered here (registered: "
+                         f"{', '.join(FRAMEWORKS) or 'none'})") from None

@@ -1,0 +1,156 @@
+"""A framework's run, traced from the wire.
+
+:func:`run_framework` gives the spec's framework a :class:`Kit` and lets it run: the kit's
+HTTP client goes to the backend's simulator (the scenario's script, its fault plan) through
+:class:`Wire`, a transport that keeps every exchange — the request body exactly as the
+framework's SDK serialised it, the status and the answer — and refuses the request past
+the agent's ``max_requests`` (:class:`HardStop`). The kit's tools execute the task's tools
+(:class:`~reactlab.tools.ToolBox`: the lesson's validation, errors as data) and log each
+execution. The trace is then built from the exchanges alone, with the project's records:
+
+* one ``request`` per exchange: its tokens counted on the exact body (o200k_base, as every
+  HTTP run's), the answer's text and calls (read by the wire API's adapter,
+  :meth:`~reactlab.backends.adapter.ApiSession.read_payload`);
+* one ``tool_call`` per call the model asked for: the status and result of the tool's
+  execution when the framework ran it (matched by name and arguments), and in ``sent`` the
+  result exactly as the framework sent it back to the model in its next request (its own
+  error text included: :meth:`~reactlab.backends.adapter.ApiSession.sent_results`); a call
+  the framework never ran is ``unknown`` (no such tool) or ``invalid`` (refused by the
+  framework's own validation), its result the text the framework sent;
+* the ``answer`` of a run that ended with a final output, and the ``end`` record with the
+  framework's own ending (``end.ending``).
+
+Nothing here depends on the wall clock: a rerun gives the same bytes as long as the
+framework sends the same bodies (its ids and per-run keys made deterministic by its
+module: :mod:`reactlab.frameworks.registry`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, ToolDef, Wire
+from reactlab.trace.records import Answer, End, Request, Termination, ToolCallRecord, ToolStatus
+
+if TYPE_CHECKING:
+    from reactlab.config import RunSpec
+    from reactlab.tools import ToolBox
+
+__all__ = ["build_records", "run_framework"]
+
+def _tools(spec: RunSpec, toolbox: ToolBox, executed: list[Any]) -> list[ToolDef]:
+    from reactlab.tools import TOOLS, json_schema
+
+    lock = threading.Lock()
+
+    def caller(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def call(arguments: dict[str, Any]) -> dict[str, Any]:
+            result = toolbox.execute(name, arguments, spec.tools)
+            with lock:
+                executed.append((name, arguments, result))
+            return result
+
+        return call
+
+    return [ToolDef(name, TOOLS[name].description, json_schema(name),
+                    TOOLS[name].args_model, caller(name)) for name in spec.tools]
+
+
+def _tokens_out(payload: dict[str, Any]) -> int:
+    usage = payload.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    for key in ("output_tokens", "completion_tokens"):
+        if isinstance(usage.get(key), int):
+            return int(usage[key])
+    return 0
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def build_records(spec: RunSpec, exchanges: list[Exchange],
+                  executed: list[tuple[str, Any, dict[str, Any]]],
+                  ending: Ending | None, termination: str,
+                  ending_name: str) -> tuple[list[Any], End]:
+    """The records of a framework's run, from its exchanges and tool executions (see
+    the module docstring)."""
+    from reactlab.backends.registry import provider
+    from reactlab.core.tokens import count
+
+    session = provider(spec.backend_config.provider).adapter()
+    left = list(executed)
+    records: list[Any] = []
+    cumulative = calls = errors = 0
+    for k, ex in enumerate(exchanges):
+        step = k + 1
+        tokens = count(ex.body.decode("utf-8", errors="replace"))
+        cumulative += tokens
+        if ex.payload is None:
+            records.append(Request(step=step, tokens_sent=tokens, cumulative_tokens=cumulative,
+                                   tokens_out=0, attempts=1,
+                                   text=f"HTTP {ex.status}" if ex.status else "no answer",
+                                   n_calls=0))
+            continue
+        found, text, _ = session.read_payload(ex.payload)
+        records.append(Request(step=step, tokens_sent=tokens, cumulative_tokens=cumulative,
+                               tokens_out=_tokens_out(ex.payload), attempts=1, text=text,
+                               n_calls=len(found)))
+        sent: dict[str, str] = {}
+        for later in exchanges[k + 1:]:
+            try:
+                sent = session.sent_results(json.loads(later.body))
+            except ValueError:
+                sent = {}
+            if sent:
+                break
+        for call in found:
+            calls += 1
+            match = next((i for i, (n, a, _) in enumerate(left) if n == call.name
+                          and _canonical(a) == _canonical(call.arguments)), None)
+            if match is None:
+                match = next((i for i, (n, _, _) in enumerate(left) if n == call.name), None)
+            status: ToolStatus
+            if match is not None:
+                _, _, result = left.pop(match)
+                status = "ok" if "resultado" in result else "error"
+            else:
+                status = "invalid" if call.name in spec.tools else "unknown"
+                result = {"error": sent.get(call.id, "")}
+            errors += status != "ok"
+            records.append(ToolCallRecord(step=step, id=call.id, name=call.name,
+                                          arguments=call.arguments, status=status,
+                                          result=result, raw=call.raw,
+                                          sent=sent.get(call.id)))
+    answer = ending.answer if ending is not None else None
+    if answer is not None and termination == "answer":
+        records.append(Answer(step=len(exchanges), text=answer))
+    end = End(termination=cast("Termination", termination), steps=len(exchanges),
+              answer=answer if termination == "answer" else None, tokens_sent=cumulative,
+              calls=calls, errors=errors, ending=ending_name)
+    return records, end
+
+
+def run_framework(spec: RunSpec, toolbox: ToolBox) -> tuple[list[Any], End]:
+    """Run ``spec``'s framework against its backend's simulator; the trace's records
+    (between its header and its end) and its end record, built from the wire (the
+    runner writes them: :func:`reactlab.runner.run_to_trace`)."""
+    from reactlab.frameworks.registry import framework
+
+    assert spec.framework is not None, f"{spec.key} runs the lesson's loop"
+    entry = framework(spec.framework.framework)
+    wire = Wire(spec, spec.framework.max_requests)
+    executed: list[tuple[str, Any, dict[str, Any]]] = []
+    kit = Kit(spec, wire, _tools(spec, toolbox, executed), executed)
+    ending: Ending | None = None
+    termination: str
+    try:
+        ending = entry.run(kit)
+        termination, name = ending.termination, ending.ending
+    except HardStop:
+        termination, name = "hard_stop", "HardStop"
+    return build_records(spec, wire.exchanges, executed, ending, termination, name)
