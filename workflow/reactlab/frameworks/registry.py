@@ -74,3 +74,11 @@ def framework(name: str) -> Framework:
     except KeyError:
         raise UsageError(f"framework {name!r} is not registered here (registered: "
                          f"{', '.join(FRAMEWORKS) or 'none'})") from None
+
+
+def _register_builtins() -> None:
+    """The built-in frameworks: one module each under ``frameworks/``, importing its
+    framework only inside :meth:`Framework.run` (registering imports no framework)."""
+
+
+_register_builtins()
