@@ -146,3 +146,32 @@ def test_a_bad_agent_names_its_field(change: Any, field: str) -> None:
         config.parse(copy.deepcopy(raw))
     where = field.replace("[-1]", f"[{len(raw['matrix']) - 1}]")
     assert info.value.field.startswith(where), (info.value.field, str(info.value))
+
+
+def test_agents_table_puts_each_framework_beside_the_lesson_loop(
+        cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    import csv
+
+    from reactlab.analysis import tables
+    from tests.conftest import run_specs
+
+    specs = [r for r in cfg.runs if r.backend == "openai_chat"
+             and r.scenario in ("correcto", "bucle") and r.task == "variacion_busi"]
+    done = run_specs(specs, toolbox, tmp_path, verified=True)
+    written = tables.build([(str(d.trace), str(d.verified)) for d in done], cfg.figure,
+                           tmp_path / "tables")
+    rows = list(csv.DictReader(written["agents"].open(encoding="utf-8")))
+    assert {(r["scenario"], r["agent"]) for r in rows} == {
+        (s, a) for s in ("bucle", "correcto")
+        for a in ("lesson", "toy", "toy_capped", "toy_stopped")}
+    by = {(r["scenario"], r["agent"]): r for r in rows}
+    assert by[("correcto", "toy")]["verified"] == "True"
+    assert by[("correcto", "lesson")]["verified"] == "True"
+    assert (by[("bucle", "toy")]["termination"], by[("bucle", "toy")]["ending"],
+            by[("bucle", "toy")]["condition"]) == ("framework_limit", "TurnLimit", "as_shipped")
+    assert by[("bucle", "toy_stopped")]["termination"] == "hard_stop"
+    assert by[("bucle", "lesson")]["termination"] == "step_limit"  # the lesson loop's own
+    assert by[("bucle", "toy_capped")]["condition"] == "capped"
+    # the lesson's own tables hold the framework runs under their run scenario
+    runs = list(csv.DictReader(written["runs"].open(encoding="utf-8")))
+    assert "correcto__toy" in {r["scenario"] for r in runs}

@@ -106,6 +106,7 @@ TABLES: tuple[Table, ...] = (
     Table("trials", "trials"),
     Table("summary_trials", "summary_trials"),
     Table("paired", "paired"),
+    Table("agents", "agents"),
 )
 
 #: Every figure by kind, with the table it is drawn from.

@@ -26,6 +26,11 @@ RUN_COLUMNS = ["task", "backend", "scenario", "model", "steps", "calls", "errors
                "findings", "defences", "delivered", "utility", "attack_present",
                "attack_succeeded", "trace"]
 FLOAT_DIGITS = 4
+#: agents.csv (docs/agents.md): one row per run of a (task, backend, scenario) that some
+#: agent framework runs, the lesson loop's run of it beside the frameworks'.
+AGENT_COLUMNS = ["task", "backend", "scenario", "agent", "framework", "condition",
+                 "requests", "attempts", "tool_calls", "tool_errors", "tokens_sent",
+                 "termination", "ending", "verified", "trace"]
 
 
 def attack_outcome(tr: tracemod.Trace, delivered: str | None) -> tuple[bool, bool]:
@@ -80,6 +85,36 @@ def run_row(run: VerifiedRun) -> dict[str, Any]:
     }
 
 
+def agent_row(tr: tracemod.Trace, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``agents`` table's row of one run (its ``runs`` row ``row``): the agent that ran
+    it (``lesson``: the project's loop), its framework and condition (``as_shipped`` or
+    ``capped``), and how it ended in the framework's own terms (``ending``)."""
+    spec = tr.header.spec
+    fw = spec.get("framework")
+    end = tr.end.to_json()
+    return {"task": row["task"], "backend": row["backend"], "scenario": spec["scenario"],
+            "agent": fw["name"] if fw else "lesson",
+            "framework": fw["framework"] if fw else "lesson",
+            "condition": ("capped" if fw.get("capped") else "as_shipped") if fw else "lesson",
+            "requests": row["steps"], "attempts": row["attempts"],
+            "tool_calls": row["calls"], "tool_errors": row["errors"],
+            "tokens_sent": row["tokens_sent"], "termination": row["termination"],
+            "ending": end.get("ending", ""), "verified": row["verified"],
+            "trace": row["trace"]}
+
+
+def agents_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """agents.csv: the runs of every (task, backend, scenario) that an agent framework
+    runs, the lesson loop's among them, sorted by those keys and the agent."""
+    import pandas as pd
+
+    keys = ["task", "backend", "scenario"]
+    framed = {tuple(r[k] for k in keys) for r in rows if r["agent"] != "lesson"}
+    kept = [r for r in rows if tuple(r[k] for k in keys) in framed]
+    return pd.DataFrame(kept, columns=AGENT_COLUMNS).sort_values(
+        [*keys, "agent"], kind="stable")
+
+
 def step_rows(tr: tracemod.Trace) -> list[dict[str, Any]]:
     return [{"task": tr.run["task"], "backend": tr.run["backend"],
              "scenario": tr.run["scenario"], "step": r.step,
@@ -118,7 +153,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
 
     from reactlab.analysis import trials
 
-    runs, steps, trial_rows = [], [], []
+    runs, steps, trial_rows, agent_rows = [], [], [], []
     for trace_path, verified_path in pairs:
         run = load_verified(trace_path, verified_path)
         tr = run.trace
@@ -127,6 +162,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
             runs.append(row)
             steps.extend(step_rows(tr))
+            agent_rows.append(agent_row(tr, row))
     if not runs:
         raise TraceError("no traces to aggregate")
     keys = ["task", "backend", "scenario"]
@@ -141,6 +177,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         "steps": steps_df,
         "cumulative_tokens": fig_df,
         **trials.build(trial_rows, analysis),
+        "agents": agents_table(agent_rows),
     }
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
