@@ -175,3 +175,26 @@ def test_agents_table_puts_each_framework_beside_the_lesson_loop(
     # the lesson's own tables hold the framework runs under their run scenario
     runs = list(csv.DictReader(written["runs"].open(encoding="utf-8")))
     assert "correcto__toy" in {r["scenario"] for r in runs}
+
+
+def test_the_loop_figure_draws_one_line_per_agent(cfg: config.Config, toolbox: Any,
+                                                  tmp_path: Path) -> None:
+    import csv
+
+    from reactlab.analysis import outputs, tables
+    from tests.conftest import run_specs
+
+    specs = [r for r in cfg.runs if r.backend == "openai_chat" and r.scenario == "bucle"
+             and r.task == "variacion_busi"]
+    done = run_specs(specs, toolbox, tmp_path, verified=True)
+    written = tables.build([(str(d.trace), str(d.verified)) for d in done], cfg.figure,
+                           tmp_path / "tables")
+    steps = [r for r in csv.DictReader(written["steps"].open(encoding="utf-8"))
+             if r["scenario"].startswith("bucle")]
+    assert {r["scenario"] for r in steps} == {
+        "bucle", "bucle__toy", "bucle__toy_capped", "bucle__toy_stopped"}
+    png = outputs.draw("agents_tokens", written["steps"], tmp_path / "agents_tokens.png",
+                       {**cfg.figure, "task": "variacion_busi"})
+    assert png.stat().st_size > 0 and png.with_suffix(".svg").is_file()
+    svg = png.with_suffix(".svg").read_text(encoding="utf-8")
+    assert all(f"{a} (openai_chat)" in svg for a in ("lesson", "toy", "toy_capped"))

@@ -151,6 +151,22 @@ def _suite_shard(wildcards):
         raise WorkflowError(f"{wildcards.shard} is not a shard of the config's suites") from None
 
 
+def suite_live(wildcards):
+    """A live API's shard: "record" (its exchanges recorded beside the traces) or, with
+    `live: {replay: true}`, "replay"; "" for any other shard."""
+    if not _suite_shard(wildcards).live:
+        return ""
+    return "replay" if LIVE.get("replay", False) else "record"
+
+
+def suite_run_code(wildcards):
+    """The code a shard runs, except for a recording live shard: as for a live run of the
+    matrix (run.smk), editing the code never re-buys API calls (a replay shard has it)."""
+    if suite_live(wildcards) == "record":
+        return ""
+    return SUITE_CODE[f"run_{_benchmark_of(_suite_shard(wildcards))}"]
+
+
 def suite_model_input(wildcards):
     """The converted default model, for the shards of a model backend that uses it."""
     cfg = _suite_shard(wildcards).specs[0].backend_config

@@ -50,22 +50,6 @@ SUITE_CODE = _fingerprints(_PACKAGE, {
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
 SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
 
-def suite_live(wildcards):
-    """A live API's shard: "record" (its exchanges recorded beside the traces) or, with
-    `live: {replay: true}`, "replay"; "" for any other shard."""
-    if not _suite_shard(wildcards).live:
-        return ""
-    return "replay" if LIVE.get("replay", False) else "record"
-
-
-def suite_run_code(wildcards):
-    """The code a shard runs, except for a recording live shard: as for a live run of the
-    matrix (run.smk), editing the code never re-buys API calls (a replay shard has it)."""
-    if suite_live(wildcards) == "record":
-        return ""
-    return SUITE_CODE[f"run_{_benchmark_of(_suite_shard(wildcards))}"]
-
-
 # A live shard takes one unit of its provider's slots (`--resources openai_slots=2`).
 SUITE_SLOTS = _slot_resources(
     lambda wildcards: _suite_shard(wildcards).provider if _suite_shard(wildcards).live

@@ -99,6 +99,38 @@ def cumulative_tokens(table_csv: str | Path, out_png: str | Path,
     return save(fig, out_png)[0]
 
 
+def agents_tokens(steps_csv: str | Path, out_png: str | Path,
+                  figure: Mapping[str, Any]) -> Path:
+    """The lesson's cumulative-token figure per agent: every run of the figure's task
+    under ``figure.agents_scenario`` (default ``bucle``), the lesson loop's and each agent
+    framework's (as shipped, capped), one line per backend and agent, to where each run
+    stopped (docs/agents.md)."""
+    import pandas as pd
+
+    plt = _plt()
+    base = str(figure.get("agents_scenario", "bucle"))
+    df = pd.read_csv(steps_csv)
+    df = df[(df.task == figure["task"])
+            & ((df.scenario == base) | df.scenario.str.startswith(f"{base}__"))]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+    top = 1
+    for (backend, scenario), g in df.groupby(["backend", "scenario"], sort=True):
+        g = g.sort_values("step")
+        agent = scenario[len(base) + 2:] if scenario != base else "lesson"
+        ax.plot([0, *g.step], [0, *g.cumulative_tokens], marker="o", ms=2.5, lw=1.2,
+                label=f"{agent} ({backend})")
+        top = max(top, int(g.cumulative_tokens.max()))
+    ax.set_ylim(0, top * 1.12)
+    ax.set_xlabel("step (request number)")
+    ax.set_ylabel("cumulative tokens sent")
+    ax.set_title(f"{figure['task']} / {base}: tokens sent per agent, to where it stopped")
+    if len(df):
+        ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save(fig, out_png)[0]
+
+
 def _verdict(row: pd.Series) -> str:
     if not row["answered"]:
         return "no answer"

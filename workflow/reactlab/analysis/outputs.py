@@ -59,6 +59,12 @@ def _cumulative_tokens(table: str | Path, out: str | Path, figure: Mapping[str, 
     return figures.cumulative_tokens(table, out, figure)
 
 
+def _agents_tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+    from reactlab.analysis import figures
+
+    return figures.agents_tokens(table, out, figure)
+
+
 def _outcomes(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
     from reactlab.analysis import figures
 
@@ -117,6 +123,7 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
     Figure("tokens", "runs", _tokens),
     Figure("defences", "summary_by_defences", _defences),
     Figure("success_rates", "summary_trials", _success_rates),
+    Figure("agents_tokens", "steps", _agents_tokens, uses_figure_section=True),
 )}
 
 #: The figures of the outside suites, drawn from a suite table (``results/tables/bfcl.csv``
