@@ -84,6 +84,13 @@ class ExportRun:
         return self.trace.run["scenario"]
 
     @property
+    def agent(self) -> str | None:
+        """The agent framework's agent that ran it (docs/agents.md); None: the lesson's
+        own loop."""
+        agent = self.trace.run.get("agent")
+        return str(agent) if agent is not None else None
+
+    @property
     def spec(self) -> Mapping[str, Any]:
         return self.trace.header.spec
 

@@ -335,6 +335,8 @@ def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
         "verified": v.verified, "defences": tr.header.defences,
         "guardrails": [_guardrail_data(g) for g in run.guardrails()],
         "config_hash": tr.header.config_hash, "trace_sha256": tr.end.sha256,
+        # a framework's run names its agent and ending (the lesson loop's runs: neither)
+        **({"agent": run.agent, "ending": tr.end.ending} if run.agent is not None else {}),
     }
     return EvalSample(
         id=run.scenario, epoch=run.trial or 1, input=first, target="", messages=messages,

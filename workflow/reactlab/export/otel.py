@@ -160,9 +160,10 @@ def _record_spans(run: ExportRun, tracer: Any) -> None:
         question.append({"role": "system", "parts": [{"type": "text",
                                                       "content": agent["system_prompt"]}]})
     question.append({"role": "user", "parts": [{"type": "text", "content": tr.header.question}]})
+    agent_name = run.agent or AGENT_NAME  # a framework's agent, or the lesson's loop
     root = tracer.start_span(
-        f"invoke_agent {AGENT_NAME}", kind=SpanKind.INTERNAL, start_time=EPOCH_NS,
-        attributes={OP: "invoke_agent", **base, "gen_ai.agent.name": AGENT_NAME,
+        f"invoke_agent {agent_name}", kind=SpanKind.INTERNAL, start_time=EPOCH_NS,
+        attributes={OP: "invoke_agent", **base, "gen_ai.agent.name": agent_name,
                     "gen_ai.conversation.id": run.key, IN_TOKENS: end.tokens_sent,
                     OUT_TOKENS: out_tokens, "gen_ai.input.messages": _json(question)})
     if not root.is_recording():
