@@ -71,6 +71,8 @@ def _tool(tool: ToolDef) -> Any:
 
 
 def _model(kit: Kit) -> Any:
+    from pydantic import SecretStr
+
     settings = kit.settings
     retries = int(settings.get("max_retries", MAX_RETRIES))
     timeout = float(settings.get("timeout", TIMEOUT))
@@ -82,8 +84,8 @@ def _model(kit: Kit) -> Any:
         max_tokens = kit.spec.backend_config.max_output_tokens
         extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
         chat = ChatAnthropic(model_name=kit.model, base_url=kit.base_url,
-                             api_key=kit.api_key, max_retries=retries,
-                             default_request_timeout=timeout, stop=None, **extra)
+                             api_key=SecretStr(kit.api_key), max_retries=retries,
+                             timeout=timeout, stop=None, **extra)
         # ChatAnthropic's own client, from its own parameters, on the kit's transport
         # (it takes no http_client: see the module docstring).
         chat.__dict__["_client"] = anthropic.Client(
@@ -93,7 +95,7 @@ def _model(kit: Kit) -> Any:
         return chat
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=kit.model, base_url=kit.base_url, api_key=kit.api_key,
+    return ChatOpenAI(model=kit.model, base_url=kit.base_url, api_key=SecretStr(kit.api_key),
                       max_retries=retries, timeout=timeout,
                       use_responses_api=kit.provider == "openai",
                       http_client=kit.http_client(asynchronous=False),
@@ -111,19 +113,20 @@ class LangChain:
 
     def run(self, kit: Kit) -> Ending:
         from langchain.agents import create_agent
-        from langchain_core.messages import AIMessage
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langchain_core.runnables import RunnableConfig
         from langgraph.errors import GraphRecursionError
         from langsmith.run_helpers import tracing_context
 
         agent = create_agent(_model(kit), [_tool(t) for t in kit.tools],
                              system_prompt=kit.system_prompt)
-        config: dict[str, Any] = {}
-        if kit.capped or "recursion_limit" in kit.settings:
-            config["recursion_limit"] = recursion_limit(kit)
+        # as shipped, no config: create_agent's own recursion_limit applies
+        config = (RunnableConfig(recursion_limit=recursion_limit(kit))
+                  if kit.capped or "recursion_limit" in kit.settings else None)
+        question = HumanMessage(kit.question)
         try:
             with tracing_context(enabled=False):
-                state = agent.invoke({"messages": [{"role": "user", "content": kit.question}]},
-                                     config=config or None)
+                state = agent.invoke({"messages": [question]}, config=config)
         except GraphRecursionError:
             return Ending("framework_limit", "GraphRecursionError")
         except Exception as exc:  # the framework's (or its SDK's) own failure, by name

@@ -73,7 +73,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _match_executions(calls: list[list[tuple[str, Any]]],
+def _match_executions(calls: list[list[tuple[str | None, Any]]],
                       executed: list[tuple[str, Any, dict[str, Any]]]
                       ) -> dict[tuple[int, int], int]:
     """Which execution (index into ``executed``) ran the ``j``-th call of exchange ``k``:
