@@ -26,7 +26,10 @@ LESSON = "lesson"
 
 #: Each built-in framework's providers (the wire APIs its client speaks) and the
 #: ``settings`` it takes (tests/test_agents.py checks they match the registry's entries).
-BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {}
+BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
+    "langchain": {"providers": ("openai_chat", "openai", "anthropic"),
+                  "settings": ("recursion_limit", "max_retries", "timeout")},
+}
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
 

@@ -73,6 +73,29 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _match_executions(calls: list[list[tuple[str | None, Any]]],
+                      executed: list[tuple[str, Any, dict[str, Any]]]
+                      ) -> dict[tuple[int, int], int]:
+    """Which execution (index into ``executed``) ran the ``j``-th call of exchange ``k``:
+    first every call whose name and arguments an execution has (in order, over the whole
+    run), then a call left over by name alone (a framework that passed its tool coerced
+    arguments). Matching exactly over the whole run first keeps a call the framework
+    refused (never executed) from taking a later call's execution of the same tool."""
+    left = list(range(len(executed)))
+    found: dict[tuple[int, int], int] = {}
+    for exact in (True, False):
+        for k, turn in enumerate(calls):
+            for j, (name, arguments) in enumerate(turn):
+                if (k, j) in found:
+                    continue
+                match = next((i for i in left if executed[i][0] == name and (
+                    not exact or _canonical(executed[i][1]) == _canonical(arguments))), None)
+                if match is not None:
+                    left.remove(match)
+                    found[k, j] = match
+    return found
+
+
 def build_records(spec: RunSpec, exchanges: list[Exchange],
                   executed: list[tuple[str, Any, dict[str, Any]]],
                   ending: Ending | None, termination: str,
@@ -83,7 +106,10 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
     from reactlab.core.tokens import count
 
     session = provider(spec.backend_config.provider).adapter()
-    left = list(executed)
+    answers = [None if ex.payload is None else session.read_payload(ex.payload)
+               for ex in exchanges]
+    executions = _match_executions([[(c.name, c.arguments) for c in a[0]] if a else []
+                                    for a in answers], executed)
     records: list[Any] = []
     cumulative = calls = errors = 0
     for k, ex in enumerate(exchanges):
@@ -96,7 +122,9 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
                                    text=f"HTTP {ex.status}" if ex.status else "no answer",
                                    n_calls=0))
             continue
-        found, text, _ = session.read_payload(ex.payload)
+        answer_k = answers[k]
+        assert answer_k is not None
+        found, text, _ = answer_k
         records.append(Request(step=step, tokens_sent=tokens, cumulative_tokens=cumulative,
                                tokens_out=_tokens_out(ex.payload), attempts=1, text=text,
                                n_calls=len(found)))
@@ -108,15 +136,12 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
                 sent = {}
             if sent:
                 break
-        for call in found:
+        for j, call in enumerate(found):
             calls += 1
-            match = next((i for i, (n, a, _) in enumerate(left) if n == call.name
-                          and _canonical(a) == _canonical(call.arguments)), None)
-            if match is None:
-                match = next((i for i, (n, _, _) in enumerate(left) if n == call.name), None)
+            match = executions.get((k, j))
             status: ToolStatus
             if match is not None:
-                _, _, result = left.pop(match)
+                result = executed[match][2]
                 status = "ok" if "resultado" in result else "error"
             else:
                 status = "invalid" if call.name in spec.tools else "unknown"
