@@ -84,6 +84,11 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
 
     session = provider(spec.backend_config.provider).adapter()
     left = list(executed)
+    # every call the model asked for, exactly: an execution that is some call's exact
+    # match is never taken by another call's match by name alone (a framework that
+    # refuses a call by its own validation never executes it)
+    asked = {(call.name, _canonical(call.arguments)) for ex in exchanges
+             if ex.payload is not None for call in session.read_payload(ex.payload)[0]}
     records: list[Any] = []
     cumulative = calls = errors = 0
     for k, ex in enumerate(exchanges):
@@ -113,7 +118,8 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
             match = next((i for i, (n, a, _) in enumerate(left) if n == call.name
                           and _canonical(a) == _canonical(call.arguments)), None)
             if match is None:
-                match = next((i for i, (n, _, _) in enumerate(left) if n == call.name), None)
+                match = next((i for i, (n, a, _) in enumerate(left) if n == call.name
+                              and (n, _canonical(a)) not in asked), None)
             status: ToolStatus
             if match is not None:
                 _, _, result = left.pop(match)
