@@ -26,7 +26,13 @@ LESSON = "lesson"
 
 #: Each built-in framework's providers (the wire APIs its client speaks) and the
 #: ``settings`` it takes (tests/test_agents.py checks they match the registry's entries).
-BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {}
+BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
+    "openai_agents": {
+        "providers": ("openai", "openai_chat"),
+        "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
+                     "strict_json_schema"),
+    },
+}
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
 

@@ -79,6 +79,9 @@ def framework(name: str) -> Framework:
 def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
+    from reactlab.frameworks.openai_agents import OpenAIAgents
+
+    register(OpenAIAgents())
 
 
 _register_builtins()
