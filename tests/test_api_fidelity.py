@@ -73,6 +73,24 @@ def _price(args: dict[str, Any]) -> str:
                                      else 110.0}})
 
 
+# --- answers the SDK's own types accept -------------------------------------------------
+
+
+def test_responses_answer_validates_as_the_sdks_response() -> None:
+    """A Response validated (not constructed) by the SDK's model: its usage carries every
+    required field (``input_tokens_details.cache_write_tokens`` since openai 3.x), as a
+    client that validates the JSON it reads (the Agents SDK's traces do) needs."""
+    from openai.types.responses import Response
+
+    http = httpx.Client(transport=httpx.MockTransport(sim_openai.handler(
+        _policy("correcto"))))
+    raw = http.post("http://simulado/v1/responses", json={
+        "model": "correcto", "input": QUESTION, "tools": TOOLS_OA})
+    assert raw.status_code == 200
+    usage = Response.model_validate(raw.json()).usage
+    assert usage is not None and usage.input_tokens_details.cache_write_tokens == 0
+
+
 # --- tool_choice and the parallel flags ------------------------------------------------
 
 

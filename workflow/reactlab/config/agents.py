@@ -29,6 +29,11 @@ LESSON = "lesson"
 BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
     "langchain": {"providers": ("openai_chat", "openai", "anthropic"),
                   "settings": ("recursion_limit", "max_retries", "timeout")},
+    "openai_agents": {
+        "providers": ("openai", "openai_chat"),
+        "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
+                     "strict_json_schema"),
+    },
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)

@@ -80,8 +80,10 @@ def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
     from reactlab.frameworks.langchain import LangChain
+    from reactlab.frameworks.openai_agents import OpenAIAgents
 
     register(LangChain())
+    register(OpenAIAgents())
 
 
 _register_builtins()
