@@ -223,8 +223,10 @@ def output_text(output: Any) -> str:
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    """The Responses API's ``usage`` object."""
-    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+    """The Responses API's ``usage`` object (``input_tokens_details`` with both its
+    required counts: the SDK's ``Response`` type refuses one without ``cache_write_tokens``)."""
+    return {"input_tokens": input_tokens,
+            "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens}
