@@ -26,7 +26,11 @@ LESSON = "lesson"
 
 #: Each built-in framework's providers (the wire APIs its client speaks) and the
 #: ``settings`` it takes (tests/test_agents.py checks they match the registry's entries).
-BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {}
+BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
+    "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
+                    "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
+                                 "request_timeout")},
+}
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
 

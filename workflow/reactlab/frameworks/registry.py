@@ -79,6 +79,9 @@ def framework(name: str) -> Framework:
 def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
+    from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
+
+    register(PYDANTIC_AI)
 
 
 _register_builtins()
