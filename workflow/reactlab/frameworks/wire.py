@@ -73,6 +73,32 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _match(found: list[list[tuple[str | None, Any]]],
+           executed: list[tuple[str, Any, dict[str, Any]]]) -> dict[tuple[int, int], int]:
+    """Which execution each call the model asked for is (``(exchange, call)`` → index in
+    ``executed``): first every call with an execution of the same name and arguments, in
+    order; then a call left over takes the first execution of its name left over (the
+    framework ran it with arguments it changed). The exact pass comes first over the whole
+    run, so that a call the framework refused never takes a later call's execution."""
+    left = list(range(len(executed)))
+    out: dict[tuple[int, int], int] = {}
+    calls = [(k, j, name, args) for k, step in enumerate(found)
+             for j, (name, args) in enumerate(step)]
+    for k, j, name, args in calls:
+        i = next((i for i in left if executed[i][0] == name
+                  and _canonical(executed[i][1]) == _canonical(args)), None)
+        if i is not None:
+            left.remove(i)
+            out[k, j] = i
+    for k, j, name, _ in calls:
+        if (k, j) not in out:
+            i = next((i for i in left if executed[i][0] == name), None)
+            if i is not None:
+                left.remove(i)
+                out[k, j] = i
+    return out
+
+
 def build_records(spec: RunSpec, exchanges: list[Exchange],
                   executed: list[tuple[str, Any, dict[str, Any]]],
                   ending: Ending | None, termination: str,
@@ -83,7 +109,10 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
     from reactlab.core.tokens import count
 
     session = provider(spec.backend_config.provider).adapter()
-    left = list(executed)
+    answers = [session.read_payload(ex.payload) if ex.payload is not None else None
+               for ex in exchanges]
+    matched = _match([[(c.name, c.arguments) for c in a[0]] if a else [] for a in answers],
+                     executed)
     records: list[Any] = []
     cumulative = calls = errors = 0
     for k, ex in enumerate(exchanges):
@@ -96,7 +125,9 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
                                    text=f"HTTP {ex.status}" if ex.status else "no answer",
                                    n_calls=0))
             continue
-        found, text, _ = session.read_payload(ex.payload)
+        answered = answers[k]
+        assert answered is not None
+        found, text, _ = answered
         records.append(Request(step=step, tokens_sent=tokens, cumulative_tokens=cumulative,
                                tokens_out=_tokens_out(ex.payload), attempts=1, text=text,
                                n_calls=len(found)))
@@ -108,15 +139,12 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
                 sent = {}
             if sent:
                 break
-        for call in found:
+        for j, call in enumerate(found):
             calls += 1
-            match = next((i for i, (n, a, _) in enumerate(left) if n == call.name
-                          and _canonical(a) == _canonical(call.arguments)), None)
-            if match is None:
-                match = next((i for i, (n, _, _) in enumerate(left) if n == call.name), None)
+            match = matched.get((k, j))
             status: ToolStatus
             if match is not None:
-                _, _, result = left.pop(match)
+                _, _, result = executed[match]
                 status = "ok" if "resultado" in result else "error"
             else:
                 status = "invalid" if call.name in spec.tools else "unknown"
