@@ -198,3 +198,19 @@ def test_the_loop_figure_draws_one_line_per_agent(cfg: config.Config, toolbox: A
     assert png.stat().st_size > 0 and png.with_suffix(".svg").is_file()
     svg = png.with_suffix(".svg").read_text(encoding="utf-8")
     assert all(f"{a} (openai_chat)" in svg for a in ("lesson", "toy", "toy_capped"))
+
+
+def test_a_refused_call_never_takes_a_later_calls_execution() -> None:
+    # a framework that refuses a call by its own validation never runs it: the call must
+    # not be matched (by name) with the execution of a later call that it did run
+    from reactlab.frameworks.wire import _match_executions as _match
+
+    busi = ("precio", {"ticker": "BUSI", "fecha": "2024-03-15"})
+    later = ("precio", {"ticker": "BUSI", "fecha": "2024-03-22"})
+    found: list[list[tuple[str | None, Any]]] = [
+        [("precio", {"ticker": "BUSMAR", "fecha": "15/03/2024"})], [busi, later]]
+    executed = [(*busi, {"resultado": 1}), (*later, {"resultado": 2})]
+    assert _match(found, executed) == {(1, 0): 0, (1, 1): 1}
+    # a call the framework ran with arguments it changed still finds its execution
+    assert _match([[("calculadora", {"expresion": 1})]],
+                  [("calculadora", {"expresion": "1"}, {"resultado": 1})]) == {(0, 0): 0}

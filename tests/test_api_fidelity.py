@@ -120,6 +120,17 @@ def test_responses_tool_choice_none_required_named_and_echo() -> None:
     assert [o.name for o in forced.output] == ["calculadora"]
 
 
+def test_responses_answer_validates_as_the_sdks_response_type() -> None:
+    # the SDK's ``Response`` requires ``usage.input_tokens_details.cache_write_tokens``;
+    # a client that validates the answer (not the SDK's lax parse) refused one without it
+    from openai.types.responses import Response
+
+    raw = _oa("correcto").responses.with_raw_response.create(model="correcto",
+                                                             input=QUESTION, tools=TOOLS_OA)
+    answer = Response.model_validate(json.loads(raw.http_response.content))
+    assert answer.usage is not None and answer.usage.input_tokens_details.cache_write_tokens == 0
+
+
 def test_responses_parallel_off_plays_one_call_per_turn() -> None:
     oa = _oa("correcto")
     history: list[Any] = [*QUESTION]

@@ -677,8 +677,8 @@ def test_usage_counts_the_request_body_and_the_answer(server: ServerThread) -> N
     calls = r["output"]
     out = sum(count(c["name"]) + count(c["arguments"]) for c in calls)
     assert status == 200 and r["usage"] == {
-        "input_tokens": count(body), "input_tokens_details": {"cache_write_tokens": 0,
-                                                        "cached_tokens": 0},
+        "input_tokens": count(body),
+        "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
         "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": count(body) + out}
     body = json.dumps(_messages_turn(FIRST, SECOND))

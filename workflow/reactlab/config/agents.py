@@ -34,6 +34,9 @@ BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
         "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
                      "strict_json_schema"),
     },
+    "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
+                    "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
+                                 "request_timeout")},
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)

@@ -81,9 +81,11 @@ def _register_builtins() -> None:
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
     from reactlab.frameworks.langchain import LangChain
     from reactlab.frameworks.openai_agents import OpenAIAgents
+    from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
 
     register(LangChain())
     register(OpenAIAgents())
+    register(PYDANTIC_AI)
 
 
 _register_builtins()

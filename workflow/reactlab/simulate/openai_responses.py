@@ -223,7 +223,8 @@ def output_text(output: Any) -> str:
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    """The Responses API's ``usage`` object."""
+    """The Responses API's ``usage`` object (``input_tokens_details`` with both its
+    required counts: the SDK's ``Response`` type refuses one without ``cache_write_tokens``)."""
     return {"input_tokens": input_tokens,
             "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
             "output_tokens": output_tokens,
