@@ -214,3 +214,21 @@ def test_a_refused_call_never_takes_a_later_calls_execution() -> None:
     # a call the framework ran with arguments it changed still finds its execution
     assert _match([[("calculadora", {"expresion": 1})]],
                   [("calculadora", {"expresion": "1"}, {"resultado": 1})]) == {(0, 0): 0}
+
+
+def test_a_framework_runs_inside_a_running_event_loop(toolbox: Any, tmp_path: Path) -> None:
+    """A Snakemake job's run block runs in a thread with a running event loop; a
+    framework that starts its own (the Agents SDK and pydantic-ai call asyncio.run)
+    must still run there (seen failing in the pipeline before runs got their own
+    thread)."""
+    import asyncio
+
+    raw = config.load_yaml(ROOT / "config.yaml")
+    cfg = config.parse(raw)
+    spec = next(r for r in cfg.runs
+                if r.key == "variacion_busi/openai_chat/correcto__pydantic_ai")
+
+    async def inside() -> dict[str, Any]:
+        return run_to_trace(spec, toolbox, tmp_path / "t.jsonl")
+
+    assert asyncio.run(inside())["termination"] == "answer"

@@ -4,7 +4,8 @@ The check reads the source with ``ast``: each ``raise X(...)`` names a class of 
 (a subclass of ``ReactlabError``), is caught by the ``try`` around it (local control
 flow), or is one of the few built-in exceptions a protocol prescribes (:data:`ALLOWED`,
 each with its reason). Every exception class the package defines derives from
-``ReactlabError`` (but the stops of :data:`STOPS`, each with its reason), and a public one is defined in core/errors.py and drawn in its
+``ReactlabError`` (but the stops of :data:`STOPS`, each with its reason), and a public
+one is defined in core/errors.py and drawn in its
 docstring.
 """
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
 from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, ToolDef, Wire
@@ -174,7 +175,11 @@ def run_framework(spec: RunSpec, toolbox: ToolBox) -> tuple[list[Any], End]:
     ending: Ending | None = None
     termination: str
     try:
-        ending = entry.run(kit)
+        # In a thread of its own: a framework may start its own event loop
+        # (asyncio.run), which it cannot do in a thread that runs one already (a
+        # Snakemake job's run block runs in Snakemake's).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactlab-agent") as pool:
+            ending = pool.submit(entry.run, kit).result()
         termination, name = ending.termination, ending.ending
     except HardStop:
         termination, name = "hard_stop", "HardStop"
