@@ -19,7 +19,7 @@ from tests.golden import diff_tables
 GOLDEN = ROOT / "tests" / "golden"
 TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
           "steps", "cumulative_tokens", "trials", "summary_trials", "paired",
-          "bfcl", "bfcl_cases", "agentdojo"]
+          "agents", "bfcl", "bfcl_cases", "agentdojo"]
 
 pytestmark = pytest.mark.e2e
 

@@ -154,6 +154,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     from reactlab.analysis import trials
 
     runs, steps, trial_rows, agent_rows = [], [], [], []
+    lesson: list[bool] = []  # per row of runs: the lesson loop's (not a framework's)
     for trace_path, verified_path in pairs:
         run = load_verified(trace_path, verified_path)
         tr = run.trace
@@ -161,19 +162,24 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         trial_rows.append(trials.trial_row(tr, row, analysis))
         if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
             runs.append(row)
+            lesson.append(tr.run.get("agent") is None)
             steps.extend(step_rows(tr))
             agent_rows.append(agent_row(tr, row))
     if not runs:
         raise TraceError("no traces to aggregate")
     keys = ["task", "backend", "scenario"]
-    runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS).sort_values(keys, kind="stable")
+    runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS)
+    # the summaries by backend and defences are the lesson loop's (a framework's runs are
+    # in runs.csv, the summary by scenario under their own scenario, and agents.csv)
+    loop_df = runs_df[lesson].sort_values(keys, kind="stable")
+    runs_df = runs_df.sort_values(keys, kind="stable")
     steps_df = pd.DataFrame(steps).sort_values([*keys, "step"], kind="stable")
     fig_df = figure_table(steps_df, figure)
     tables = {
         "runs": runs_df,
         "summary_by_scenario": _summary(runs_df, "scenario"),
-        "summary_by_backend": _summary(runs_df, "backend"),
-        "summary_by_defences": _summary(runs_df, "defences"),
+        "summary_by_backend": _summary(loop_df, "backend"),
+        "summary_by_defences": _summary(loop_df, "defences"),
         "steps": steps_df,
         "cumulative_tokens": fig_df,
         **trials.build(trial_rows, analysis),
