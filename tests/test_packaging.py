@@ -24,7 +24,7 @@ def pyproject_pins() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     return _pins(project["dependencies"] + extras["dev"] + extras["export"]
-                 + extras["agentdojo"])
+                 + extras["agentdojo"] + extras["agents"])
 
 
 def conda_pins() -> dict[str, str]:
@@ -36,7 +36,8 @@ def conda_pins() -> dict[str, str]:
 def test_every_dependency_is_pinned_exactly() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    for dep in project["dependencies"] + extras["dev"] + extras["export"] + extras["agentdojo"]:
+    for dep in (project["dependencies"] + extras["dev"] + extras["export"]
+                + extras["agentdojo"] + extras["agents"]):
         assert "==" in dep, f"{dep} is not pinned"
 
 
