@@ -232,3 +232,28 @@ def test_a_framework_runs_inside_a_running_event_loop(toolbox: Any, tmp_path: Pa
         return run_to_trace(spec, toolbox, tmp_path / "t.jsonl")
 
     assert asyncio.run(inside())["termination"] == "answer"
+
+
+def test_results_sent_back_as_plain_text_degrade_instead_of_a_400() -> None:
+    """A client that keeps the model's calls and their results as plain text (no
+    tool-call items, no tool messages) sends a valid request: the scripted model answers
+    what it can, a field the results it got cannot fill written ``?``, with a 200 (a 400
+    is for invalid requests only). Seen on 8ec626b: 400 ``script 'correcto', step 2:
+    {ok[1][cierre]}: no item 1 in []``."""
+    import httpx
+
+    import reactlab.simulate.openai_chat as sim
+    from reactlab.simulate import ScriptedPolicy
+
+    cfg = config.parse(config.load_yaml(ROOT / "config.yaml"))
+    spec = cfg.run("variacion_busi", "openai_chat", "correcto")
+    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question)
+    body = {"model": "correcto", "messages": [
+        {"role": "user", "content": spec.question},
+        {"role": "assistant", "content": "precio(BUSI, 2024-03-15); precio(BUSI, 2024-03-22)"},
+        {"role": "user", "content": "Resultados: 191.5 y 203.9"}]}
+    response = sim.handler(policy)(httpx.Request(
+        "POST", "https://sim/v1/chat/completions", json=body))
+    assert response.status_code == 200, response.text
+    call = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "calculadora" and "?" in json.loads(call["arguments"])["expresion"]

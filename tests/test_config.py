@@ -44,15 +44,18 @@ def test_shipped_config_parses() -> None:
 def test_number_of_runs_is_the_sum_of_the_cross_products(raw_config: Raw) -> None:
     blocks = offline_blocks(raw_config)
     assert len(blocks) < len(raw_config["matrix"])  # the live block is left out by default
-    expected = sum(len(b["tasks"]) * len(b["backends"]) * len(b["scenarios"])
-                   * b.get("trials", 1) for b in blocks)
-    cfg = parse(raw_config)
-    assert len(cfg.runs) == expected
-    expected_keys = {f"{t}/{b}/{s}" + (f"/t{i}" if block.get("trials", 1) > 1 else "")
+    # the cross product of each block's tasks, backends, scenarios and agents (the lesson's
+    # loop by default; a framework's run is `{scenario}__{agent}`), trials apart; a run
+    # that two blocks name is one run
+    expected_keys = {f"{t}/{b}/{s}" + (f"__{a}" if a != "lesson" else "")
+                     + (f"/t{i}" if block.get("trials", 1) > 1 else "")
                      for block in blocks
-                     for t, b, s in itertools.product(block["tasks"], block["backends"],
-                                                      block["scenarios"])
+                     for t, b, s, a in itertools.product(block["tasks"], block["backends"],
+                                                         block["scenarios"],
+                                                         block.get("agents", ["lesson"]))
                      for i in range(1, block.get("trials", 1) + 1)}
+    cfg = parse(raw_config)
+    assert len(cfg.runs) == len(expected_keys)
     assert {r.key for r in cfg.runs} == expected_keys
     assert len({r.key for r in cfg.runs}) == len(cfg.runs)
 

@@ -53,19 +53,30 @@ class ScriptedPolicy:
         """
         script = self.scripts[model]
         choice = choice or AUTO
+        # A conversation that carries fewer tool results than the calls made so far (by the
+        # assistant, or by the script's steps before this turn: a client that keeps the
+        # model's calls and their results as plain text, outside tool-call items and tool
+        # messages) is valid for the API: the scripted model reads what it got, and a field
+        # the results it got cannot fill is written ``?`` (as for results not shaped like
+        # the lesson's), instead of a script error.
+        scripted = sum(len(script.steps[k].get("calls", ()))
+                       for k in range(min(turn, len(script.steps))))
+        lenient = True if len(results) < max(calls_made, scripted) else None
         if choice.parallel:
-            action = script.action(turn, self.params, self.question, results, seen)
+            action = script.action(turn, self.params, self.question, results, seen,
+                                   lenient=lenient)
         else:
-            action = self._one_call_per_turn(script, calls_made, results, seen)
+            action = self._one_call_per_turn(script, calls_made, results, seen, lenient)
         return choice.apply(action, script, turn, self.params, self.question, results, seen)
 
     def _one_call_per_turn(self, script: Script, calls_made: int, results: Sequence[Any],
-                           seen: str) -> Action:
+                           seen: str, lenient: bool | None = None) -> Action:
         """The script played one call per turn: the step that ``calls_made`` reaches,
         and in it the first call not made yet (an answer step is played as it is)."""
         left, step = calls_made, 0
         while True:
-            action = script.action(step, self.params, self.question, results, seen)
+            action = script.action(step, self.params, self.question, results, seen,
+                                   lenient=lenient)
             if action.text is not None or left < len(action.calls):
                 return action if action.text is not None else Action(
                     calls=(action.calls[left],))
