@@ -20,7 +20,10 @@ Completions and any OpenAI-compatible server"):
 
 ``python -m reactlab.dev.serving prepare --model data/models/SmolLM2-135M-Instruct --out
 data/models/SmolLM2-135M-Instruct-tools`` prepares a folder from the command line;
-``python -m reactlab.dev.serving serve --model FOLDER --port 8011`` serves it.
+``python -m reactlab.dev.serving serve --model FOLDER --port 8011`` serves it
+(``--dtype bfloat16``, ``--continuous-batching``, ``--threads N``: see
+:class:`TransformersServe`; ``workflow/configs/bfcl_serve.yaml`` runs the whole BFCL
+suite against it).
 """
 
 from __future__ import annotations
@@ -179,15 +182,23 @@ def free_port(host: str = "127.0.0.1") -> int:
 class TransformersServe:
     """``transformers serve FOLDER`` on ``host:port`` (loopback), in a child process.
 
-    The model is forced (``--force-model``: requests must name ``model`` exactly, as the
-    string given here); ``device`` cpu, ``dtype`` float32, torch limited to ``threads``.
-    The child's output goes to ``log`` (a file) when given.
+    Requests must name ``model`` exactly, as the string given here; ``device`` cpu,
+    torch limited to ``threads``. ``dtype`` is the weights' dtype on the server (default
+    float32, the local backends' default; ``bfloat16`` is what a ``dtype: bfloat16`` local
+    backend such as ``workflow/configs/bfcl_bf16.yaml``'s computes in, for a comparison
+    in the same dtype). ``continuous_batching`` starts the server with
+    ``--continuous-batching`` (paged attention; concurrent requests decoded together:
+    what a suite's ``max_in_flight`` is for). The child's output goes to ``log`` (a
+    file) when given.
     """
 
     def __init__(self, model: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
                  threads: int = 1, startup_timeout: float = 180.0,
-                 log: str | Path | None = None) -> None:
+                 log: str | Path | None = None, dtype: str = "float32",
+                 continuous_batching: bool = False) -> None:
         self.model = str(model)
+        self.dtype = dtype
+        self.continuous_batching = continuous_batching
         self.host = host
         self.port = port or free_port(host)
         self.threads = threads
@@ -207,7 +218,8 @@ class TransformersServe:
     def command(self) -> list[str]:
         exe = Path(sys.executable).with_name("transformers")
         return [str(exe), "serve", self.model, "--host", self.host, "--port", str(self.port),
-                "--device", "cpu", "--dtype", "float32", "--log-level", "warning"]
+                "--device", "cpu", "--dtype", self.dtype, "--log-level", "warning",
+                *(["--continuous-batching"] if self.continuous_batching else [])]
 
     def _healthy(self) -> bool:
         try:
@@ -271,11 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--model", required=True)
     s.add_argument("--port", type=int, default=8011)
     s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                   help="the weights' dtype on the server (default float32)")
+    s.add_argument("--continuous-batching", action="store_true",
+                   help="decode concurrent requests together (transformers serve's flag)")
+    s.add_argument("--log", default=None, help="the server's output goes to this file")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         print(prepare(args.model, args.out))
         return 0
-    with TransformersServe(args.model, port=args.port, threads=args.threads) as srv:
+    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
+                           dtype=args.dtype,
+                           continuous_batching=args.continuous_batching) as srv:
         print(f"serving {args.model} at {srv.base_url}", flush=True)
         try:
             while srv.process is not None and srv.process.poll() is None:
