@@ -7,16 +7,18 @@ cases in flight; every case's exchanges are recorded and replayed offline
 (docs/suites.md, "Against a live server").
 
 The live half starts the server and runs the default slice (2 cases per category, 10
-cases) in one shard with the overlay's 8 cases in flight: it is marked ``slow`` and ``e2e``. What it
-recorded is kept as a small fixture (``tests/fixtures/bfcl_serve/``: the 10 recordings
-and ``expected.json``, written by ``REACTLAB_RECORD_FIXTURE=1 pytest
-tests/test_bfcl_serve.py -m slow``), so that the replay half runs in every ``make test``
-through the suite path (plan, ``run_shard`` with ``replay``, BFCL's checker, the table)
-without the model, the server or a key. A trace's header holds the package versions of
-the machine that writes it (and its end record a checksum covering the header), so the
-fixture keeps, per case, the checksum of the trace's other lines, the calls, the answer
-and BFCL's verdict, and the table's measured rows: all computed from the live run's
-traces when they were recorded.
+cases) in one shard with the overlay's 8 cases in flight: it is marked ``slow`` and
+``e2e``. A recorded slice is kept as a small fixture (``tests/fixtures/bfcl_serve/``: the
+10 recordings and ``expected.json``, written by :func:`write_fixture`), so that the replay
+half runs in every ``make test`` through the suite path (plan, ``run_shard`` with
+``replay``, BFCL's checker, the table) without the model, the server or a key.
+``REACTLAB_RECORD_FIXTURE=1 pytest tests/test_bfcl_serve.py -m slow`` rewrites it from the
+slice the live half records; the kept one holds the same 10 cases taken from the
+overlay's pipeline run against the server on port 8011 (the 200-case run of
+docs/suites.md). A trace's header holds the package versions of the machine that writes
+it (and its end record a checksum covering the header), so the fixture keeps, per case,
+the checksum of the trace's other lines, the calls, the answer and BFCL's verdict, and
+the table's measured rows: all computed from the live run's traces.
 """
 
 from __future__ import annotations
