@@ -225,6 +225,19 @@ TABLE: dict[str, Entry] = {
         not_run("1,240 cases on the local model in two modes: about an hour"),
     "snakemake --cores 2 --configfile workflow/configs/agentdojo.yaml -- "
     "results/tables/agentdojo.csv": not_run("7,592 AgentDojo runs: many minutes"),
+    "python -m reactlab.dev.serving serve --model data/models/SmolLM2-135M-Instruct-tools "
+    "--port 8011 --dtype bfloat16 --threads 1 --continuous-batching --cb-batch-tokens 512":
+        not_run("a model server that runs until stopped; tests/test_bfcl_serve.py starts "
+                "it (slow) with the same options on a free port"),
+    "REACTLAB_SERVE_KEY=local snakemake --cores 2 --configfile "
+    "workflow/configs/bfcl_serve.yaml -- results/tables/bfcl.csv":
+        not_run("needs the server above running, and 1,240 cases through it: most of an "
+                "hour on this CPU; tests/test_bfcl_serve.py runs 10 cases of the overlay "
+                "against it (slow)"),
+    "snakemake --cores 2 --configfile workflow/configs/bfcl_serve.yaml "
+    "workflow/configs/replay.yaml -- results/tables/bfcl.csv":
+        not_run("replays the recordings of the run above; tests/test_bfcl_serve.py "
+                "replays its kept slice in every make test"),
     "python -m reactlab.dev.suite_bench --per-category 8 --batch 8 --decoding free":
         not_run("the local model on 40 cases twice: a measurement of minutes"),
     "python -m reactlab.suites.shard_job SPECS.json":

@@ -20,7 +20,10 @@ Completions and any OpenAI-compatible server"):
 
 ``python -m reactlab.dev.serving prepare --model data/models/SmolLM2-135M-Instruct --out
 data/models/SmolLM2-135M-Instruct-tools`` prepares a folder from the command line;
-``python -m reactlab.dev.serving serve --model FOLDER --port 8011`` serves it.
+``python -m reactlab.dev.serving serve --model FOLDER --port 8011`` serves it
+(``--dtype bfloat16``, ``--continuous-batching``, ``--threads N``: see
+:class:`TransformersServe`; ``workflow/configs/bfcl_serve.yaml`` runs the whole BFCL
+suite against it).
 """
 
 from __future__ import annotations
@@ -179,15 +182,30 @@ def free_port(host: str = "127.0.0.1") -> int:
 class TransformersServe:
     """``transformers serve FOLDER`` on ``host:port`` (loopback), in a child process.
 
-    The model is forced (``--force-model``: requests must name ``model`` exactly, as the
-    string given here); ``device`` cpu, ``dtype`` float32, torch limited to ``threads``.
-    The child's output goes to ``log`` (a file) when given.
+    Requests must name ``model`` exactly, as the string given here; ``device`` cpu,
+    torch limited to ``threads``. ``dtype`` is the weights' dtype on the server (default
+    float32, the local backends' default; ``bfloat16`` is what a ``dtype: bfloat16`` local
+    backend such as ``workflow/configs/bfcl_bf16.yaml``'s computes in, for a comparison
+    in the same dtype). ``continuous_batching`` starts the server with
+    ``--continuous-batching`` (paged attention; concurrent requests decoded together:
+    what a suite's ``max_in_flight`` is for). Its paged KV cache holds ``cb_blocks``
+    blocks of 256 tokens (``--cb-num-blocks``; default 128: 32,768 tokens, ≈ 0.75 GB for
+    SmolLM2-135M in bfloat16): left to itself, transformers sizes the cache from 90 % of
+    the free memory, which on a CPU is the machine's RAM (12 GB and growing on a 24 GB
+    machine, measured), and every decoding step paid for it. The child's output goes to
+    ``log`` (a file) when given.
     """
 
     def __init__(self, model: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
                  threads: int = 1, startup_timeout: float = 180.0,
-                 log: str | Path | None = None) -> None:
+                 log: str | Path | None = None, dtype: str = "float32",
+                 continuous_batching: bool = False, cb_blocks: int = 128,
+                 cb_batch_tokens: int | None = None) -> None:
         self.model = str(model)
+        self.dtype = dtype
+        self.continuous_batching = continuous_batching
+        self.cb_blocks = cb_blocks
+        self.cb_batch_tokens = cb_batch_tokens
         self.host = host
         self.port = port or free_port(host)
         self.threads = threads
@@ -207,7 +225,11 @@ class TransformersServe:
     def command(self) -> list[str]:
         exe = Path(sys.executable).with_name("transformers")
         return [str(exe), "serve", self.model, "--host", self.host, "--port", str(self.port),
-                "--device", "cpu", "--dtype", "float32", "--log-level", "warning"]
+                "--device", "cpu", "--dtype", self.dtype, "--log-level", "warning",
+                *(["--continuous-batching", "--cb-num-blocks", str(self.cb_blocks)]
+                  if self.continuous_batching else []),
+                *(["--cb-max-batch-tokens", str(self.cb_batch_tokens)]
+                  if self.continuous_batching and self.cb_batch_tokens else [])]
 
     def _healthy(self) -> bool:
         try:
@@ -271,11 +293,24 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--model", required=True)
     s.add_argument("--port", type=int, default=8011)
     s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                   help="the weights' dtype on the server (default float32)")
+    s.add_argument("--continuous-batching", action="store_true",
+                   help="decode concurrent requests together (transformers serve's flag)")
+    s.add_argument("--cb-blocks", type=int, default=128,
+                   help="KV cache blocks of 256 tokens under --continuous-batching")
+    s.add_argument("--cb-batch-tokens", type=int, default=None,
+                   help="tokens per forward pass under --continuous-batching")
+    s.add_argument("--log", default=None, help="the server's output goes to this file")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         print(prepare(args.model, args.out))
         return 0
-    with TransformersServe(args.model, port=args.port, threads=args.threads) as srv:
+    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
+                           dtype=args.dtype,
+                           continuous_batching=args.continuous_batching,
+                           cb_blocks=args.cb_blocks,
+                           cb_batch_tokens=args.cb_batch_tokens) as srv:
         print(f"serving {args.model} at {srv.base_url}", flush=True)
         try:
             while srv.process is not None and srv.process.poll() is None:
