@@ -27,7 +27,7 @@ SCENARIOS = ("correcto", "bucle", "argumentos_inventados", "fallo_429_recupera",
 
 def agents_config() -> dict[str, Any]:
     raw = config.load_yaml(ROOT / "config.yaml")
-    raw["agents"] = {"lc": {"framework": "langchain"},
+    raw["agents"] = {**raw.get("agents", {}), "lc": {"framework": "langchain"},
                      "lc_capped": {"framework": "langchain", "capped": True}}
     raw["matrix"] += [{"tasks": ["variacion_busi"], "backends": list(PROVIDERS),
                        "scenarios": list(SCENARIOS), "agents": ["lc"]},

@@ -31,6 +31,7 @@ SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
 def agents_config() -> dict[str, Any]:
     raw = config.load_yaml(ROOT / "config.yaml")
     raw["agents"] = {
+        **raw.get("agents", {}),
         "oa": {"framework": "openai_agents"},
         "oa_capped": {"framework": "openai_agents", "capped": True},
         "oa_stopped": {"framework": "openai_agents", "max_requests": 3},

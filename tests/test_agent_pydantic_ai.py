@@ -32,7 +32,7 @@ TABLE = (("correcto", "pyd"), ("bucle", "pyd"), ("bucle", "pyd_60"), ("bucle", "
 
 def agents_config() -> dict[str, Any]:
     raw = config.load_yaml(ROOT / "config.yaml")
-    raw["agents"] = {"pyd": {"framework": "pydantic_ai"},
+    raw["agents"] = {**raw.get("agents", {}), "pyd": {"framework": "pydantic_ai"},
                      "pyd_capped": {"framework": "pydantic_ai", "capped": True},
                      # past the framework's own request_limit (50): its cap, not the stop
                      "pyd_60": {"framework": "pydantic_ai", "max_requests": 60},

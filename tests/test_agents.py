@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def agents_config(**agent_overrides: Any) -> dict[str, Any]:
     raw = config.load_yaml(ROOT / "config.yaml")
-    raw["agents"] = {"toy": {"framework": "toy_loop"},
+    raw["agents"] = {**raw.get("agents", {}), "toy": {"framework": "toy_loop"},
                      "toy_capped": {"framework": "toy_loop", "capped": True},
                      "toy_stopped": {"framework": "toy_loop", "max_requests": 3,
                                      **agent_overrides}}
@@ -156,7 +156,8 @@ def test_agents_table_puts_each_framework_beside_the_lesson_loop(
     from tests.conftest import run_specs
 
     specs = [r for r in cfg.runs if r.backend == "openai_chat"
-             and r.scenario in ("correcto", "bucle") and r.task == "variacion_busi"]
+             and r.scenario in ("correcto", "bucle") and r.task == "variacion_busi"
+             and (r.framework is None or r.framework.framework == "toy_loop")]
     done = run_specs(specs, toolbox, tmp_path, verified=True)
     written = tables.build([(str(d.trace), str(d.verified)) for d in done], cfg.figure,
                            tmp_path / "tables")
@@ -185,7 +186,8 @@ def test_the_loop_figure_draws_one_line_per_agent(cfg: config.Config, toolbox: A
     from tests.conftest import run_specs
 
     specs = [r for r in cfg.runs if r.backend == "openai_chat" and r.scenario == "bucle"
-             and r.task == "variacion_busi"]
+             and r.task == "variacion_busi"
+             and (r.framework is None or r.framework.framework == "toy_loop")]
     done = run_specs(specs, toolbox, tmp_path, verified=True)
     written = tables.build([(str(d.trace), str(d.verified)) for d in done], cfg.figure,
                            tmp_path / "tables")

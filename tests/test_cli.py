@@ -57,10 +57,12 @@ def test_check_duplicate_key(tmp_path: Path) -> None:
 def test_check_list_prints_every_run_key(raw_config: dict) -> None:
     proc = reactlab("check", "--config", ROOT / "config.yaml", "--list")
     assert proc.returncode == 0, proc.stderr
-    expected = {f"{t}/{b}/{s}" + (f"/t{i}" if block.get("trials", 1) > 1 else "")
+    expected = {f"{t}/{b}/{s}" + (f"__{a}" if a != "lesson" else "")
+                + (f"/t{i}" if block.get("trials", 1) > 1 else "")
                 for block in offline_blocks(raw_config)
-                for t, b, s in itertools.product(block["tasks"], block["backends"],
-                                                 block["scenarios"])
+                for t, b, s, a in itertools.product(block["tasks"], block["backends"],
+                                                    block["scenarios"],
+                                                    block.get("agents", ["lesson"]))
                 for i in range(1, block.get("trials", 1) + 1)}
     printed = proc.stdout.splitlines()
     assert sorted(printed) == sorted(expected)
