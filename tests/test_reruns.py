@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 RUNS = 4  # the matrix below
 FIGURES = {f"figure_{k}": 1 for k in ("cumulative_tokens", "outcomes", "tokens", "defences",
-                                      "success_rates")}
+                                      "success_rates", "agents_tokens")}
 AFTER_RUNS = {"run_agent": RUNS, "verify": RUNS, "tables": 1, "viewer": 1, **FIGURES}
 
 
@@ -79,4 +79,4 @@ def test_each_job_logs_to_its_own_file(project: Path) -> None:
             assert run.startswith(f"{key}: ") and run.count("\n") == 1, run
             verify = (logs / "verify" / f"{key}.log").read_text(encoding="utf-8")
             assert verify.startswith(f"{key}: ") and verify.count("\n") == 1, verify
-    assert (logs / "tables.log").read_text() == "wrote 9 tables to results/tables\n"
+    assert (logs / "tables.log").read_text() == "wrote 10 tables to results/tables\n"
