@@ -237,7 +237,7 @@ def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
     assert set(local_rules) == {"all", "generate_data", "tables", "viewer",
                                 "figure_cumulative_tokens", "figure_defences",
                                 "figure_outcomes", "figure_success_rates",
-                                "figure_tokens"}, str(ev)
+                                "figure_tokens", "figure_agents_tokens"}, str(ev)
     assert counts == {"COMPLETED": len(slurm_ids)}, str(ev)
     assert not differing, str(ev)
     # each batch job wrote its benchmark file (where the time goes), as each local job did

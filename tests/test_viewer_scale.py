@@ -56,7 +56,8 @@ def big(toolbox: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
 
     base = tmp_path_factory.mktemp("viewer_scale")
     templates = make_runs(toolbox, base / "templates", TEMPLATES)
-    suite = run_suite_shards(suite_config(sample=SUITE_SAMPLE), base / "suites")
+    suite = run_suite_shards(suite_config(sample=SUITE_SAMPLE, backends=["local"]),
+                             base / "suites")
     tables = build_bfcl(suite, base / "tables")
     pairs = clone_runs([t for t, _ in templates], N_RUNS - len(suite), base / "runs")
     start = time.perf_counter()
