@@ -149,20 +149,13 @@ class PlanExecute:
 
 
 @dataclass(frozen=True)
-class SingleTurn:
-    """One model turn: its calls are recorded, then the run stops (``single_turn``). An
-    outside suite's single-turn case (BFCL): the calls are what is scored, and the
-    executor it runs with records them without running anything."""
+class SingleTurn(React):
+    """ReAct for one model turn: its calls are recorded, then the run stops
+    (``single_turn``). An outside suite's single-turn case (BFCL): the calls are what is
+    scored, and the executor it runs with records them without running anything."""
 
     name: str = "single_turn"
     max_steps: int | None = 1
-    session: str = "conversation"
-
-    def allowed(self, offered: Collection[str]) -> Collection[str]:
-        return offered
-
-    def calls(self, step: int, turn: ModelTurn) -> tuple[ToolCall, ...]:
-        return turn.calls
 
     def stop(self, step: int, outcomes: Sequence[ToolOutcome]) -> Guardrail | None:
         return Guardrail(step=step, rule="single_turn")
