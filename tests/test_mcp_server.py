@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
-import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import psutil
@@ -233,21 +234,22 @@ def test_stdio_no_arguments_only_jsonrpc_on_stdout(toolbox: ToolBox) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "reactlab", "mcp"], cwd=ROOT, env=_env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
     try:
         proc.stdin.write(script)
         proc.stdin.flush()
         # the replies first: requests still running when stdin closes are cancelled
-        lines = _lines_until(proc.stdout, 5, time.monotonic() + 60)
+        for _ in range(5):
+            out.next(time.monotonic() + 60)
         proc.stdin.close()
         proc.wait(timeout=30)
-        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
-    replies = [json.loads(line) for line in lines + out.splitlines()]  # JSON, every line
+    assert proc.returncode == 0, err.text()
+    replies = [json.loads(line) for line in out.all()]  # JSON, every line
     assert all(r.get("jsonrpc") == "2.0" for r in replies)
     by_id = {r["id"]: r for r in replies}
     assert sorted(by_id) == [1, 2, 3, 4, 5] and len(replies) == 5
@@ -263,46 +265,65 @@ def test_stdio_no_arguments_only_jsonrpc_on_stdout(toolbox: ToolBox) -> None:
         assert result.get("isError", False) is is_error
     # arguments that are not an object: the SDK refuses the request (docs/mcp.md)
     assert by_id[5]["error"]["code"] == -32602
-    assert "Traceback" not in err
+    assert "Traceback" not in err.text()
 
 
-def _lines_until(stream: Any, n: int, deadline: float) -> list[str]:
-    """``n`` lines read from a pipe, failing at ``deadline``."""
-    lines: list[str] = []
-    while len(lines) < n:
-        left = deadline - time.monotonic()
-        assert left > 0, f"only {len(lines)} of {n} lines: {lines}"
-        ready, _, _ = select.select([stream], [], [], min(left, 1.0))
-        if ready:
-            line = stream.readline()
-            assert line, f"the stream ended after {len(lines)} lines: {lines}"
-            lines.append(line)
-    return lines
+class Lines:
+    """The lines of a process's pipe, read by a thread as they come (a ``select`` on a
+    buffered text pipe would miss the lines already in its buffer)."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._seen: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def next(self, deadline: float) -> str:
+        """The next line; AssertionError at ``deadline`` or at the end of the stream."""
+        try:
+            line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no line in time; so far: {self.text()}") from None
+        assert line is not None, f"the stream ended; it said: {self.text()}"
+        self._seen.append(line)
+        return line
+
+    def all(self, timeout: float = 30) -> list[str]:
+        """Every line, once the stream has ended."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the stream did not end"
+        while (line := self._queue.get_nowait()) is not None:
+            self._seen.append(line)
+        return list(self._seen)
+
+    def text(self) -> str:
+        return "".join(self._seen)
 
 
 @contextmanager
-def http_server(data_files: tuple[Path, Path]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def http_server(data_files: tuple[Path, Path]) -> Iterator[tuple[str, subprocess.Popen[str],
+                                                                 Lines]]:
     """``reactlab mcp --transport http --port 0``: (its URL, read from its log; the
-    process). Stopped with SIGINT (Ctrl-C) on leaving, killed if it does not stop."""
+    process; its log). Stopped with SIGINT (Ctrl-C) on leaving, killed if it does not
+    stop."""
     proc = subprocess.Popen([sys.executable, *_server_args(data_files, "--transport", "http",
                                                            "--port", "0")],
                             cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = Lines(proc.stderr)
     try:
-        assert proc.stderr is not None
         deadline = time.monotonic() + 60
         url = None
-        while url is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
-            if not ready:
-                continue
-            line = proc.stderr.readline()
-            if not line:
-                break
-            found = re.search(r"Streamable HTTP on (http://\S+)", line)
+        while url is None:
+            found = re.search(r"Streamable HTTP on (http://\S+)", log.next(deadline))
             url = found.group(1) if found else None
-        assert url is not None, "the server did not log its URL"
-        yield url, proc
+        yield url, proc, log
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -319,7 +340,7 @@ def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Pat
     a foreign Host header is refused (DNS-rebinding protection); Ctrl-C ends it with 0."""
     import httpx2
 
-    with http_server(data_files) as (url, proc):
+    with http_server(data_files) as (url, proc, log):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
 
         async def go(mode: str) -> None:
@@ -335,7 +356,10 @@ def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Pat
         foreign = httpx2.post(url, content=body, headers={**headers, "host": "evil.example"})
         assert 400 <= foreign.status_code < 500
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=15)
-    assert proc.returncode == 0, err
+        proc.wait(timeout=15)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+    assert proc.returncode == 0, log.text()
     assert out == ""
-    assert err.splitlines()[-1] == "reactlab.mcp.server: interrupted: the MCP server stopped"
+    assert log.all()[-1] == "reactlab.mcp.server: interrupted: the MCP server stopped\n"
+    assert "Traceback" not in log.text()
