@@ -164,6 +164,28 @@ def test_tool_names() -> None:
             tool_names(**bad)
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--tools", "precio,cotizacion"], "mcp: --tools names 'cotizacion', which is not one"),
+    (["--task", "no_such_task"], "mcp: --task 'no_such_task' is not a task of the config"),
+    (["--prices", "p.parquet"], "mcp: --prices and --news go together"),
+    (["--config", "no/such/config.yaml"], "mcp: no config at no/such/config.yaml"),
+    (["--prices", "no/such/p.parquet", "--news", "no/such/n.parquet"],
+     "no/such/p.parquet: file not found"),
+])
+def test_cli_errors_are_one_line(argv: list[str], message: str,
+                                 capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad option is one line on stderr and status 2, before anything is served."""
+    from reactlab.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["mcp", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"reactlab: error: {message}"), lines
+
+
 def test_the_cli_port_is_the_servers_default() -> None:
     from reactlab.cli import build_parser
 

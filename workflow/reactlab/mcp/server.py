@@ -237,7 +237,12 @@ def main(*, transport: str = "stdio", config_path: str = "config.yaml",
     """``reactlab mcp``: serve the chosen tools over ``transport`` (stdio or http)."""
     if transport not in ("stdio", "http"):
         raise UsageError(f"mcp: --transport {transport!r}: stdio or http")
-    needs_config = task is not None or prices is None or news is None
+    if (prices is None) != (news is None):
+        raise UsageError("mcp: --prices and --news go together")
+    needs_config = task is not None or prices is None
+    if needs_config and not Path(config_path).is_file():
+        raise UsageError(f"mcp: no config at {config_path}: run it in the project folder, "
+                         "or give --config (or --prices and --news)")
     cfg = config_module.load(config_path) if needs_config else None
     names = tool_names(tools=tools, task=task, cfg=cfg)
     box = load_toolbox(config_path, prices, news, cfg)
