@@ -27,8 +27,6 @@ import pytest
 from reactlab.tools import TOOLS
 from tests.test_mcp_server import http_server
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ROOT / "tests" / "setup_mcp_conformance.sh"
 
@@ -138,6 +136,58 @@ def read_results(out: Path) -> dict[str, list[dict[str, Any]]]:
     return results
 
 
+def problems(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """How ``results`` differ from :data:`EXPECTED`: a scenario missing or new, one that
+    fails but should pass, one that should fail by a check and a message but does not."""
+    out = []
+    if sorted(results) != sorted(EXPECTED):
+        out.append(f"scenarios: {sorted(set(results) - set(EXPECTED))} are new, "
+                   f"{sorted(set(EXPECTED) - set(results))} did not run")
+    for scenario, checks in results.items():
+        want = EXPECTED.get(scenario)
+        if want is None:
+            continue
+        failed = [c for c in checks if c["status"] == "FAILURE"]
+        if want.passes and failed:
+            out.append(f"{scenario}: now fails {[c['id'] for c in failed]}: "
+                       f"{[c.get('errorMessage') for c in failed]}")
+        elif not want.passes and not (
+                [c["id"] for c in failed] == [want.check]
+                and want.message in (failed[0].get("errorMessage") or "")):
+            got = [(c["id"], c.get("errorMessage")) for c in failed]
+            out.append(f"{scenario}: expected {want.check} to fail with "
+                       f"{want.message!r}, got {got}")
+    return out
+
+
+def _as_expected() -> dict[str, list[dict[str, Any]]]:
+    """Results exactly as :data:`EXPECTED` says."""
+    return {name: [{"id": name, "status": "SUCCESS"}] if want.passes else
+            [{"id": want.check, "status": "FAILURE", "errorMessage": f"x {want.message} y"}]
+            for name, want in EXPECTED.items()}
+
+
+def test_problems_sees_every_departure() -> None:
+    """The comparison is not vacuous: a new failure, a new pass, another failing check or
+    message, a new scenario and a missing one are each reported."""
+    assert problems(_as_expected()) == []
+    for change in ("fails", "passes", "other check", "other message", "new", "gone"):
+        results = _as_expected()
+        if change == "fails":
+            results["ping"] = [{"id": "ping", "status": "FAILURE", "errorMessage": "x"}]
+        elif change == "passes":
+            results["prompts-list"] = [{"id": "prompts-list", "status": "SUCCESS"}]
+        elif change == "other check":
+            results["prompts-list"][0]["id"] = "prompts-list-2"
+        elif change == "other message":
+            results["prompts-list"][0]["errorMessage"] = "Internal error"
+        elif change == "new":
+            results["tools-call-new"] = [{"id": "x", "status": "SUCCESS"}]
+        else:
+            del results["ping"]
+        assert len(problems(results)) == 1, change
+
+
 def test_read_results_sees_failures(tmp_path: Path) -> None:
     """The reader is not vacuous: a FAILURE check is read as one."""
     folder = tmp_path / "server-ping-2026-12-02T10-21-16-997Z"
@@ -146,6 +196,7 @@ def test_read_results_sees_failures(tmp_path: Path) -> None:
     assert read_results(tmp_path) == {"ping": [{"id": "ping", "status": "FAILURE"}]}
 
 
+@pytest.mark.slow
 def test_conformance_server_scenarios(data_files: tuple[Path, Path], tmp_path: Path,
                                       loopback: None) -> None:
     node, entry = conformance()
@@ -158,21 +209,7 @@ def test_conformance_server_scenarios(data_files: tuple[Path, Path], tmp_path: P
                               capture_output=True, text=True, timeout=300, check=False)
     assert "=== SUMMARY ===" in proc.stdout, proc.stdout + proc.stderr
     results = read_results(out)
-    assert sorted(results) == sorted(EXPECTED)
-    problems = []
-    for scenario, checks in results.items():
-        want = EXPECTED[scenario]
-        failed = [c for c in checks if c["status"] == "FAILURE"]
-        if want.passes and failed:
-            problems.append(f"{scenario}: now fails {[c['id'] for c in failed]}: "
-                            f"{[c.get('errorMessage') for c in failed]}")
-        elif not want.passes and not (
-                [c["id"] for c in failed] == [want.check]
-                and want.message in (failed[0].get("errorMessage") or "")):
-            got = [(c["id"], c.get("errorMessage")) for c in failed]
-            problems.append(f"{scenario}: expected {want.check} to fail with "
-                            f"{want.message!r}, got {got}")
-    assert problems == []
+    assert problems(results) == []
     # the listing the suite saw is ours
     listing = next(c for c in results["tools-list"] if c["id"] == "tools-list")
     assert listing["details"]["tools"] == list(TOOLS)
