@@ -217,3 +217,14 @@ def test_conformance_server_scenarios(data_files: tuple[Path, Path], tmp_path: P
               for s in ("SUCCESS", "FAILURE", "WARNING")}
     passed = sum(not any(c["status"] == "FAILURE" for c in cs) for cs in results.values())
     print(f"conformance: {passed} of {len(results)} scenarios pass; checks: {counts}")
+
+
+def test_the_docs_list_every_outcome() -> None:
+    """docs/mcp.md gives the counts of :data:`EXPECTED` and names every scenario."""
+    doc = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    passing = sum(want.passes for want in EXPECTED.values())
+    assert (passing, len(EXPECTED) - passing) == (7, 25)
+    assert f"**{passing} scenarios pass**" in doc
+    assert f"**{len(EXPECTED) - passing} scenarios fail**" in doc
+    assert f"The suite has {len(EXPECTED)} server scenarios" in doc
+    assert [name for name in EXPECTED if f"`{name}`" not in doc] == []
