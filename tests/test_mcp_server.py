@@ -186,6 +186,20 @@ def test_cli_errors_are_one_line(argv: list[str], message: str,
     assert len(lines) == 1 and lines[0].startswith(f"reactlab: error: {message}"), lines
 
 
+def test_a_taken_port_is_one_line(data_files: tuple[Path, Path],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from reactlab.cli import main
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["mcp", *_server_args(data_files, "--transport", "http", "--port",
+                                          str(port))[3:]]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        f"reactlab: error: mcp: cannot listen on 127.0.0.1 port {port}: ")
+
+
 def test_the_cli_port_is_the_servers_default() -> None:
     from reactlab.cli import build_parser
 

@@ -39,7 +39,7 @@ from reactlab import config as config_module
 from reactlab import data
 from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text
-from reactlab.core.errors import UsageError
+from reactlab.core.errors import CommandFailed, UsageError
 from reactlab.tools import TOOLS, ToolBox, json_schema
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,11 @@ def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = DEFAULT
                     "rebinding protection is on for a loopback host only", host)
     app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family)
+    try:
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:  # the port is taken, the address is not this machine's ...
+        raise CommandFailed(f"mcp: cannot listen on {host} port {port}: {exc.strerror or exc}"
+                            ) from None
     url = http_url(host, sock.getsockname()[1])
     log.info("serving MCP over Streamable HTTP on %s", url)
     _quiet_sdk_loggers()
