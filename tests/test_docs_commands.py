@@ -37,6 +37,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -246,6 +247,19 @@ TABLE: dict[str, Entry] = {
         not_run("the whole AgentDojo suite through the harness: many minutes"),
     "python -m reactlab.suites.agentdojo [--suites …] [--limit N] [--out DIR]":
         not_run(SYNOPSIS.format("tests/test_agentdojo.py runs the same functions")),
+    # --- docs/mcp.md
+    ".venv/bin/python -m reactlab mcp": cheap("mcp_stdio"),
+    ".venv/bin/python -m reactlab mcp --task variacion_busi_alto": cheap("mcp_stdio"),
+    ".venv/bin/python -m reactlab mcp --transport http --port 8001":
+        not_run("a server that runs until stopped; tests/test_mcp_server.py drives the same "
+                "command on a free port (--port 0) with the official client"),
+    "python -m reactlab mcp": not_run("the README's name for `.venv/bin/python -m reactlab "
+                                      "mcp`, which is run cheap"),
+    "reactlab mcp": not_run("names the command; its forms (`... mcp`, `... mcp --task "
+                            "variacion_busi_alto`) are run cheap"),
+    "sh tests/setup_mcp_conformance.sh":
+        not_run("installs the npm conformance suite (seconds to a minute, from the npm "
+                "registry); tests/test_mcp_conformance.py runs it first (slow)"),
 }
 
 
@@ -527,6 +541,54 @@ def run_decoding_table(command: str, request: pytest.FixtureRequest) -> None:
     ran = shell(command, request.getfixturevalue("default_run"), timeout=300)
     assert ran.rc == 0, ran.why()
     assert "| smollm2_forced |" in ran.out, ran.why()
+
+
+def run_mcp_stdio(command: str, request: pytest.FixtureRequest) -> None:
+    """The stdio server in a copy of the project, as the docs start it: a client's
+    handshake and listing are answered on stdout, JSON-RPC only, with the tools the docs
+    promise (the lesson's four, or the task's) as the model reads them; closing stdin ends
+    it with status 0."""
+    import os
+    from types import SimpleNamespace
+
+    from reactlab import config
+    from reactlab.backends import tool_definitions
+    from reactlab.tools import TOOLS
+    from tests.test_mcp_server import Lines
+
+    checkout = request.getfixturevalue("checkout")
+    words = command.split()
+    names = (tuple(config.load(checkout / "config.yaml").raw["tasks"][
+        words[words.index("--task") + 1]]["tools"]) if "--task" in words else tuple(TOOLS))
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {},
+             "clientInfo": {"name": "docs", "version": "1"}}
+    script = "".join(json.dumps(m) + "\n" for m in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen(["bash", "-c", command], cwd=checkout, env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
+    try:
+        proc.stdin.write(script)
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120
+        replies = [json.loads(out.next(deadline)) for _ in range(2)]
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "".join(err.all())
+    assert len(out.all()) == 2, f"more than the two replies on stdout: {out.text()}"
+    listed = next(r for r in replies if r["id"] == 2)["result"]["tools"]
+    assert [(t["name"], t["description"], t["inputSchema"]) for t in listed] == \
+        tool_definitions(SimpleNamespace(tools=names, tool_schemas=None))
+    assert f"serving {len(names)} tools: {', '.join(names)}" in "".join(err.all())
 
 
 RUNNERS: dict[str, Callable[[str, pytest.FixtureRequest], None]] = {

@@ -138,6 +138,13 @@ def _cmd_serve(a: argparse.Namespace) -> None:
     serve(config.load(a.config), a.host, a.port, task=a.task)
 
 
+def _cmd_mcp(a: argparse.Namespace) -> None:
+    from reactlab.mcp.server import main as mcp_main
+
+    mcp_main(transport=a.transport, config_path=a.config, task=a.task, tools=a.tools,
+             prices=a.prices, news=a.news, host=a.host, port=a.port)
+
+
 def _cmd_viewer(a: argparse.Namespace) -> None:
     from reactlab.views import html as viewer
 
@@ -292,6 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--task", help="the task bare scenario names play (default: each "
                                   "scenario's first task in the matrix)")
     s.set_defaults(func=_cmd_serve)
+
+    mcp_help = ("serve the project's tools over MCP (stdio or Streamable HTTP): the names, "
+                "Spanish descriptions and schemas the model reads, the results it reads")
+    s = sub.add_parser("mcp", help=mcp_help, description=mcp_help + " (docs/mcp.md)")
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--task", help="serve this task's `tools:` from the config "
+                                      "(default: the lesson's four tools)")
+    which.add_argument("--tools", metavar="A,B", help="serve these tools (comma-separated)")
+    s.add_argument("--config", default="config.yaml",
+                   help="the config: its tasks, and its data (as a run reads it)")
+    s.add_argument("--prices", help="the prices parquet file (with --news; default: the "
+                                    "config's data)")
+    s.add_argument("--news", help="the news parquet file (with --prices)")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on")
+    s.add_argument("--port", type=int, default=8001,
+                   help="HTTP: the port (0: a free one, logged with the URL)")
+    s.set_defaults(func=_cmd_mcp)
     return p
 
 
