@@ -79,6 +79,7 @@ def framework(name: str) -> Framework:
 def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
+    from reactlab.frameworks.inspect_react import InspectReact
     from reactlab.frameworks.langchain import LangChain
     from reactlab.frameworks.openai_agents import OpenAIAgents
     from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
@@ -86,6 +87,7 @@ def _register_builtins() -> None:
     register(LangChain())
     register(OpenAIAgents())
     register(PYDANTIC_AI)
+    register(InspectReact())
 
 
 _register_builtins()
