@@ -72,6 +72,28 @@ def ending(tr: tracemod.Trace) -> tuple[str, str, int]:
 PROBE = {"openai_chat": 0, "openai": 1, "anthropic": 0}
 
 
+def test_the_scripted_model_answers_through_an_offered_submit_tool(
+        cfg: config.Config) -> None:
+    from reactlab.simulate import ScriptedPolicy, ToolChoice
+
+    spec = cfg.run("variacion_busi", "openai_chat", "correcto")
+    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question)
+    results = [{"resultado": {"cierre": 26.19}}, {"resultado": {"cierre": 27.88}},
+               {"resultado": 6.4528}]
+    answer = "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y 2024-03-22."
+    offered = ToolChoice(offered=("precio", "calculadora", "submit"))
+    act = policy.act("correcto", 2, results, choice=offered)
+    assert act.text is None and [(c.name, c.arguments) for c in act.calls] == [
+        ("submit", {"answer": answer})]
+    # no submit tool, or no calls allowed: the answer is text, as before
+    for choice in (ToolChoice(offered=("precio", "calculadora")),
+                   ToolChoice(mode="none", offered=("precio", "submit"))):
+        assert policy.act("correcto", 2, results, choice=choice).text == answer
+    # a calls step stays calls
+    assert [c.name for c in policy.act("correcto", 0, [], choice=offered).calls] == [
+        "precio", "precio"]
+
+
 def test_builtin_matches_the_registry() -> None:
     from reactlab.config.agents import BUILTIN
     from reactlab.frameworks.registry import framework
