@@ -259,3 +259,39 @@ def test_results_sent_back_as_plain_text_degrade_instead_of_a_400() -> None:
     assert response.status_code == 200, response.text
     call = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "calculadora" and "?" in json.loads(call["arguments"])["expresion"]
+
+
+def test_the_exports_name_the_agent(cfg: config.Config, toolbox: Any, tmp_path: Path) -> None:
+    """Inspect's sample metadata and OTel's ``gen_ai.agent.name`` carry the agent: a
+    framework's (with its ending in Inspect's metadata), the lesson loop's default name."""
+    pytest.importorskip("inspect_ai")
+    pytest.importorskip("opentelemetry.sdk")
+    from reactlab.export import load_runs
+    from reactlab.export.inspect_log import build_sample
+    from reactlab.export.otel import spans_json
+    from tests.conftest import run_specs
+
+    specs = [cfg.run("variacion_busi", "openai_chat", "correcto"),
+             next(r for r in cfg.runs if r.key.endswith("openai_chat/correcto__toy_capped"))]
+    done = run_specs(specs, toolbox, tmp_path, verified=True)
+    runs = load_runs([(d.trace, d.verified) for d in done])
+    by = {r.trace.run["scenario"]: r for r in runs}
+    toy, lesson = by["correcto__toy_capped"], by["correcto"]
+    sample = build_sample(toy, "eval")
+    assert (sample.metadata["agent"], sample.metadata["ending"]) == ("toy_capped",
+                                                                      "final_output")
+    assert "agent" not in build_sample(lesson, "eval").metadata
+
+    def agent_names(run: Any) -> set[str]:
+        names = set()
+        for line in spans_json(run).splitlines():
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for span in ss["spans"]:
+                        for a in span["attributes"]:
+                            if a["key"] == "gen_ai.agent.name":
+                                names.add(a["value"]["stringValue"])
+        return names
+
+    assert agent_names(toy) == {"toy_capped"}
+    assert agent_names(lesson) == {"reactlab"}

@@ -162,6 +162,17 @@ TABLE: dict[str, Entry] = {
         not_run("four clean default runs: a quarter of an hour; a measurement"),
     "python -m reactlab.dev.local_bench":
         not_run("loads the real model and times it: a measurement"),
+    # --- docs/agents.md
+    "snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
+    "results-agents -- results/tables/agents.csv":
+        not_run("575 runs, about 4 minutes on 2 cores; tests/test_agents_all.py runs a slice "
+                "of it in process and checks the whole run's table when its folder exists"),
+    "python -m reactlab.dev.agents_bench --faults":
+        not_run("times every framework's fault runs (Inspect's own backoff: seconds each): "
+                "a measurement"),
+    "python -m reactlab.dev.agents_bench [--faults] [--pipeline]":
+        not_run(SYNOPSIS.format("its forms are measurements (minutes; `--pipeline` runs the "
+                                "simulated matrix twice)")),
     # --- docs/viewer.md
     ".venv/bin/python -m reactlab.dev.viewer_scale 5000 --templates results/traces --out "
     "/tmp/big --viewer /tmp/big/viewer": slow("viewer_scale"),

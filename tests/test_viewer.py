@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -368,6 +369,29 @@ def test_render_index_accepts_rows_of_runs_csv() -> None:
     assert [r["href"] for r in listed] == ["a/b/s.html", "t/b/s.html"]
     assert [(r["verdict"], r["steps"], r["tokens"], r["detail"]) for r in listed] == [
         ("verified", 3, 900, ""), ("rejected", 2, 758, "")]
+
+
+def test_the_agent_is_a_column_and_a_filter() -> None:
+    # runs.csv rows name a framework's run {scenario}__{agent}; the viewer's own rows
+    # carry the trace's agent
+    rows = [{"task": "t", "backend": "b", "scenario": "bucle__inspect_react_capped",
+             "termination": "framework_limit", "verified": "False", "steps": "7",
+             "tokens_sent": "5992", "findings": ""},
+            {"task": "t", "backend": "b", "scenario": "bucle", "termination": "step_limit",
+             "verified": "False", "steps": "6", "tokens_sent": "3506", "findings": ""},
+            {"task": "t", "backend": "b", "scenario": "correcto__x", "agent": "pydantic_ai",
+             "termination": "answer", "verified": "True", "steps": "3",
+             "tokens_sent": "1470", "findings": ""}]
+    html = viewer.render_index(rows)
+    parse(html)
+    assert [(r["scenario"], r["agent"]) for r in index_rows(html)] == [
+        ("bucle", "lesson"), ("bucle__inspect_react_capped", "inspect_react_capped"),
+        ("correcto__x", "pydantic_ai")]
+    select = html[html.index('<select id="f-agent">'):]
+    select = select[:select.index("</select>")]
+    assert re.findall(r'<option value="([^"]*)">', select) == [
+        "", "inspect_react_capped", "lesson", "pydantic_ai"]
+    assert "<th>agent</th>" in html
 
 
 def test_embedded_rows_cannot_close_their_script() -> None:

@@ -37,6 +37,9 @@ BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
     "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
                     "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
                                  "request_timeout")},
+    "inspect_react": {"providers": ("openai", "openai_chat", "anthropic"),
+                      "settings": ("turn_limit", "message_limit", "token_limit", "max_retries",
+                                   "timeout", "sdk_max_retries")},
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)

@@ -116,6 +116,9 @@ class Kit:
     tools: list[ToolDef]
     #: every execution of a tool, in order: (name, arguments, result)
     executed: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
+    #: the framework's own answer tool, set by a framework whose model answers through a
+    #: tool call (Inspect's ``submit``): a call to it is the run's answer, not a tool call
+    answer_tool: str | None = None
 
     @property
     def question(self) -> str:

@@ -13,7 +13,8 @@ What :meth:`Framework.run` must do: build the framework's own typed tools from
 argument validation is the framework's own), its own client on ``kit.http_client()``
 with ``kit.base_url`` and ``kit.model``, run to completion with the framework's own loop
 (``kit.capped``: the run's step limit ``kit.max_steps`` in the framework's own setting;
-as shipped otherwise), with nothing that phones home, and return how it ended
+as shipped otherwise), with nothing that phones home (a framework whose model answers
+through a tool of its own names it in ``kit.answer_tool``), and return how it ended
 (:class:`~reactlab.frameworks.kit.Ending`). The simulator's hard stop
 (``kit.max_requests``) is raised from the
 transport as :class:`~reactlab.frameworks.kit.HardStop`, a ``BaseException`` that a
@@ -79,6 +80,7 @@ def framework(name: str) -> Framework:
 def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
+    from reactlab.frameworks.inspect_react import InspectReact
     from reactlab.frameworks.langchain import LangChain
     from reactlab.frameworks.openai_agents import OpenAIAgents
     from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
@@ -86,6 +88,7 @@ def _register_builtins() -> None:
     register(LangChain())
     register(OpenAIAgents())
     register(PYDANTIC_AI)
+    register(InspectReact())
 
 
 _register_builtins()

@@ -97,18 +97,53 @@ def _match_executions(calls: list[list[tuple[str | None, Any]]],
     return found
 
 
+def _sent(session: Any, exchange: Exchange) -> dict[str, str]:
+    """The tool results ``exchange``'s request carries back, by call id."""
+    try:
+        return dict(session.sent_results(json.loads(exchange.body)))
+    except ValueError:
+        return {}
+
+
+def _drop_discarded(answers: list[Any], sent: list[dict[str, str]]) -> list[Any]:
+    """``answers`` with no calls in an answer the framework discarded: a later answer has
+    a call of the same id before any request carries a result for one of its calls (the
+    simulator numbers call ids by their place in the conversation, so the
+    conversation went on from before that answer: Inspect's reasoning-summary probe on
+    the Responses API, a request of its own whose answer it drops). Such a request stays
+    in the trace; its calls were never the run's."""
+    out = list(answers)
+    for k, answer in enumerate(answers):
+        if not answer or not answer[0]:
+            continue
+        ids = {c.id for c in answer[0]}
+        for j in range(k + 1, len(answers)):
+            if ids & set(sent[j]):
+                break
+            later = answers[j]
+            if later and ids & {c.id for c in later[0]}:
+                out[k] = ([], answer[1], answer[2])
+                break
+    return out
+
+
 def build_records(spec: RunSpec, exchanges: list[Exchange],
                   executed: list[tuple[str, Any, dict[str, Any]]],
                   ending: Ending | None, termination: str,
-                  ending_name: str) -> tuple[list[Any], End]:
+                  ending_name: str, answer_tool: str | None = None
+                  ) -> tuple[list[Any], End]:
     """The records of a framework's run, from its exchanges and tool executions (see
-    the module docstring)."""
+    the module docstring); a call to ``answer_tool`` (the framework's own answer tool,
+    :attr:`Kit.answer_tool`) is the run's answer, not a tool call."""
     from reactlab.backends.registry import provider
     from reactlab.core.tokens import count
 
     session = provider(spec.backend_config.provider).adapter()
     answers = [None if ex.payload is None else session.read_payload(ex.payload)
                for ex in exchanges]
+    answers = [None if a is None else ([c for c in a[0] if c.name != answer_tool], a[1], a[2])
+               for a in answers]
+    answers = _drop_discarded(answers, [_sent(session, ex) for ex in exchanges])
     executions = _match_executions([[(c.name, c.arguments) for c in a[0]] if a else []
                                     for a in answers], executed)
     records: list[Any] = []
@@ -183,4 +218,5 @@ def run_framework(spec: RunSpec, toolbox: ToolBox) -> tuple[list[Any], End]:
         termination, name = ending.termination, ending.ending
     except HardStop:
         termination, name = "hard_stop", "HardStop"
-    return build_records(spec, wire.exchanges, executed, ending, termination, name)
+    return build_records(spec, wire.exchanges, executed, ending, termination, name,
+                         kit.answer_tool)

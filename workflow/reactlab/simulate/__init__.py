@@ -32,6 +32,12 @@ HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
              "<p>You are being redirected by the network proxy.</p></body></html>\n")
 
 
+#: The answer tool of agents with a submit step (Inspect's ``react()``): when a request
+#: offers a tool of this name and tool calls are allowed, the scripted model gives an
+#: answer step as one call to it, ``{"answer": text}`` (docs/simulators.md).
+ANSWER_TOOL = "submit"
+
+
 @dataclass(frozen=True)
 class ScriptedPolicy:
     """Scripts by model name, and the task they play."""
@@ -67,7 +73,12 @@ class ScriptedPolicy:
                                    lenient=lenient)
         else:
             action = self._one_call_per_turn(script, calls_made, results, seen, lenient)
-        return choice.apply(action, script, turn, self.params, self.question, results, seen)
+        action = choice.apply(action, script, turn, self.params, self.question, results, seen)
+        if action.text is not None and choice.mode != "none" and ANSWER_TOOL in choice.offered:
+            # an agent with a submit step (Inspect's react()) asks for the answer through
+            # its answer tool: the scripted model gives it there, as its prompt says
+            return Action(calls=(ScriptedCall(ANSWER_TOOL, {"answer": action.text}),))
+        return action
 
     def _one_call_per_turn(self, script: Script, calls_made: int, results: Sequence[Any],
                            seen: str, lenient: bool | None = None) -> Action:

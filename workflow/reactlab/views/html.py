@@ -278,6 +278,7 @@ def render_run(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> str:
         ("backend", f"<code>{_h(tr.run['backend'])}</code> "
                     f"({_h(backend.get('provider'))}, {_h(backend.get('mode'))})"),
         ("scenario", f"<code>{_h(tr.run['scenario'])}</code>"),
+        ("agent", _agent_html(spec.get("framework"))),
         ("model", f"<code>{_h(row['model'])}</code>"),
         ("tools offered", _h(", ".join(map(str, spec["tools"])))),
         ("limits", f"max_steps {_h(limits['max_steps'])}, "
@@ -297,6 +298,16 @@ def render_run(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> str:
     return _doc(f"{key} — reactlab trace", "".join(body))
 
 
+def _agent_html(framework: Mapping[str, Any] | None) -> str:
+    """The run page's agent: the lesson's loop, or a framework's agent with its framework
+    and condition (docs/agents.md)."""
+    if not framework:
+        return "<code>lesson</code> (the project's loop)"
+    condition = "capped" if framework.get("capped") else "as shipped"
+    return (f"<code>{_h(framework.get('name'))}</code> "
+            f"({_h(framework.get('framework'))}, {condition})")
+
+
 def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The index's row for one run: the table builder's row (``row``, computed here when
     not given) plus the page's link."""
@@ -305,6 +316,7 @@ def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[st
     out = dict(run_row(run) if row is None else row)
     out.pop("trace", None)
     out["trial"] = run.trace.run.get("trial")
+    out["agent"] = run.trace.run.get("agent") or "lesson"
     out["href"] = page_path(run.trace.run)
     return out
 

@@ -12,7 +12,8 @@ The page is one static file, readable at thousands of runs:
   JSON document embedded in the page (``<script type="application/json">``, never
   executed). A small inline script (no external asset; the page's Content-Security-Policy
   allows that one script by its hash and nothing else) filters the rows by suite, task,
-  backend, scenario and verdict, and shows one page of them at a time; the filters and
+  backend, scenario, agent (the project's loop, ``lesson``, or a framework's agent:
+  docs/agents.md) and verdict, and shows one page of them at a time; the filters and
   the page live in the URL's fragment (``#backend=openai&page=2``), so a view can be
   linked. Without JavaScript the summaries stay readable and a note points to the tables.
 
@@ -37,8 +38,10 @@ PAGE_SIZES = (100, 250, 1000)
 #: A summary matrix with more rows than this is folded (``<details>`` closed).
 FOLD_ROWS = 30
 #: The run list's columns, in the order of each row of the embedded JSON.
-COLUMNS = ("suite", "task", "backend", "scenario", "trial", "termination", "verdict",
-           "steps", "calls", "tokens", "detail", "href")
+COLUMNS = ("suite", "task", "backend", "scenario", "agent", "trial", "termination",
+           "verdict", "steps", "calls", "tokens", "detail", "href")
+#: The verdict's place in a row of :data:`COLUMNS`.
+VERDICT = COLUMNS.index("verdict")
 #: Verdicts and their badge class.
 VERDICTS = {"verified": "v-verified", "rejected": "v-rejected", "no answer": "v-none",
             "correct": "v-verified", "incorrect": "v-rejected"}
@@ -72,11 +75,12 @@ table.runs { table-layout: fixed; font-size: 14px; }
 table.runs td { overflow-wrap: anywhere; }
 table.runs td.detail { white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
   font-size: .9em; }
-table.runs col.c-suite { width: 11%; } table.runs col.c-task { width: 15%; }
-table.runs col.c-backend { width: 9%; } table.runs col.c-scenario { width: 15%; }
+table.runs col.c-suite { width: 9%; } table.runs col.c-task { width: 13%; }
+table.runs col.c-backend { width: 9%; } table.runs col.c-scenario { width: 14%; }
+table.runs col.c-agent { width: 8%; }
 table.runs col.c-term { width: 9%; } table.runs col.c-verdict { width: 8%; }
 table.runs col.c-num { width: 5.5%; } table.runs col.c-tokens { width: 6.5%; }
-table.runs col.c-detail { width: 15.5%; }
+table.runs col.c-detail { width: 12.5%; }
 .toc { display: flex; gap: 1.2em; flex-wrap: wrap; }
 """
 
@@ -90,12 +94,14 @@ data.columns.forEach(function (c, i) { C[c] = i; });
 var rows = data.rows;
 var $ = function (id) { return document.getElementById(id); };
 var f = {suite: $("f-suite"), task: $("f-task"), backend: $("f-backend"),
-         scenario: $("f-scenario"), verdict: $("f-verdict"), size: $("f-size")};
+         scenario: $("f-scenario"), agent: $("f-agent"), verdict: $("f-verdict"),
+         size: $("f-size")};
 var body = $("runs-body"), count = $("runs-count"), where = $("runs-page");
 var page = 1, matching = rows, key = null;
 function state() {
   return {suite: f.suite.value, task: f.task.value.trim().toLowerCase(),
-          backend: f.backend.value, scenario: f.scenario.value, verdict: f.verdict.value};
+          backend: f.backend.value, scenario: f.scenario.value, agent: f.agent.value,
+          verdict: f.verdict.value};
 }
 function filter(s) {
   var out = [];
@@ -103,6 +109,7 @@ function filter(s) {
     var r = rows[i];
     if ((s.suite && r[C.suite] !== s.suite) || (s.backend && r[C.backend] !== s.backend) ||
         (s.scenario && r[C.scenario] !== s.scenario) ||
+        (s.agent && r[C.agent] !== s.agent) ||
         (s.verdict && r[C.verdict] !== s.verdict) ||
         (s.task && r[C.task].toLowerCase().indexOf(s.task) < 0)) { continue; }
     out.push(r);
@@ -134,6 +141,7 @@ function render() {
     td.appendChild(a);
     if (r[C.trial]) { td.appendChild(document.createTextNode(" \u00b7 t" + r[C.trial])); }
     tr.appendChild(td);
+    cell(tr, r[C.agent]);
     cell(tr, r[C.termination]);
     var v = document.createElement("td"), b = document.createElement("span");
     b.className = "badge " + (data.verdicts[r[C.verdict]] || "v-none");
@@ -278,17 +286,30 @@ def run_list(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRow] =
     for r in sorted(rows, key=lambda r: (str(r["task"]), str(r["backend"]),
                                          str(r["scenario"]), _trial(r))):
         out.append(["lesson", str(r["task"]), str(r["backend"]), str(r["scenario"]),
-                    _trial(r), str(r["termination"]), lesson_verdict(r), _int(r["steps"]),
-                    _int(r.get("calls")), _int(r["tokens_sent"]), _findings(r), _href(r)])
+                    _agent(r), _trial(r), str(r["termination"]), lesson_verdict(r),
+                    _int(r["steps"]), _int(r.get("calls")), _int(r["tokens_sent"]),
+                    _findings(r), _href(r)])
     for s in sorted(suite_rows, key=lambda s: (str(s["suite"]), str(s["category"]),
                                                str(s["backend"]), str(s["scenario"]),
                                                _natural(str(s["task"])))):
         label = f"{s['suite']}/{s['category']}" if s.get("category") else str(s["suite"])
-        out.append([label, str(s["task"]), str(s["backend"]), str(s["scenario"]), 0,
+        out.append([label, str(s["task"]), str(s["backend"]), str(s["scenario"]),
+                    _agent(s), 0,
                     str(s["termination"]), "correct" if truthy(s["verified"]) else "incorrect",
                     _int(s["steps"]), _int(s["calls"]), _int(s["tokens_sent"]),
                     _text(s.get("detail")), urllib.parse.quote(str(s["href"]), safe="/")])
     return out
+
+
+def _agent(row: Mapping[str, Any]) -> str:
+    """The agent that ran a row: its ``agent`` field (the viewer's rows), else the suffix
+    of a framework run's scenario (``{scenario}__{agent}``, as in ``runs.csv``), else the
+    lesson's loop."""
+    agent = row.get("agent")
+    if agent:
+        return str(agent)
+    _, sep, suffix = str(row["scenario"]).partition("__")
+    return suffix if sep and suffix else "lesson"
 
 
 def _natural(text: str) -> tuple[str, int]:
@@ -348,7 +369,7 @@ def _matrix(runs: Sequence[list[Any]], by: int, title: str, label: str) -> str:
     tasks: dict[str, set[str]] = {}
     for r in runs:
         c = cells.setdefault((r[by], r[2]), [0, 0])
-        c[0] += r[6] == "verified"
+        c[0] += r[VERDICT] == "verified"
         c[1] += 1
         tasks.setdefault(r[by], set()).add(r[1])
     keys = sorted({r[by] for r in runs})
@@ -373,7 +394,7 @@ def _lesson_summary(runs: Sequence[list[Any]]) -> str:
     by_backend: dict[str, dict[str, int]] = {}
     for r in runs:
         counts = by_backend.setdefault(r[2], {"verified": 0, "rejected": 0, "no answer": 0})
-        counts[r[6]] += 1
+        counts[r[VERDICT]] += 1
     body = []
     for b in sorted(by_backend):
         c = by_backend[b]
@@ -587,6 +608,7 @@ def _run_list_section(runs: Sequence[list[Any]]) -> str:
               'autocomplete="off" placeholder="e.g. variacion"></label>'
             + _select("backend", "backend", distinct("backend"))
             + _select("scenario", "scenario", distinct("scenario"))
+            + _select("agent", "agent", distinct("agent"))
             + _select("verdict", "verdict", verdicts)
             + f'<label for="f-size">per page<select id="f-size">{sizes}</select></label>'
             + '<button type="button" id="f-reset">reset</button></div>\n')
@@ -596,11 +618,11 @@ def _run_list_section(runs: Sequence[list[Any]]) -> str:
              '<button type="button" id="p-next">next ›</button>'
              '<button type="button" id="p-last">last »</button>'
              '<span class="muted" id="runs-count"></span></div>\n')
-    cols = ("suite", "task", "backend", "scenario", "term", "verdict", "num", "num",
-            "tokens", "detail")
+    cols = ("suite", "task", "backend", "scenario", "agent", "term", "verdict", "num",
+            "num", "tokens", "detail")
     colgroup = "<colgroup>" + "".join(f'<col class="c-{c}">' for c in cols) + "</colgroup>"
     head = ("<thead><tr><th>suite</th><th>task / case</th><th>backend</th><th>scenario</th>"
-            "<th>termination</th><th>verdict</th><th class=\"num\">steps</th>"
+            "<th>agent</th><th>termination</th><th>verdict</th><th class=\"num\">steps</th>"
             "<th class=\"num\">calls</th><th class=\"num\">tokens</th>"
             "<th>findings / error</th></tr></thead>")
     data = {"columns": list(COLUMNS), "rows": runs, "verdicts": VERDICTS,
@@ -639,10 +661,10 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
     runs = run_list(rows, suite_rows)
     lesson = [r for r in runs if r[0] == "lesson"]
     suites = [r for r in runs if r[0] != "lesson"]
-    tiles = [("runs", len(lesson))] + [(v, sum(r[6] == v for r in lesson))
+    tiles = [("runs", len(lesson))] + [(v, sum(r[VERDICT] == v for r in lesson))
                                        for v in ("verified", "rejected", "no answer")]
     if suites:
-        ok = sum(r[6] == "correct" for r in suites)
+        ok = sum(r[VERDICT] == "correct" for r in suites)
         tiles += [("suite cases", len(suites)), ("correct", ok), ("incorrect", len(suites) - ok)]
     tables = dict(suite_tables or {})
     toc = [('<a href="#lesson">lesson runs</a>', bool(lesson))]
