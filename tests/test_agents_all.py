@@ -5,10 +5,10 @@ scenario").
 * The overlay's matrix is checked against the registry and the default config: each
   framework, as shipped and capped, on every provider of its ``BUILTIN`` entry, crossed
   with every scripted scenario the default matrix plays on a simulated API.
-* A representative slice runs in process (about 25 s at a load average of 4): every framework on every API it
-  speaks, ``correcto`` (verified) and ``json_invalido`` (a broken call: no 400, no 5xx,
-  bounded), and each framework's ``bucle`` as shipped on one API (bounded by its own cap or
-  the simulator's hard stop).
+* A representative slice runs in process (about 25 s at a load average of 4): every
+  framework on every API it speaks, ``correcto`` (verified) and ``json_invalido`` (a
+  broken call: no 400, no 5xx, bounded), and each framework's ``bucle`` as shipped on one
+  API (bounded by its own cap or the simulator's hard stop).
 * When the overlay's pipeline run is on disk (``results-agents/``, made by the command in
   the overlay's header), its whole ``agents.csv`` and traces are checked the same way.
 """
