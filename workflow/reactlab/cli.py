@@ -32,7 +32,8 @@ def _cmd_data(a: argparse.Namespace) -> None:
 def _cmd_run(a: argparse.Namespace) -> None:
     from reactlab.runner import run_job
 
-    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
+    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay,
+                  tools_recording=a.tools_recording, tools_replay=a.tools_replay),
           file=sys.stderr)
 
 
@@ -199,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write every HTTP attempt of the run to this JSONL file (API backends)")
     wire.add_argument("--replay", metavar="PATH",
                       help="answer the run's requests from this recording: no key, no network")
+    tools = s.add_mutually_exclusive_group()
+    tools.add_argument("--tools-recording", metavar="PATH",
+                       help="a task with an MCP server: record its exchange to this JSONL file")
+    tools.add_argument("--tools-replay", metavar="PATH",
+                       help="a task with an MCP server: answer its calls from this recording "
+                            "(the server is not started)")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("verify", help="check a trace's final answer against its tool results")
