@@ -18,7 +18,8 @@ runs of one job). What ``tools/call`` does by MODE:
 
 ``--pidfile`` appends this process's pid (and, with ``--child``, the pid of a child
 process it starts and leaves running: a server's own children must go with it).
-``MCP_BAD_TOOLS_EXTRA=1`` in the environment adds a tool (the tool list changes).
+``--extra-file PATH``: when that file exists, the server lists one more tool (its tool
+list changes with a file, as a server's may with its code).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def main() -> None:
         sys.stderr.write("no puedo arrancar\n")
         sys.exit(2)
     tools = list(TOOLS)
-    if os.environ.get("MCP_BAD_TOOLS_EXTRA"):
+    if "--extra-file" in args and os.path.exists(args[args.index("--extra-file") + 1]):
         tools.append({"name": "extra", "description": "Otra.",
                       "inputSchema": {"type": "object"}})
     calls = 0

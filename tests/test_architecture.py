@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "reactlab"
 # The stages in data-flow order (ARCHITECTURE.md). Top-level modules (the package root,
 # ``__main__``, ``cli`` and ``jobs``) are the application: they may import any stage.
 STAGES = ["core", "config", "data", "tools", "trace", "agent", "simulate", "backends",
-          "frameworks", "runner", "analysis", "suites", "views", "export", "dev"]
+          "frameworks", "mcp", "runner", "analysis", "suites", "views", "export", "dev"]
 APP = {"reactlab", "reactlab.__main__", "reactlab.cli", "reactlab.jobs"}
 
 

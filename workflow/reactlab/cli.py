@@ -176,6 +176,11 @@ def _cmd_export(a: argparse.Namespace) -> None:
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
+    if a.mcp:
+        from reactlab.dev.mcp_bench import main as mcp_main
+
+        mcp_main(calls=a.calls)
+        return
     from reactlab.dev.bench import main as bench_main
 
     bench_main(cores=a.cores, repeat=a.repeat, options=a.options)
@@ -286,6 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--options", action="store_true",
                    help="also time the simulated matrix with a fresh interpreter per job "
                         "(--workflow-profile none)")
+    s.add_argument("--mcp", action="store_true",
+                   help="only the added latency of a tool call over stdio MCP against the "
+                        "same work in process (reactlab.dev.mcp_bench; a few seconds)")
+    s.add_argument("--calls", type=int, default=200,
+                   help="with --mcp: timed calls per side (default 200)")
     s.set_defaults(func=_cmd_bench)
 
     serve_help = ("serve the scripted scenarios over HTTP: the OpenAI Responses "

@@ -80,12 +80,22 @@ def substitute(value: str, paths: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: paths.get(m.group(1), m.group(0)), value)
 
 
+#: The project's folder (the one holding ``workflow/``): a server's relative command is
+#: looked up there too, so that a config planned from another working folder (a test, a
+#: ``--directory`` run) finds the environment ``make env`` built beside the project.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
 def resolve_command(command: str, root: str | Path = ".") -> Path | None:
-    """The program of a stdio server: a path (with a ``/``) under ``root``, or a name on
-    the PATH; None when there is none."""
+    """The program of a stdio server, as an absolute path: a path (with a ``/``) under
+    ``root`` or else under the project's folder, or a name on the PATH; None when there
+    is none."""
     if "/" in command:
-        path = Path(root) / command
-        return path if path.is_file() else None
+        for base in (Path(root), PROJECT_ROOT):
+            path = base / command
+            if path.is_file():
+                return path.absolute()
+        return None
     found = shutil.which(command)
     return Path(found) if found else None
 
@@ -135,8 +145,9 @@ def launch(server: McpServerSettings | McpTools, name: str, paths: Mapping[str, 
     from reactlab.core.mcp_wire import open_wire
 
     command = server.command
-    if command is not None and "/" in command:
-        command = str(Path(root).resolve() / command)
+    if command is not None:
+        program = resolve_command(command, root)
+        command = str(program) if program is not None else command
     return open_wire(name=name, command=command,
                      args=[substitute(a, paths) for a in server.args],
                      env={k: substitute(v, paths) for k, v in server.env.items()},

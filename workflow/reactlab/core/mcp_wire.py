@@ -44,6 +44,8 @@ CLIENT_INFO = {"name": "reactlab", "version": "1"}
 #: Seconds a stdio server is given to exit after its stdin closes, then after SIGTERM.
 GRACE = 1.0
 _STDERR_LINES = 20
+#: How often a waiting request checks that the server is still running (seconds).
+_POLL = 0.05
 
 
 class Wire(Protocol):
@@ -184,10 +186,16 @@ class StdioWire:
         while True:
             left = deadline - time.monotonic()
             try:
-                kind, value = self._lines.get(timeout=max(left, 0.0))
+                kind, value = self._lines.get(timeout=min(max(left, 0.0), _POLL))
             except queue.Empty:
-                raise self._fail("timeout", f"no answer to {where} within {self.timeout:g} s"
-                                 ) from None
+                if self.proc.poll() is not None and self._lines.empty():
+                    # the server ended while a process it started keeps its stdout open
+                    kind, value = "eof", None
+                elif left <= 0:
+                    raise self._fail("timeout", f"no answer to {where} within "
+                                                f"{self.timeout:g} s") from None
+                else:
+                    continue
             if kind == "eof":
                 # let the process finish so that its status and last words are known
                 with contextlib.suppress(subprocess.TimeoutExpired):
