@@ -406,6 +406,7 @@ def test_the_sql_scenarios_verdicts(raw_config, data_files, tmp_path, monkeypatc
 # --- the project's own server over stdio (once `reactlab mcp` is merged) ----------------
 
 
+@pytest.mark.slow  # about 20 s: two interpreters of the server, 16 runs
 @pytest.mark.skipif(importlib.util.find_spec("reactlab.mcp.server") is None,
                     reason="the project's MCP server (reactlab.mcp.server) is not on this branch")
 def test_the_projects_server_over_stdio_gives_the_in_process_results_and_verdicts(
@@ -418,33 +419,143 @@ def test_the_projects_server_over_stdio_gives_the_in_process_results_and_verdict
     from tests.conftest import run_specs
 
     raw = copy.deepcopy(raw_config)
-    raw["mcp_servers"] = {"reactlab": {
-        "command": sys.executable, "args": ["-m", "reactlab", "mcp"],
-        "env": {"PYTHONPATH": str(ROOT / "workflow"),
-                "REACTLAB_PRICES": str(data_files[0]), "REACTLAB_NEWS": str(data_files[1])},
-        "watch": ["workflow/reactlab/tools", "workflow/reactlab/mcp"]}}
+    raw["matrix"] = [b for b in raw["matrix"]
+                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
+    raw["mcp_servers"]["reactlab"] = {
+        "command": sys.executable,
+        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
+                 "--news", str(data_files[1])],
+        "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson",
+        "watch": [str(ROOT / "workflow/reactlab/tools"), str(ROOT / "workflow/reactlab/mcp")]}
     cfg_in = parse(raw)
     runs = [r for r in cfg_in.runs if r.task in ("variacion_busi", "cierre_acme")
             and r.backend == "openai" and r.mcp is None][:8]
     run_specs(runs, toolbox, tmp_path / "in")
-    for r in raw["tasks"].values():
-        r["mcp_server"] = "reactlab"
+    for name in ("variacion_busi", "cierre_acme"):
+        raw["tasks"][name]["mcp_server"] = "reactlab"
+    raw["matrix"] = raw["matrix"][:2]  # the lesson loop's blocks of the two tasks
     cfg_mcp = parse(raw)
-    for spec in runs:
-        over = replace(spec, mcp=cfg_mcp.run(spec.task, spec.backend, spec.scenario).mcp)
-        out = tmp_path / "mcp" / f"{spec.key}.jsonl"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        run(over, out)
-        inproc = tmp_path / "in" / "traces" / f"{spec.key}.jsonl"
-        assert [c["result"] for c in calls(out)] == [c["result"] for c in calls(inproc)]
-        v_mcp, v_in = out.with_suffix(".json"), inproc.with_suffix(".json")
-        verify_job(str(out), str(v_mcp))
-        verify_job(str(inproc), str(v_in))
-        assert json.loads(v_mcp.read_text())["verified"] == json.loads(
-            v_in.read_text())["verified"]
+    from reactlab.mcp.source import ServerJob
+    from reactlab.runner import run_to_trace
+
+    part = cfg_mcp.run(runs[0].task, runs[0].backend, runs[0].scenario).mcp
+    assert part is not None
+    with ServerJob(part) as job:  # one server for the runs, as one job runs them
+        for spec in runs:
+            over = replace(spec, mcp=cfg_mcp.run(spec.task, spec.backend, spec.scenario).mcp)
+            assert over.mcp == part
+            out = tmp_path / "mcp" / f"{spec.key}.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with job.run() as tools:
+                run_to_trace(over, tools, out)
+            inproc = tmp_path / "in" / "traces" / f"{spec.key}.jsonl"
+            assert [(c["result"], c["status"]) for c in calls(out)] == [
+                (c["result"], c["status"]) for c in calls(inproc)]
+            v_mcp, v_in = out.with_suffix(".json"), inproc.with_suffix(".json")
+            verify_job(str(out), str(v_mcp))
+            verify_job(str(inproc), str(v_in))
+            assert json.loads(v_mcp.read_text())["verified"] == json.loads(
+                v_in.read_text())["verified"]
 
 
 def test_the_bad_server_needs_only_the_standard_library():
     proc = subprocess.run([sys.executable, "-I", BAD, "ok"], input=b"", capture_output=True,
                           timeout=30, env={**os.environ, "PYTHONPATH": ""})
     assert proc.returncode == 0, proc.stderr
+
+
+# --- Streamable HTTP --------------------------------------------------------------------
+
+HTTP_SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("eco-http")
+@server.tool()
+def eco(texto: str) -> str:
+    '''Devuelve el texto que recibe.'''
+    return texto
+server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]),
+           json_response=sys.argv[2] == "json")
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("answers", ["json", "sse"])
+def test_a_streamable_http_server_plans_runs_and_replays(raw_config, tmp_path, loopback,
+                                                         answers):
+    """The SDK's own server (mcp 2.x MCPServer) over Streamable HTTP, answering with JSON
+    bodies or with SSE streams."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", HTTP_SERVER, str(port), answers],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        import httpx
+
+        for _ in range(100):  # until it listens
+            try:
+                httpx.get(url, timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        steps = [{"calls": [{"name": "eco", "arguments": {"texto": "hola"}}]},
+                 {"answer": "Dijo {ok[0]}."}]
+        raw = bad_config(raw_config, steps=steps)
+        raw["mcp_servers"]["bad"] = {"url": url, "timeout": 10}
+        raw["tasks"]["eco_task"]["tools"] = ["eco"]
+        spec = spec_of(raw)
+        assert spec.tool_schemas[0]["parameters"]["required"] == ["texto"]
+        trace, rec = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
+        run(spec, trace, tools_recording=rec)
+        assert calls(trace)[0]["result"] == {"resultado": {"result": "hola"}}
+        assert records(trace)[-1]["answer"] == "Dijo {'result': 'hola'}."
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    run(spec, tmp_path / "replayed.jsonl", tools_replay=rec)  # the server is gone
+    assert (tmp_path / "replayed.jsonl").read_bytes() == trace.read_bytes()
+
+
+def test_the_server_settings_take_the_schemas_defaults_and_bounds():
+    import yaml
+
+    from reactlab.config.settings import McpServerSettings
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    props = schema["properties"]["mcp_servers"]["additionalProperties"]["properties"]
+    assert set(McpServerSettings.model_fields) == set(props)
+    for name, info in McpServerSettings.model_fields.items():
+        if "default" in props[name]:
+            assert info.default == props[name]["default"], name
+    timeout = McpServerSettings.model_fields["timeout"].metadata
+    assert {getattr(m, k) for m in timeout for k in ("gt", "le")
+            if getattr(m, k, None) is not None} == {0, 600}
+
+
+@pytest.mark.parametrize("response,results,expected", [
+    ({"content": [{"type": "text", "text": '{"a": 1}'}]}, "text", {"resultado": '{"a": 1}'}),
+    ({"content": [{"type": "text", "text": '{"a": 1}'}]}, "json", {"resultado": {"a": 1}}),
+    ({"content": [{"type": "text", "text": "no JSON"}]}, "json", {"resultado": "no JSON"}),
+    ({"content": [{"type": "text", "text": '{"resultado": {"cierre": 1.5}}'}]}, "lesson",
+     {"resultado": {"cierre": 1.5}}),
+    ({"content": [{"type": "text", "text": '{"error": "ticker desconocido: ACME"}'}],
+      "isError": True}, "lesson", {"error": "ticker desconocido: ACME"}),
+    ({"content": [{"type": "text", "text": "{\"resultado\": 1, \"resultado\": 2}"}]},
+     "lesson", {"error": "el servidor de herramientas dio una respuesta no válida"}),
+    ({"content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AAAA",
+                                                   "mimeType": "image/png"}]}, "text",
+     {"resultado": ["a", {"tipo": "image", "mimeType": "image/png"}]}),
+    ({"content": "?"}, "text", {"error": "el servidor de herramientas dio una respuesta no válida"}),
+    ({"content": [], "isError": True}, "text", {"error": "error del servidor de herramientas"}),
+])
+def test_what_the_model_reads_of_an_answer(response, results, expected):
+    from reactlab.mcp.source import result_of
+
+    assert result_of(response, results) == expected

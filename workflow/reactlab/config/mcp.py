@@ -260,6 +260,9 @@ class Planner:
                              if k in given},
                           "timeout": server.timeout,
                           "max_result_bytes": server.max_result_bytes,
+                          # only when not the default, so that other runs' hashes stay put
+                          **({"results": server.results} if server.results != "text"
+                             else {}),
                           "tools": defs, "tools_hash": tools_hash(self._tools[name])},
                          f"tasks.{task}")
         self._parts[task] = part

@@ -361,6 +361,8 @@ class SuiteCase(Settings):
 
 
 _MCP_PATH = ("properties", "mcp_servers", "additionalProperties", "properties")
+#: How an MCP result's text becomes what the model reads (the schema's enum).
+ResultsFormat = Literal["text", "json", "lesson"]
 
 
 def _mcp(name: str, *, optional: bool = False) -> Any:
@@ -373,8 +375,10 @@ class McpServerSettings(Settings):
     (Streamable HTTP) —, the ``files`` each job works on a copy of (``{name}`` in ``args``
     and ``env`` is the copy's path), the extra paths whose change means its tool list
     may have changed (``watch``), the per-request ``timeout`` in seconds, the largest
-    message it may send (``max_result_bytes``), and ``replay``: its runs answered from
-    their recordings, the server never started. Defaults and bounds: the schema's."""
+    message it may send (``max_result_bytes``), how a result's text becomes what the model
+    reads (``results``: :func:`reactlab.mcp.source.result_of`), and ``replay``: its runs
+    answered from their recordings, the server never started. Defaults and bounds: the
+    schema's."""
 
     command: str | None = _mcp("command", optional=True)
     args: list[str] = Field(default_factory=list)
@@ -384,6 +388,7 @@ class McpServerSettings(Settings):
     watch: list[str] = Field(default_factory=list)
     timeout: Number = _mcp("timeout")
     max_result_bytes: int = _mcp("max_result_bytes")
+    results: ResultsFormat = _mcp("results")
     replay: bool = _mcp("replay")
 
 
@@ -405,6 +410,7 @@ class McpTools(Settings):
     files: dict[str, str] = Field(default_factory=dict)
     timeout: Number
     max_result_bytes: int
+    results: ResultsFormat = "text"
     tools: list[dict[str, Any]]
     tools_hash: str
 

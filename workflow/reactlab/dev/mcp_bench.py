@@ -58,7 +58,8 @@ def _source(server: dict[str, Any], tools: list[str], root: Path) -> Any:
              "parameters": t.get("inputSchema", {})} for t in listed if t["name"] in tools]
     given = settings.to_dict()
     part = mcp_tools({"server": "bench", **{k: v for k, v in given.items()
-                                             if k in ("command", "args", "env", "files")},
+                                             if k in ("command", "args", "env", "files",
+                                                      "results")},
                       "timeout": settings.timeout, "max_result_bytes": settings.max_result_bytes,
                       "tools": defs, "tools_hash": tools_hash(listed)})
     return ServerJob(part, root=root)
@@ -95,9 +96,9 @@ def project_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[lis
     box = ToolBox.from_files(prices, news)
     args = {"ticker": "BUSI", "fecha": "2024-03-15"}
     inproc = timed(lambda: box.execute("precio", args), calls, warmup)
-    server = {"command": sys.executable, "args": ["-m", "reactlab", "mcp"],
-              "env": {"PYTHONPATH": str(ROOT / "workflow"),
-                      "REACTLAB_PRICES": str(prices), "REACTLAB_NEWS": str(news)}}
+    server = {"command": sys.executable,
+              "args": ["-m", "reactlab", "mcp", "--prices", str(prices), "--news", str(news)],
+              "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson"}
     with _source(server, ["precio"], ROOT) as job, job.run() as tools:
         over = timed(lambda: tools.execute("precio", args), calls, warmup)
     return inproc, over

@@ -15,8 +15,11 @@ replay: :mod:`reactlab.mcp.recording`) and maps the answer to the lesson's data:
 
 * ``isError: true`` → ``{"error": <the server's text>}``;
 * ``structuredContent`` → ``{"resultado": <it>}``; else the content: one text block →
-  ``{"resultado": <its text>}``, several → the list of their texts, a block that is not
-  text → ``{"tipo": ..., "mimeType": ...}`` (its data is not passed on);
+  ``{"resultado": <its text>}`` (parsed when it is JSON, with the server's
+  ``results: json``), several → the list of their texts, a block that is not text →
+  ``{"tipo": ..., "mimeType": ...}`` (its data is not passed on);
+* with the server's ``results: lesson`` (the project's own tools served over MCP) the one
+  text block is the lesson's ``{"resultado"}`` / ``{"error"}`` JSON, taken as it is;
 * a failure of the server — no answer within ``timeout``, the server gone, an answer that
   is not JSON-RPC, a message over ``max_result_bytes``, a JSON-RPC error — →
   ``{"error": <Spanish text>}``. After a timeout, a malformed or an oversized answer the
@@ -40,6 +43,7 @@ from typing import Any
 from reactlab.config.mcp import file_copies, launch, tools_hash
 from reactlab.config.settings import McpTools
 from reactlab.core.errors import ToolServerError
+from reactlab.core.io import loads_strict
 from reactlab.core.mcp_wire import Wire, list_tools
 from reactlab.mcp.recording import ToolRecorder, ToolReplay
 
@@ -73,16 +77,39 @@ def _content_value(block: Any) -> Any:
     return {"tipo": "desconocido"}
 
 
-def result_of(response: Mapping[str, Any]) -> dict[str, Any]:
+def _parsed(text: str) -> Any:
+    """``text`` as JSON when it is JSON (strict: no duplicate keys, no NaN), else itself."""
+    try:
+        return loads_strict(text)
+    except ValueError:
+        return text
+
+
+def _lesson(texts: list[str]) -> dict[str, Any]:
+    """The lesson's own result, written as one JSON text (``results: lesson``)."""
+    value = _parsed(texts[0]) if len(texts) == 1 else None
+    if (isinstance(value, dict) and len(value) == 1
+            and ("resultado" in value or isinstance(value.get("error"), str))):
+        return value
+    return {"error": FAILURES["malformed"]}
+
+
+def result_of(response: Mapping[str, Any], results: str = "text") -> dict[str, Any]:
     """The lesson's ``{"resultado": ...}`` / ``{"error": ...}`` for a ``tools/call``
-    answer (a JSON-RPC ``result``)."""
+    answer (a JSON-RPC ``result``). ``results`` (the server's setting): ``text``, the
+    content's text as it is; ``json``, each text parsed when it is JSON; ``lesson``, the
+    one text block is the lesson's result JSON, taken as it is."""
     content = response.get("content", [])
     if not isinstance(content, list):
         return {"error": FAILURES["malformed"]}
     values = [_content_value(b) for b in content]
     texts = [v for v in values if isinstance(v, str)]
+    if results == "lesson":
+        return _lesson(texts)
     if response.get("isError") is True:
         return {"error": "\n".join(texts) or SERVER_ERROR}
+    if results == "json":
+        values = [_parsed(v) if isinstance(v, str) else v for v in values]
     structured = response.get("structuredContent")
     if isinstance(structured, dict):
         out: dict[str, Any] = {"resultado": structured}
@@ -136,7 +163,7 @@ class McpToolSource:
             response = self._send(request)
         except ToolServerError as exc:
             return {"error": failure_text(exc, self.part)}
-        return result_of(response)
+        return result_of(response, self.part.results)
 
 
 class ServerJob:
