@@ -521,6 +521,12 @@ def test_a_streamable_http_server_plans_runs_and_replays(raw_config, tmp_path, l
         proc.wait(timeout=10)
     run(spec, tmp_path / "replayed.jsonl", tools_replay=rec)  # the server is gone
     assert (tmp_path / "replayed.jsonl").read_bytes() == trace.read_bytes()
+    # with the server gone, a replay plans from the list cached when it was asked
+    raw["mcp_servers"]["bad"]["replay"] = True
+    assert spec_of(raw) == spec
+    raw["mcp_servers"]["bad"]["replay"] = False
+    with pytest.raises(ConfigError, match="cannot list the server's tools"):
+        spec_of(raw)
 
 
 def test_the_server_settings_take_the_schemas_defaults_and_bounds():

@@ -39,7 +39,8 @@ rule run_agent:
 # A task whose tools come from an MCP server (docs/mcp.md): the job starts the server
 # (once: one process per job, on its own copies of the server's `files`) and records the
 # run's exchange with it beside the trace; with the server's `replay: true` the trace is
-# rebuilt from that recording, the server never started, byte for byte.
+# rebuilt from that recording, the server never started, byte for byte. A job of a second
+# or so (the server's start): its benchmark file costs little.
 if MCP_RECORD_TASKS:
 
     rule run_mcp:
@@ -56,6 +57,8 @@ if MCP_RECORD_TASKS:
             code=CODE["run"],
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
         wildcard_constraints:
             backend="|".join(OFFLINE_BACKENDS),
             task=task_pattern(MCP_RECORD_TASKS),
@@ -80,6 +83,8 @@ if MCP_REPLAY_TASKS:
             code=CODE["run"],
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
         wildcard_constraints:
             backend="|".join(OFFLINE_BACKENDS),
             task=task_pattern(MCP_REPLAY_TASKS),

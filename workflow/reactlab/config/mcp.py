@@ -16,7 +16,7 @@ Planning must stay fast and start no server it does not need, so:
   server whose tools depend on something else (its installed package, a data file)
   names it under ``watch``; ``rm -r`` of the cache folder lists every server again.
 * a Streamable HTTP server (``url``) has no fingerprint to go by: it is asked at every
-  planning.
+  planning (and its list cached, which a replay plans from, offline).
 
 Listing starts a stdio server with its ``files`` as copies in a temporary folder (an
 empty folder when a file does not exist yet: a rule builds it later), then ends it.
@@ -168,17 +168,45 @@ def read_tools(server: McpServerSettings, name: str,
             wire.close()
 
 
+def _cached(key_text: str) -> tuple[Path, list[dict[str, Any]] | None]:
+    """The cache file of a key, and the tool list it holds (None when it holds none)."""
+    cached = cache_dir() / f"{hashlib.sha256(key_text.encode()).hexdigest()[:32]}.json"
+    try:
+        tools: list[dict[str, Any]] = json.loads(cached.read_text(encoding="utf-8"))["tools"]
+        return cached, tools
+    except (OSError, ValueError, KeyError, TypeError):
+        return cached, None
+
+
+def _store(cached: Path, key_text: str, tools: list[dict[str, Any]]) -> None:
+    from reactlab.core.io import write_json_atomic
+
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cached, {"key": json.loads(key_text), "tools": tools})
+    except OSError:
+        pass  # a read-only cache only costs the next planning a listing
+
+
 def server_tools(server: McpServerSettings, name: str,
                  root: str | Path = ".") -> list[dict[str, Any]]:
     """The server's tool list at planning: from the cache when its key is there, else
-    asked of the server (and cached). ConfigError naming the server's field when the
-    program is missing or the server cannot be listed."""
+    asked of the server (and cached). A Streamable HTTP server is asked every time, its
+    list cached for a replay (``replay: true`` plans from the cache, offline). ConfigError
+    naming the server's field when the program is missing or the server cannot be
+    listed."""
     where = f"mcp_servers.{name}"
     if server.url is not None:
+        key_text = json.dumps({"url": server.url}, sort_keys=True)
+        cached, tools = _cached(key_text)
+        if server.replay and tools is not None:
+            return tools
         try:
-            return read_tools(server, name, root)
+            tools = read_tools(server, name, root)
         except ToolServerError as exc:
             raise ConfigError(f"{where}.url", f"cannot list the server's tools: {exc}") from exc
+        _store(cached, key_text, tools)
+        return tools
     assert server.command is not None  # the schema: a command or a url
     program = resolve_command(server.command, root)
     if program is None:
@@ -190,24 +218,14 @@ def server_tools(server: McpServerSettings, name: str,
                            "files": server.files,
                            "fingerprint": fingerprint(server, program, root)},
                           sort_keys=True)
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    cached = cache_dir() / f"{key}.json"
-    try:
-        tools: list[dict[str, Any]] = json.loads(cached.read_text(encoding="utf-8"))["tools"]
+    cached, tools = _cached(key_text)
+    if tools is not None:
         return tools
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
     try:
         tools = read_tools(server, name, root)
     except ToolServerError as exc:
         raise ConfigError(where, f"cannot list the server's tools: {exc}") from exc
-    from reactlab.core.io import write_json_atomic
-
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(cached, {"key": json.loads(key_text), "tools": tools})
-    except OSError:
-        pass  # a read-only cache only costs the next planning a listing
+    _store(cached, key_text, tools)
     return tools
 
 
