@@ -2,6 +2,7 @@
 # the recovery step). Functions live here or in the package, never beside the rules.
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -230,11 +231,8 @@ onerror:
 
 
 # Tasks whose tools come from an MCP server (docs/mcp.md): their runs record the exchange
-# with the server beside the trace (rule run_mcp), or, for a server with `replay: true`,
-# are answered from that recording (rule replay_mcp). Every other task runs the project's
-# tools (rule run_agent).
-import re as _re
-
+# with the server beside the trace (run_mcp), or, for a server set to replay, are answered
+# from that recording (replay_mcp). Every other task runs the project's tools (run_agent).
 MCP_SERVERS = config.get("mcp_servers") or {}
 _MCP_TASKS = {t: c["mcp_server"] for t, c in config["tasks"].items() if "mcp_server" in c}
 MCP_RECORD_TASKS = sorted(t for t, s in _MCP_TASKS.items()
@@ -246,7 +244,7 @@ TOOLBOX_TASKS = sorted(t for t in config["tasks"] if t not in _MCP_TASKS)
 
 def task_pattern(names):
     """A wildcard constraint matching exactly these task names (none: nothing)."""
-    return "|".join(map(_re.escape, names)) or "(?!)"
+    return "|".join(map(re.escape, names)) or "(?!)"
 
 
 def mcp_files(wildcards):
