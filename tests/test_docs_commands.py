@@ -100,6 +100,7 @@ TABLE: dict[str, Entry] = {
                                 "the same run_job")),
     "reactlab bench --mcp": not_run("a measurement (this machine's timings); "
                                     "tests/test_mcp.py drives the same tool source"),
+    "reactlab bench --mcp --calls 500": not_run("the same measurement with more calls"),
     "make recover": cheap("recover"),
     "conda env create -f environment.yml && conda activate reactlab":
         not_run("needs conda and the network; tests/test_packaging.py checks that "
