@@ -565,3 +565,50 @@ def test_what_the_model_reads_of_an_answer(response, results, expected):
     from reactlab.mcp.source import result_of
 
     assert result_of(response, results) == expected
+
+
+@needs_sqlite
+@pytest.mark.e2e
+def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_path):
+    """Snakemake end to end on the SQL slice alone: rule sqlite_db builds the database,
+    run_mcp records each run's exchange beside its trace; with `replay: true` on the
+    server, replay_mcp rebuilds the same trace bytes from the recordings."""
+    import yaml
+
+    from reactlab.dev.bench import copy_workflow
+
+    work = tmp_path / "work"
+    work.mkdir()
+    copy_workflow(work)
+    cfg = work / "config.yaml"
+    raw = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    fig = raw["figure"]
+    raw["matrix"] = [{"tasks": ["sql_cierre_busi"], "backends": ["openai", "local"],
+                      "scenarios": ["sql_correcto", "sql_escritura"]},
+                     {"tasks": [fig["task"]], "backends": [fig["backend"]],  # the config's
+                      "scenarios": [fig["loop"], fig["reference"]]}]  # figure (not built)
+    raw.pop("suites", None)
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    keys = [f"sql_cierre_busi/{b}/{s}" for b in ("openai", "local")
+            for s in ("sql_correcto", "sql_escritura")]
+    targets = [f"results/traces/{k}.jsonl" for k in keys]
+
+    def snakemake(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+                              cwd=work, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    out = snakemake(*targets)
+    assert "rule sqlite_db" in out and out.count("rule run_mcp") == 4
+    recorded = {t: (work / t).read_bytes() for t in targets}
+    for k in keys:
+        assert (work / "results" / "recordings" / f"{k}.mcp.jsonl").is_file()
+    pristine = (work / "data/generated/acciones6.sqlite").read_bytes()
+    for t in targets:
+        (work / t).unlink()
+    (work / "replay.yaml").write_text("mcp_servers:\n  sqlite:\n    replay: true\n")
+    out = snakemake(*targets, "--configfile", "replay.yaml")
+    assert out.count("rule replay_mcp") == 4 and "rule run_mcp" not in out
+    assert {t: (work / t).read_bytes() for t in targets} == recorded
+    assert (work / "data/generated/acciones6.sqlite").read_bytes() == pristine
