@@ -558,7 +558,8 @@ def test_the_server_settings_take_the_schemas_defaults_and_bounds():
     ({"content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AAAA",
                                                    "mimeType": "image/png"}]}, "text",
      {"resultado": ["a", {"tipo": "image", "mimeType": "image/png"}]}),
-    ({"content": "?"}, "text", {"error": "el servidor de herramientas dio una respuesta no válida"}),
+    ({"content": "?"}, "text",
+     {"error": "el servidor de herramientas dio una respuesta no válida"}),
     ({"content": [], "isError": True}, "text", {"error": "error del servidor de herramientas"}),
 ])
 def test_what_the_model_reads_of_an_answer(response, results, expected):
