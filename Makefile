@@ -40,7 +40,19 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(CLUSTER_DIR) $(CLUSTER_PKGS)
 	@touch $(STAMP)
 
-env: $(STAMP)
+# mcp-server-sqlite (docs/mcp.md), the MCP server of the default config's SQL tasks, needs
+# mcp 1.x (`mcp[cli]>=1.6`; its low-level server API is gone from the mcp 2.x the project
+# pins): it gets its own environment, from the pins of workflow/envs/mcp-sqlite.txt, and
+# the pipeline starts it as a subprocess (config.yaml, `mcp_servers.sqlite.command`).
+MCP_SQLITE       := .venv-mcp-sqlite
+MCP_SQLITE_STAMP := $(MCP_SQLITE)/.installed-stamp
+
+$(MCP_SQLITE_STAMP): workflow/envs/mcp-sqlite.txt
+	@test -x $(MCP_SQLITE)/bin/python || $(PYTHON) -m venv $(MCP_SQLITE)
+	$(MCP_SQLITE)/bin/python -m pip install --quiet --no-deps -r workflow/envs/mcp-sqlite.txt
+	@touch $(MCP_SQLITE_STAMP)
+
+env: $(STAMP) $(MCP_SQLITE_STAMP)
 
 run: env
 	$(BIN)/snakemake --cores $(CORES)
@@ -93,4 +105,4 @@ clean:
 
 # also forget the generated data and the converted model
 distclean: clean
-	rm -rf data/generated data/models
+	rm -rf data/generated data/models $(MCP_SQLITE)

@@ -309,6 +309,10 @@ class Ran(NamedTuple):
 CACHES = Path(".snakemake", "reactlab")
 
 
+#: mcp-server-sqlite's environment, built by `make env` (the Makefile's MCP_SQLITE).
+MCP_SQLITE = ".venv-mcp-sqlite"
+
+
 def copy_checkout(dest: Path, caches_from: Path | None = None) -> Path:
     """A copy of the repository as ``git ls-files`` lists it (tracked files and new ones
     git does not ignore, as they are in the working tree), with ``.venv`` a link to this
@@ -323,6 +327,8 @@ def copy_checkout(dest: Path, caches_from: Path | None = None) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     (dest / ".venv").symlink_to(_venv_bin().parent, target_is_directory=True)
+    if (ROOT / MCP_SQLITE).is_dir():  # mcp-server-sqlite's own environment (docs/mcp.md)
+        (dest / MCP_SQLITE).symlink_to(ROOT / MCP_SQLITE, target_is_directory=True)
     if caches_from is not None and (caches_from / CACHES).is_dir():
         shutil.copytree(caches_from / CACHES, dest / CACHES)
     return dest
@@ -366,7 +372,8 @@ def shell(command: str, cwd: Path, *, timeout: int = 1800,
     ``CORES=2`` (the Makefile's default is 4). ``make`` never rebuilds the environment
     (``-o`` its stamp: the copy's files are newer than it)."""
     if command.startswith("make "):
-        command = "make -o .venv/.installed-stamp " + command.removeprefix("make ")
+        command = ("make -o .venv/.installed-stamp -o .venv-mcp-sqlite/.installed-stamp "
+                   + command.removeprefix("make "))
     environ = {**os.environ, "PATH": f"{_venv_bin()}{os.pathsep}{os.environ['PATH']}",
                "CORES": "2", **(env or {})}
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True,

@@ -95,6 +95,13 @@ TABLE: dict[str, Entry] = {
     "make clean": cheap("make_clean"),
     "make env": not_run("installs the environment this test runs in"),
     "make exports": slow("exports"),
+    # --- docs/mcp.md: a task's tools from an MCP server
+    "reactlab run --spec ... --tools-recording PATH":
+        not_run(SYNOPSIS.format("and tests/test_mcp.py records and replays runs through "
+                                "the same run_job")),
+    "reactlab bench --mcp": not_run("a measurement (this machine's timings); "
+                                    "tests/test_mcp.py drives the same tool source"),
+    "reactlab bench --mcp --calls 500": not_run("the same measurement with more calls"),
     "make recover": cheap("recover"),
     "conda env create -f environment.yml && conda activate reactlab":
         not_run("needs conda and the network; tests/test_packaging.py checks that "

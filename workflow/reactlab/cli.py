@@ -32,7 +32,8 @@ def _cmd_data(a: argparse.Namespace) -> None:
 def _cmd_run(a: argparse.Namespace) -> None:
     from reactlab.runner import run_job
 
-    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay),
+    print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay,
+                  tools_recording=a.tools_recording, tools_replay=a.tools_replay),
           file=sys.stderr)
 
 
@@ -182,6 +183,11 @@ def _cmd_export(a: argparse.Namespace) -> None:
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
+    if a.mcp:
+        from reactlab.dev.mcp_bench import main as mcp_main
+
+        mcp_main(calls=a.calls)
+        return
     from reactlab.dev.bench import main as bench_main
 
     bench_main(cores=a.cores, repeat=a.repeat, options=a.options)
@@ -206,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write every HTTP attempt of the run to this JSONL file (API backends)")
     wire.add_argument("--replay", metavar="PATH",
                       help="answer the run's requests from this recording: no key, no network")
+    tools = s.add_mutually_exclusive_group()
+    tools.add_argument("--tools-recording", metavar="PATH",
+                       help="a task with an MCP server: record its exchange to this JSONL file")
+    tools.add_argument("--tools-replay", metavar="PATH",
+                       help="a task with an MCP server: answer its calls from this recording "
+                            "(the server is not started)")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("verify", help="check a trace's final answer against its tool results")
@@ -286,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--options", action="store_true",
                    help="also time the simulated matrix with a fresh interpreter per job "
                         "(--workflow-profile none)")
+    s.add_argument("--mcp", action="store_true",
+                   help="only the added latency of a tool call over stdio MCP against the "
+                        "same work in process (reactlab.dev.mcp_bench; a few seconds)")
+    s.add_argument("--calls", type=int, default=200,
+                   help="with --mcp: timed calls per side (default 200)")
     s.set_defaults(func=_cmd_bench)
 
     serve_help = ("serve the scripted scenarios over HTTP: the OpenAI Responses "

@@ -80,21 +80,33 @@ def needs_own_process(spec: str) -> bool:
 
 
 def run_agent(spec: str, prices: str, news: str, out: str, log: str, threads: int = 1, *,
-              recording: str | None = None, replay: str | None = None) -> None:
-    """Rules run_agent, run_live and replay_live: one run, its trace at ``out``. A
+              recording: str | None = None, replay: str | None = None,
+              tools_recording: str | None = None, tools_replay: str | None = None) -> None:
+    """Rules run_agent, run_live, replay_live, run_mcp and replay_mcp: one run, its trace
+    at ``out`` (``tools_recording`` / ``tools_replay``: its MCP server's exchange). A
     real-model run or a live one has its own process; any other is a thread here."""
     if recording is not None or replay is not None or needs_own_process(spec):
         args = ["run", "--spec", spec, "--prices", prices, "--news", news, "--out", out]
-        if recording is not None:
-            args += ["--recording", recording]
-        if replay is not None:
-            args += ["--replay", replay]
+        for flag, value in (("--recording", recording), ("--replay", replay),
+                            ("--tools-recording", tools_recording),
+                            ("--tools-replay", tools_replay)):
+            if value is not None:
+                args += [flag, value]
         own_process(args, log, threads)
         return
     from reactlab.runner import run_job
 
     with job_log(log, "run") as say:
-        say(run_job(spec, prices, news, out))
+        say(run_job(spec, prices, news, out, tools_recording=tools_recording,
+                    tools_replay=tools_replay))
+
+
+def sqlite_db(prices: str, news: str, out: str, log: str) -> None:
+    """Rule sqlite_db: the prices and news as a SQLite database (:mod:`reactlab.data.sqlite`)."""
+    from reactlab.data import sqlite
+
+    with job_log(log, "data") as say:
+        say(f"wrote {sqlite.write(prices, news, out)}")
 
 
 def verify(trace: str, out: str, log: str) -> None:

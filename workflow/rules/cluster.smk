@@ -25,7 +25,8 @@ BATCH_SIZE = int(config.get("cluster_batch", 0))
 
 if BATCH_SIZE > 0:
     BATCHES = jobs.chunks([k for k, r in RUNS.items()
-                         if r.backend_config.mode in ("simulated", "scripted")], BATCH_SIZE)
+                         if r.backend_config.mode in ("simulated", "scripted")
+                         and r.mcp is None], BATCH_SIZE)
 
     for _i, _keys in enumerate(BATCHES):
 

@@ -2,6 +2,7 @@
 # the recovery step). Functions live here or in the package, never beside the rules.
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def data_file(kind):
 _PACKAGE = Path(workflow.basedir) / "workflow" / "reactlab"
 CODE = _fingerprints(_PACKAGE, {
     "data": "reactlab.data",
+    "sqlite": "reactlab.data.sqlite",
     "run": "reactlab.runner",
     "verify": "reactlab.analysis.verify",
     "tables": "reactlab.analysis.tables",
@@ -226,3 +228,26 @@ onerror:
 
     if _disk_full("."):
         print(f"reactlab: {_disk_full('.')} (not a permission problem)", file=sys.stderr)
+
+
+# Tasks whose tools come from an MCP server (docs/mcp.md): their runs record the exchange
+# with the server beside the trace (run_mcp), or, for a server set to replay, are answered
+# from that recording (replay_mcp). Every other task runs the project's tools (run_agent).
+MCP_SERVERS = config.get("mcp_servers") or {}
+_MCP_TASKS = {t: c["mcp_server"] for t, c in config["tasks"].items() if "mcp_server" in c}
+MCP_RECORD_TASKS = sorted(t for t, s in _MCP_TASKS.items()
+                          if not MCP_SERVERS.get(s, {}).get("replay", False))
+MCP_REPLAY_TASKS = sorted(t for t, s in _MCP_TASKS.items()
+                          if MCP_SERVERS.get(s, {}).get("replay", False))
+TOOLBOX_TASKS = sorted(t for t in config["tasks"] if t not in _MCP_TASKS)
+
+
+def task_pattern(names):
+    """A wildcard constraint matching exactly these task names (none: nothing)."""
+    return "|".join(map(re.escape, names)) or "(?!)"
+
+
+def mcp_files(wildcards):
+    """The files the run's MCP server works on (each run gets its own copy of them)."""
+    spec = RUNS[f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"]
+    return sorted(spec.mcp.files.values()) if spec.mcp is not None else []

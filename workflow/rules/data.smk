@@ -15,3 +15,21 @@ rule generate_data:
         "results/benchmarks/generate_data.tsv"
     run:
         jobs.generate_data(output.prices, params.seed, log[0])
+
+
+# The lesson's prices and news as a SQLite database (reactlab.data.sqlite): what the
+# mcp-server-sqlite server of config.yaml works on (each run on its own copy).
+rule sqlite_db:
+    input:
+        prices=PRICES,
+        news=NEWS,
+    output:
+        "data/generated/acciones6.sqlite",
+    params:
+        code=CODE["sqlite"],
+    log:
+        "results/logs/sqlite_db.log",
+    benchmark:
+        "results/benchmarks/sqlite_db.tsv"
+    run:
+        jobs.sqlite_db(input.prices, input.news, output[0], log[0])

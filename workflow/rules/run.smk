@@ -29,10 +29,69 @@ rule run_agent:
         "results/logs/run/{task}/{backend}/{scenario}.log",
     wildcard_constraints:
         backend="|".join(OFFLINE_BACKENDS),
+        task=task_pattern(TOOLBOX_TASKS),
     threads: run_threads
     priority: run_priority
     run:
         jobs.run_agent(params.spec, input.prices, input.news, output[0], log[0], threads)
+
+
+# A task whose tools come from an MCP server (docs/mcp.md): the job starts the server
+# (once: one process per job, on its own copies of the server's `files`) and records the
+# run's exchange with it beside the trace; with the server's `replay: true` the trace is
+# rebuilt from that recording, the server never started, byte for byte. A job of a second
+# or so (the server's start): its benchmark file costs little.
+if MCP_RECORD_TASKS:
+
+    rule run_mcp:
+        input:
+            prices=PRICES,
+            news=NEWS,
+            model=model_input,
+            files=mcp_files,
+        output:
+            trace="results/traces/{task}/{backend}/{scenario}.jsonl",
+            recording="results/recordings/{task}/{backend}/{scenario}.mcp.jsonl",
+        params:
+            spec=run_spec,
+            code=CODE["run"],
+        log:
+            "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
+        wildcard_constraints:
+            backend="|".join(OFFLINE_BACKENDS),
+            task=task_pattern(MCP_RECORD_TASKS),
+        threads: run_threads
+        run:
+            jobs.run_agent(params.spec, input.prices, input.news, output.trace, log[0],
+                           threads, tools_recording=output.recording)
+
+
+if MCP_REPLAY_TASKS:
+
+    rule replay_mcp:
+        input:
+            prices=PRICES,
+            news=NEWS,
+            model=model_input,
+            recording="results/recordings/{task}/{backend}/{scenario}.mcp.jsonl",
+        output:
+            "results/traces/{task}/{backend}/{scenario}.jsonl",
+        params:
+            spec=run_spec,
+            code=CODE["run"],
+        log:
+            "results/logs/run/{task}/{backend}/{scenario}.log",
+        benchmark:
+            "results/benchmarks/run/{task}/{backend}/{scenario}.tsv"
+        wildcard_constraints:
+            backend="|".join(OFFLINE_BACKENDS),
+            task=task_pattern(MCP_REPLAY_TASKS),
+        threads: run_threads
+        run:
+            jobs.run_agent(params.spec, input.prices, input.news, output[0], log[0],
+                           threads, tools_replay=input.recording)
 
 
 # A live run records every HTTP exchange (keys and auth headers stripped) beside the

@@ -36,6 +36,7 @@ from reactlab.config.settings import (
     BackendSettings,
     FrameworkSettings,
     Limits,
+    McpTools,
     PolicyScript,
     ScriptSettings,
     StepScript,
@@ -44,6 +45,7 @@ from reactlab.config.settings import (
     backend_settings,
     framework_settings,
     limits,
+    mcp_tools,
     schema_file,
     script_settings,
     suite_case,
@@ -291,11 +293,16 @@ class RunSpec:
     #: The agent when it is a framework (``agents:``, reactlab.frameworks); None: the
     #: project's own loop (``lesson``).
     framework: FrameworkSettings | None = None
+    #: The task's tools when an MCP server serves them (``tasks.<t>.mcp_server``,
+    #: docs/mcp.md): the server, how to reach it, the tools as it defines them and the
+    #: hash of its tool list; None: the project's tools (reactlab.tools).
+    mcp: McpTools | None = None
 
     def __post_init__(self) -> None:
         for name, build in (("backend_config", backend_settings), ("script", script_settings),
                             ("limits", limits), ("agent", agent_settings),
-                            ("suite", suite_case), ("framework", framework_settings)):
+                            ("suite", suite_case), ("framework", framework_settings),
+                            ("mcp", mcp_tools)):
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 object.__setattr__(self, name, build(value, name))
@@ -316,8 +323,10 @@ class RunSpec:
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]] | None:
-        """The tool definitions an outside suite's case carries (None: the project's
-        tools, by name: :func:`reactlab.backends.tool_definitions`)."""
+        """The tool definitions an outside suite's case carries, or an MCP server's
+        (None: the project's tools, by name: :func:`reactlab.backends.tool_definitions`)."""
+        if self.mcp is not None:
+            return list(self.mcp.tools)
         return list(self.suite.tools) if self.suite is not None else None
 
     @property
@@ -340,6 +349,8 @@ class RunSpec:
             out["suite"] = self.suite.to_dict()
         if self.framework is not None:
             out["framework"] = self.framework.to_dict()
+        if self.mcp is not None:
+            out["mcp"] = self.mcp.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -526,8 +537,17 @@ def _check_block_names(raw: Mapping[str, Any], i: int, block: Mapping[str, Any])
 
 
 def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
-                       scen: Mapping[str, Any]) -> None:
-    """One task × backend × scenario of matrix block ``i`` can run."""
+                       scen: Mapping[str, Any], agent: str = "lesson") -> None:
+    """One task × backend × scenario (× agent) of matrix block ``i`` can run."""
+    if "mcp_server" in raw["tasks"][t]:
+        if raw["backends"][b]["mode"] == "live":
+            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
+                              f"server; the live backend {b!r} does not run such tasks "
+                              "(docs/mcp.md)")
+        if agent != "lesson":
+            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
+                              f"server; the agent {agent!r} runs the project's own tools only "
+                              "(docs/mcp.md)")
     missing = scen["names"] - set(raw["tasks"][t]["params"]) - ROOT_NAMES
     if missing:
         raise ConfigError(
@@ -557,7 +577,8 @@ def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
 
 
 def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,
-              scen: Mapping[str, Any], backend: BackendSettings) -> RunSpec:
+              scen: Mapping[str, Any], backend: BackendSettings,
+              mcp: McpTools | None = None) -> RunSpec:
     """The spec of one run (before trials): the config slice its job receives."""
     task, agent = raw["tasks"][t], raw["agent"]
     return RunSpec(
@@ -581,6 +602,7 @@ def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,
                               "system_prompt": agent["system_prompt"],
                               "defences": {**agent["defences"], **scen["defences"]}},
                              "agent"),
+        mcp=mcp,
     )
 
 
@@ -596,6 +618,11 @@ def parse(raw: Mapping[str, Any]) -> Config:
     from reactlab.config.agents import LESSON, check_agents
 
     check_agents(raw)
+    from reactlab.config.mcp import Planner
+
+    mcp = Planner(raw)
+    for t in raw["tasks"]:
+        mcp.check_task(t)
     live = raw.get("live", {})
     # the typed settings of each backend, built once (the schema has validated them)
     backends = {b: backend_settings(entry, f"backends.{b}")
@@ -609,11 +636,11 @@ def parse(raw: Mapping[str, Any]) -> Config:
             for s in block["scenarios"]:
                 for b, a in itertools.product(block["backends"],
                                               block.get("agents", [LESSON])):
-                    _check_combination(raw, i, t, b, s, scenarios[s])
+                    _check_combination(raw, i, t, b, s, scenarios[s], a)
                     if (t, b, s, a) in seen_agents:
                         continue
                     seen_agents.add((t, b, s, a))
-                    spec = _run_spec(raw, t, b, s, scenarios[s], backends[b])
+                    spec = _run_spec(raw, t, b, s, scenarios[s], backends[b], mcp.part(t))
                     if a == LESSON:
                         seen.add((t, b, s))
                     else:

@@ -360,6 +360,73 @@ class SuiteCase(Settings):
             return default
 
 
+_MCP_PATH = ("properties", "mcp_servers", "additionalProperties", "properties")
+#: How an MCP result's text becomes what the model reads (the schema's enum).
+ResultsFormat = Literal["text", "json", "lesson"]
+
+
+def _mcp(name: str, *, optional: bool = False) -> Any:
+    return _from_schema(_MCP_PATH, name, optional=optional)
+
+
+class McpServerSettings(Settings):
+    """One entry of the ``mcp_servers:`` section (docs/mcp.md): how to reach an MCP tool
+    server — ``command`` and ``args`` (stdio; ``env`` added to the environment) or ``url``
+    (Streamable HTTP) —, the ``files`` each job works on a copy of (``{name}`` in ``args``
+    and ``env`` is the copy's path), the extra paths whose change means its tool list
+    may have changed (``watch``), the per-request ``timeout`` in seconds, the largest
+    message it may send (``max_result_bytes``), how a result's text becomes what the model
+    reads (``results``: :func:`reactlab.mcp.source.result_of`), and ``replay``: its runs
+    answered from their recordings, the server never started. Defaults and bounds: the
+    schema's."""
+
+    command: str | None = _mcp("command", optional=True)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = _mcp("url", optional=True)
+    files: dict[str, str] = Field(default_factory=dict)
+    watch: list[str] = Field(default_factory=list)
+    timeout: Number = _mcp("timeout")
+    max_result_bytes: int = _mcp("max_result_bytes")
+    results: ResultsFormat = _mcp("results")
+    replay: bool = _mcp("replay")
+
+
+class McpTools(Settings):
+    """The tool part of a run whose task takes its tools from an MCP server: the server's
+    name and how to reach it (what of :class:`McpServerSettings` a run needs; ``replay``
+    and ``watch`` stay out, so that a replayed run has the recorded run's spec), the
+    definitions of the task's tools as the server lists them (``name``, ``description``,
+    ``parameters``: its ``inputSchema``), and the sha256 of the server's whole tool list
+    (:func:`reactlab.config.mcp.tools_hash`). Planning fills it
+    (:func:`reactlab.config.mcp.plan_tools`); a change of the server's tools changes the
+    run's config hash, so the run runs again."""
+
+    server: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    timeout: Number
+    max_result_bytes: int
+    results: ResultsFormat = "text"
+    tools: list[dict[str, Any]]
+    tools_hash: str
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _sorted_keys(cls, value: Any) -> Any:
+        """Keys sorted at every level: the form the spec has after its JSON round trip
+        (as :class:`SuiteCase`'s tools), so that a run planned in memory and the same run
+        read back by its job render the same request."""
+        import json
+
+        if isinstance(value, list | tuple):
+            return json.loads(json.dumps(list(value), sort_keys=True, ensure_ascii=False))
+        return value
+
+
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 _UNION_TAG = re.compile(r"simulated|scripted|model|live|int|float|str|bool|none|"
                         r"(list|dict|function|constrained)[-\[].*")
@@ -423,4 +490,14 @@ def framework_settings(value: Any, where: str = "agents") -> FrameworkSettings:
 
 def suite_case(value: Any, where: str = "suite") -> SuiteCase:
     settings: SuiteCase = _build(SuiteCase, value, where)
+    return settings
+
+
+def mcp_server_settings(value: Any, where: str = "mcp_servers") -> McpServerSettings:
+    settings: McpServerSettings = _build(McpServerSettings, value, where)
+    return settings
+
+
+def mcp_tools(value: Any, where: str = "mcp") -> McpTools:
+    settings: McpTools = _build(McpTools, value, where)
     return settings

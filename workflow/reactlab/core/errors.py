@@ -10,6 +10,8 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     │   └── DamagedResult         damaged, and a plain rerun must not rebuild it (it costs money)
     ├── ScriptError           a scripted scenario cannot produce its next action
     ├── RecordingError        an HTTP recording cannot be read, or a replay left part unused
+    ├── ToolServerError       an MCP tool server cannot be started, listed or understood; a
+    │                         failed call during a run is data for the model, not this
     ├── ModelNotFound         a local model (GGUF package, folder, cached id) is not available
     ├── RunActive             another run holds the working folder
     ├── DiskFull              too little free space to start a run
@@ -92,6 +94,23 @@ class ScriptError(ReactlabError):
 
 class RecordingError(ReactlabError):
     """A recording cannot be read, or a replay did not use all of it."""
+
+
+class ToolServerError(ReactlabError):
+    """An MCP tool server (``mcp_servers:``) cannot be started, listed or understood.
+
+    ``kind`` says how: ``start`` (the process or the connection cannot be opened, or the
+    handshake fails), ``timeout`` (no answer within the server's ``timeout``), ``closed``
+    (the server went away), ``malformed`` (not JSON-RPC), ``too_large`` (a message over
+    ``max_result_bytes``), ``rpc`` (a JSON-RPC error answer), ``changed`` (its tools are not
+    the ones planned). During a run a failed call is caught by the tool source and goes to
+    the model as ``{"error": ...}`` data (:mod:`reactlab.mcp.source`)."""
+
+    def __init__(self, kind: str, message: str, *, detail: str | None = None) -> None:
+        self.kind = kind
+        #: the server's own words, for ``rpc``: its JSON-RPC error message
+        self.detail = detail
+        super().__init__(message)
 
 
 class ModelNotFound(ReactlabError):

@@ -10,7 +10,9 @@ Measured, each in a fresh temporary copy of the workflow:
 2. the full default matrix under Snakemake (model conversion and real-model runs too);
 3. a no-op rerun of it;
 4. how many jobs a code edit reruns (a dry run after appending a comment to a file of
-   the viewer, of the figures and of the tools), and the wall time of the viewer rerun.
+   the viewer, of the figures and of the tools), and the wall time of the viewer rerun;
+5. what a tool call adds over stdio MCP against the same work in process
+   (:mod:`reactlab.dev.mcp_bench`; alone: ``reactlab bench --mcp``).
 
 With ``repeat`` > 1 the simulated sides alternate and the medians are reported.
 """
@@ -48,6 +50,9 @@ def copy_workflow(dest: Path, simulated_only: bool = False) -> None:
     shutil.copytree(ROOT / "workflow", dest / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copytree(ROOT / "profiles", dest / "profiles")  # the default profile (threads)
+    sqlite_env = ROOT / ".venv-mcp-sqlite"  # the SQL tasks' MCP server (docs/mcp.md)
+    if sqlite_env.is_dir():
+        (dest / ".venv-mcp-sqlite").symlink_to(sqlite_env, target_is_directory=True)
     if simulated_only:
         write_simulated_config(dest / "config.yaml")
 
@@ -118,16 +123,23 @@ from reactlab.analysis import figures
 from reactlab.analysis import tables, verify
 from reactlab.views import html as viewer
 from reactlab.backends.local.model import ensure_converted
-from reactlab.runner import run_to_trace
+from reactlab.data import sqlite
+from reactlab.runner import run_to_trace, tool_source
 from reactlab.tools import ToolBox
 cfg = config.load("config.yaml")
-tools = ToolBox.from_files(*data.write(Path("data/generated"), cfg.data["seed"]))
+files = data.write(Path("data/generated"), cfg.data["seed"])
+tools = ToolBox.from_files(*files)
+sqlite.write(*files, "data/generated/acciones6.sqlite")
 if any(s.backend_config.mode == "model" for s in cfg.runs):
     ensure_converted(Path("data/models"))
 pairs = []
 for spec in cfg.runs:
     t = f"results/traces/{spec.key}.jsonl"; v = f"results/verified/{spec.key}.json"
-    run_to_trace(spec, tools, t)
+    if spec.mcp is None:
+        run_to_trace(spec, tools, t)
+    else:
+        with tool_source(spec, *files) as mcp_tools:
+            run_to_trace(spec, mcp_tools, t)
     trace.write_json_atomic(v, verify.verification_record(trace.read(t), t))
     pairs.append((t, v))
 tables.build(pairs, cfg.figure, "results/tables")
@@ -187,3 +199,6 @@ def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
             say(f"jobs rerun after editing {rel}: {sum(jobs.values())} ({detail})")
         t_viewer = after_edit(full, EDITS["viewer"], lambda: snakemake(full, cores))
         say(f"rerun after the viewer edit:               {t_viewer:7.2f} s")
+    from reactlab.dev import mcp_bench
+
+    mcp_bench.main(say=say)

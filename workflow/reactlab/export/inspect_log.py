@@ -133,6 +133,11 @@ def _tools(run: ExportRun) -> list[Any]:
 
     if not run.spec["agent"].get("send_tools", True):
         return []
+    mcp = run.spec.get("mcp")
+    if mcp is not None:  # an MCP server's tools, as its spec holds them (docs/mcp.md)
+        return [ToolInfo(name=t["name"], description=t["description"],
+                         parameters=ToolParams.model_validate(t["parameters"]))
+                for t in mcp["tools"]]
     return [ToolInfo(name=n, description=TOOLS[n].description,
                      parameters=ToolParams.model_validate(json_schema(n)))
             for n in run.spec["tools"] if n in TOOLS]

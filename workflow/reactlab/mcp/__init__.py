@@ -1,2 +1,5 @@
 """MCP, the Model Context Protocol, with the official Python SDK (``mcp``, pinned): the
-project's tools served to any MCP client (:mod:`reactlab.mcp.server`, docs/mcp.md)."""
+project's tools served to any MCP client (:mod:`reactlab.mcp.server`), a task's tools taken
+from an MCP server, recorded and replayed (:mod:`reactlab.mcp.source`,
+:mod:`reactlab.mcp.recording`) (docs/mcp.md).
+"""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -61,19 +63,46 @@ def header(spec: RunSpec, session: object | None = None) -> Header:
                   tool_results_ascii=facts.tool_results_ascii if facts else None)
 
 
+@contextmanager
+def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
+                recording: str | Path | None = None,
+                replay: str | Path | None = None) -> Iterator[Executor]:
+    """The one place a run's tool source is chosen: the project's tools (a
+    :class:`~reactlab.tools.ToolBox` on the data files, once per process and file
+    contents), or, for a task with ``mcp_server``, that server's
+    (:mod:`reactlab.mcp.source`: started for the job and ended with it; with ``recording``
+    the run's exchange is recorded there, with ``replay`` answered from there and the
+    server never started)."""
+    if spec.mcp is None:
+        if recording is not None or replay is not None:
+            raise UsageError(f"{spec.key}: a tool recording is for a task whose tools come "
+                             "from an MCP server")
+        from reactlab.tools import ToolBox
+
+        yield ToolBox.shared(prices, news)
+        return
+    from reactlab.mcp.source import ServerJob
+
+    with ServerJob(spec.mcp, replay=replay is not None) as job, \
+            job.run(recording=recording, replay=replay) as tools:
+        yield tools
+
+
 def run_job(spec_json: str, prices: str | Path, news: str | Path, out: str | Path, *,
             recording: str | Path | None = None,
-            replay: str | Path | None = None) -> str:
+            replay: str | Path | None = None,
+            tools_recording: str | Path | None = None,
+            tools_replay: str | Path | None = None) -> str:
     """One run job of the pipeline (the ``run`` command and the Snakemake rule): parse the
-    spec, load the tools from the data files (once per process and file contents:
-    :meth:`ToolBox.shared`), run, write the trace; returns the summary line for the job's
-    log. Holds no state between calls, so jobs may run as threads."""
+    spec, open its tool source (:func:`tool_source`; ``tools_recording`` /
+    ``tools_replay``: an MCP server's exchange), run, write the trace; returns the summary
+    line for the job's log. Holds no state between calls, so jobs may run as threads."""
     from reactlab.config import RunSpec
-    from reactlab.tools import ToolBox
 
     spec = RunSpec.from_json(spec_json)
-    tools = ToolBox.shared(prices, news)
-    end = run_to_trace(spec, tools, out, recording=recording, replay=replay)
+    with tool_source(spec, prices, news, recording=tools_recording,
+                     replay=tools_replay) as tools:
+        end = run_to_trace(spec, tools, out, recording=recording, replay=replay)
     return (f"{spec.key}: {end['termination']} after {end['steps']} steps, "
             f"{end['calls']} calls ({end['errors']} errors), {end['tokens_sent']} tokens sent")
 

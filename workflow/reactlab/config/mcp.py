@@ -1,0 +1,287 @@
+"""The ``mcp_servers:`` section at planning: cross-checks and each server's tool list.
+
+A task with ``mcp_server: <name>`` takes its tools from that server (docs/mcp.md). When
+the config is planned, the server's tool list is read (``tools/list``) and the task's
+tools, as the server defines them, go into each run's spec (:class:`McpTools`) with the
+sha256 of the whole list: a server whose tools change changes the config hash of the runs
+that use it, and Snakemake runs them again.
+
+Planning must stay fast and start no server it does not need, so:
+
+* only the servers of tasks that the matrix runs are listed;
+* a stdio server's list is cached (:func:`cache_dir`, one JSON file per key). The key is
+  the server's command, arguments and environment, and the fingerprint — path, size and
+  modification time — of its program (the command as resolved: a path relative to the
+  working folder, or found on the PATH) and of every file under its ``watch`` paths. A
+  server whose tools depend on something else (its installed package, a data file)
+  names it under ``watch``; ``rm -r`` of the cache folder lists every server again.
+* a Streamable HTTP server (``url``) has no fingerprint to go by: it is asked at every
+  planning (and its list cached, which a replay plans from, offline).
+
+Listing starts a stdio server with its ``files`` as copies in a temporary folder (an
+empty folder when a file does not exist yet: a rule builds it later), then ends it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from reactlab.config.settings import McpServerSettings, McpTools, mcp_server_settings, mcp_tools
+from reactlab.core.errors import ConfigError, ToolServerError
+
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+
+
+def cache_dir() -> Path:
+    """Where the tool lists are cached: ``$REACTLAB_CACHE/mcp_tools`` (default
+    ``~/.cache/reactlab``)."""
+    root = os.environ.get("REACTLAB_CACHE") or Path.home() / ".cache" / "reactlab"
+    return Path(root) / "mcp_tools"
+
+
+def tools_hash(tools: list[dict[str, Any]]) -> str:
+    """sha256 of a server's tool list (its canonical JSON: sorted keys, no spaces)."""
+    text = json.dumps(tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def servers(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
+    """The typed ``mcp_servers:`` entries, their placeholders checked."""
+    out: dict[str, McpServerSettings] = {}
+    for name, entry in (raw.get("mcp_servers") or {}).items():
+        where = f"mcp_servers.{name}"
+        server = mcp_server_settings(entry, where)
+        for field, values in (("args", list(enumerate(server.args))),
+                              ("env", list(server.env.items()))):
+            for key, value in values:
+                for used in _PLACEHOLDER.findall(value):
+                    if used not in server.files:
+                        raise ConfigError(
+                            f"{where}.{field}[{key}]" if field == "args" else
+                            f"{where}.{field}.{key}",
+                            f"{{{used}}} names no file of the server's `files` "
+                            f"({', '.join(server.files) or 'it has none'})")
+        out[name] = server
+    return out
+
+
+def substitute(value: str, paths: Mapping[str, str]) -> str:
+    """``value`` with each ``{name}`` replaced by ``paths[name]``."""
+    return _PLACEHOLDER.sub(lambda m: paths.get(m.group(1), m.group(0)), value)
+
+
+#: The project's folder (the one holding ``workflow/``): a server's relative command is
+#: looked up there too, so that a config planned from another working folder (a test, a
+#: ``--directory`` run) finds the environment ``make env`` built beside the project.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def resolve_command(command: str, root: str | Path = ".") -> Path | None:
+    """The program of a stdio server, as an absolute path: a path (with a ``/``) under
+    ``root`` or else under the project's folder, or a name on the PATH; None when there
+    is none."""
+    if "/" in command:
+        for base in (Path(root), PROJECT_ROOT):
+            path = base / command
+            if path.is_file():
+                return path.absolute()
+        return None
+    found = shutil.which(command)
+    return Path(found) if found else None
+
+
+def _stat(path: Path) -> list[Any]:
+    try:
+        st = path.stat()
+    except OSError:
+        return [str(path), None]
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def fingerprint(server: McpServerSettings, program: Path | None,
+                root: str | Path = ".") -> list[Any]:
+    """What the cached tool list of a stdio server is valid for."""
+    prints = [_stat(program)] if program is not None else []
+    for watched in server.watch:
+        path = Path(root) / watched
+        if path.is_dir():
+            prints += [_stat(p) for p in sorted(path.rglob("*"))
+                       if p.is_file() and "__pycache__" not in p.parts]
+        else:
+            prints.append(_stat(path))
+    return prints
+
+
+@contextmanager
+def file_copies(server: McpServerSettings | McpTools,
+                root: str | Path = ".") -> Iterator[tuple[Path, dict[str, str]]]:
+    """A temporary folder holding a copy of each of the server's ``files`` (when it
+    exists), and the path of each copy by name; removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="reactlab-mcp-") as tmp:
+        paths: dict[str, str] = {}
+        for name, rel in server.files.items():
+            copy = Path(tmp) / f"{name}{Path(rel).suffix}"
+            src = Path(root) / rel
+            if src.is_file():
+                shutil.copyfile(src, copy)
+            paths[name] = str(copy)
+        yield Path(tmp), paths
+
+
+def launch(server: McpServerSettings | McpTools, name: str, paths: Mapping[str, str],
+           root: str | Path = ".") -> Any:
+    """The server started (stdio) or reached (HTTP), after the handshake
+    (:func:`reactlab.core.mcp_wire.open_wire`)."""
+    from reactlab.core.mcp_wire import open_wire
+
+    command = server.command
+    if command is not None:
+        program = resolve_command(command, root)
+        command = str(program) if program is not None else command
+    return open_wire(name=name, command=command,
+                     args=[substitute(a, paths) for a in server.args],
+                     env={k: substitute(v, paths) for k, v in server.env.items()},
+                     url=server.url, timeout=float(server.timeout),
+                     max_bytes=server.max_result_bytes)
+
+
+def read_tools(server: McpServerSettings, name: str,
+               root: str | Path = ".") -> list[dict[str, Any]]:
+    """The server's tool list, asked of the server now (ToolServerError on failure)."""
+    from reactlab.core.mcp_wire import list_tools
+
+    with file_copies(server, root) as (_, paths):
+        wire = launch(server, name, paths, root)
+        try:
+            return list_tools(wire)
+        finally:
+            wire.close()
+
+
+def _cached(key_text: str) -> tuple[Path, list[dict[str, Any]] | None]:
+    """The cache file of a key, and the tool list it holds (None when it holds none)."""
+    cached = cache_dir() / f"{hashlib.sha256(key_text.encode()).hexdigest()[:32]}.json"
+    try:
+        tools: list[dict[str, Any]] = json.loads(cached.read_text(encoding="utf-8"))["tools"]
+        return cached, tools
+    except (OSError, ValueError, KeyError, TypeError):
+        return cached, None
+
+
+def _store(cached: Path, key_text: str, tools: list[dict[str, Any]]) -> None:
+    from reactlab.core.io import write_json_atomic
+
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cached, {"key": json.loads(key_text), "tools": tools})
+    except OSError:
+        pass  # a read-only cache only costs the next planning a listing
+
+
+def server_tools(server: McpServerSettings, name: str,
+                 root: str | Path = ".") -> list[dict[str, Any]]:
+    """The server's tool list at planning: from the cache when its key is there, else
+    asked of the server (and cached). A Streamable HTTP server is asked every time, its
+    list cached for a replay (``replay: true`` plans from the cache, offline). ConfigError
+    naming the server's field when the program is missing or the server cannot be
+    listed."""
+    where = f"mcp_servers.{name}"
+    if server.url is not None:
+        key_text = json.dumps({"url": server.url}, sort_keys=True)
+        cached, tools = _cached(key_text)
+        if server.replay and tools is not None:
+            return tools
+        try:
+            tools = read_tools(server, name, root)
+        except ToolServerError as exc:
+            raise ConfigError(f"{where}.url", f"cannot list the server's tools: {exc}") from exc
+        _store(cached, key_text, tools)
+        return tools
+    assert server.command is not None  # the schema: a command or a url
+    program = resolve_command(server.command, root)
+    if program is None:
+        raise ConfigError(f"{where}.command",
+                          f"{server.command!r} is not a file here nor a program on the PATH"
+                          + (" (the Makefile builds the sqlite server's environment: "
+                             "`make env`)" if ".venv-mcp" in server.command else ""))
+    key_text = json.dumps({"command": server.command, "args": server.args, "env": server.env,
+                           "files": server.files,
+                           "fingerprint": fingerprint(server, program, root)},
+                          sort_keys=True)
+    cached, tools = _cached(key_text)
+    if tools is not None:
+        return tools
+    try:
+        tools = read_tools(server, name, root)
+    except ToolServerError as exc:
+        raise ConfigError(where, f"cannot list the server's tools: {exc}") from exc
+    _store(cached, key_text, tools)
+    return tools
+
+
+class Planner:
+    """Each used server listed once per planning; each MCP task's :class:`McpTools`."""
+
+    def __init__(self, raw: Mapping[str, Any], root: str | Path = ".") -> None:
+        self.raw = raw
+        self.root = root
+        self.servers = servers(raw)
+        self._tools: dict[str, list[dict[str, Any]]] = {}
+        self._parts: dict[str, McpTools] = {}
+
+    def check_task(self, task: str) -> None:
+        """The task's ``mcp_server`` names a server (with a suggestion)."""
+        name = self.raw["tasks"][task].get("mcp_server")
+        if name is not None and name not in self.servers:
+            hint = difflib.get_close_matches(name, list(self.servers), n=1)
+            raise ConfigError(f"tasks.{task}.mcp_server",
+                              f"no server named {name!r} in mcp_servers"
+                              + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+
+    def part(self, task: str) -> McpTools | None:
+        """The task's tool part (None for a task of the project's tools)."""
+        entry = self.raw["tasks"][task]
+        name = entry.get("mcp_server")
+        if name is None:
+            return None
+        if task in self._parts:
+            return self._parts[task]
+        self.check_task(task)
+        server = self.servers[name]
+        if name not in self._tools:
+            self._tools[name] = server_tools(server, name, self.root)
+        listed = {t["name"]: t for t in self._tools[name]}
+        defs = []
+        for i, tool in enumerate(entry["tools"]):
+            if tool not in listed:
+                hint = difflib.get_close_matches(tool, list(listed), n=1)
+                raise ConfigError(f"tasks.{task}.tools[{i}]",
+                                  f"server {name!r} has no tool {tool!r}"
+                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                  + f"; it lists: {', '.join(listed)}")
+            found = listed[tool]
+            defs.append({"name": tool, "description": found.get("description") or "",
+                         "parameters": found.get("inputSchema") or {"type": "object"}})
+        given = server.to_dict()
+        part = mcp_tools({"server": name,
+                          **{k: given[k] for k in ("command", "args", "env", "url", "files")
+                             if k in given},
+                          "timeout": server.timeout,
+                          "max_result_bytes": server.max_result_bytes,
+                          # only when not the default, so that other runs' hashes stay put
+                          **({"results": server.results} if server.results != "text"
+                             else {}),
+                          "tools": defs, "tools_hash": tools_hash(self._tools[name])},
+                         f"tasks.{task}")
+        self._parts[task] = part
+        return part

@@ -1,0 +1,237 @@
+"""A task's tools from an MCP server: the tool source a run executes its calls with.
+
+:class:`ServerJob` is the server of one job: started once (stdio: one process; Streamable
+HTTP: one session) with its ``files`` copied into a temporary folder, its tool list
+checked against the one planned (a server whose tools changed since planning is a
+:class:`~reactlab.core.errors.ToolServerError` of kind ``changed``: plan again), and ended
+with the job, its whole process group with it. A job may run several runs: each
+:meth:`ServerJob.run` restores the copies to the planned files' bytes first, so what one
+run writes there no other run sees (nor a rerun: the copies are never the pipeline's
+files). In replay (``replay``) nothing is started.
+
+:class:`McpToolSource` is what one run gets: an :class:`~reactlab.agent.loop.Executor`
+that sends each call as ``tools/call`` (through the run's recorder, or answered by its
+replay: :mod:`reactlab.mcp.recording`) and maps the answer to the lesson's data:
+
+* ``isError: true`` → ``{"error": <the server's text>}``;
+* ``structuredContent`` → ``{"resultado": <it>}``; else the content: one text block →
+  ``{"resultado": <its text>}`` (parsed when it is JSON, with the server's
+  ``results: json``), several → the list of their texts, a block that is not text →
+  ``{"tipo": ..., "mimeType": ...}`` (its data is not passed on);
+* with the server's ``results: lesson`` (the project's own tools served over MCP) the one
+  text block is the lesson's ``{"resultado"}`` / ``{"error"}`` JSON, taken as it is;
+* a failure of the server — no answer within ``timeout``, the server gone, an answer that
+  is not JSON-RPC, a message over ``max_result_bytes``, a JSON-RPC error — →
+  ``{"error": <Spanish text>}``. After a timeout, a malformed or an oversized answer the
+  server is stopped (its stream can no longer be trusted): the run's later calls read
+  that it is unavailable.
+
+The Spanish texts are what the model reads, like the lesson's tool errors; nothing the
+model reads depends on timings, process ids or the server's stderr, so a trace is a
+function of the recorded answers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from reactlab.config.mcp import file_copies, launch, tools_hash
+from reactlab.config.settings import McpTools
+from reactlab.core.errors import ToolServerError
+from reactlab.core.io import loads_strict
+from reactlab.core.mcp_wire import Wire, list_tools
+from reactlab.mcp.recording import ToolRecorder, ToolReplay
+
+UNKNOWN = "herramienta desconocida: {name}"
+NOT_AN_OBJECT = "argumentos no válidos: se esperaba un objeto JSON"
+SERVER_ERROR = "error del servidor de herramientas"
+NOT_JSON = "resultado no representable en JSON"
+FAILURES = {
+    "timeout": "el servidor de herramientas no respondió a tiempo (límite: {timeout:g} s)",
+    "closed": "el servidor de herramientas no está disponible (terminó o cerró la conexión)",
+    "malformed": "el servidor de herramientas dio una respuesta no válida",
+    "too_large": "resultado demasiado grande (máximo: {max_bytes} bytes)",
+    "rpc": "el servidor de herramientas rechazó la llamada: {detail}",
+}
+
+
+def failure_text(exc: ToolServerError, part: McpTools) -> str:
+    """What the model reads of a failed call (Spanish; no timings, pids or stderr)."""
+    template = FAILURES.get(exc.kind, FAILURES["closed"])
+    return template.format(timeout=part.timeout, max_bytes=part.max_result_bytes,
+                           detail=exc.detail or "sin detalle")
+
+
+def _content_value(block: Any) -> Any:
+    if isinstance(block, dict) and block.get("type") == "text" and isinstance(
+            block.get("text"), str):
+        return block["text"]
+    if isinstance(block, dict):
+        return {k: v for k, v in (("tipo", block.get("type")),
+                                  ("mimeType", block.get("mimeType"))) if v is not None}
+    return {"tipo": "desconocido"}
+
+
+def _parsed(text: str) -> Any:
+    """``text`` as JSON when it is JSON (strict: no duplicate keys, no NaN), else itself."""
+    try:
+        return loads_strict(text)
+    except ValueError:
+        return text
+
+
+def _lesson(texts: list[str]) -> dict[str, Any]:
+    """The lesson's own result, written as one JSON text (``results: lesson``)."""
+    value = _parsed(texts[0]) if len(texts) == 1 else None
+    if (isinstance(value, dict) and len(value) == 1
+            and ("resultado" in value or isinstance(value.get("error"), str))):
+        return value
+    return {"error": FAILURES["malformed"]}
+
+
+def result_of(response: Mapping[str, Any], results: str = "text") -> dict[str, Any]:
+    """The lesson's ``{"resultado": ...}`` / ``{"error": ...}`` for a ``tools/call``
+    answer (a JSON-RPC ``result``). ``results`` (the server's setting): ``text``, the
+    content's text as it is; ``json``, each text parsed when it is JSON; ``lesson``, the
+    one text block is the lesson's result JSON, taken as it is."""
+    content = response.get("content", [])
+    if not isinstance(content, list):
+        return {"error": FAILURES["malformed"]}
+    values = [_content_value(b) for b in content]
+    texts = [v for v in values if isinstance(v, str)]
+    if results == "lesson":
+        return _lesson(texts)
+    if response.get("isError") is True:
+        return {"error": "\n".join(texts) or SERVER_ERROR}
+    if results == "json":
+        values = [_parsed(v) if isinstance(v, str) else v for v in values]
+    structured = response.get("structuredContent")
+    if isinstance(structured, dict):
+        out: dict[str, Any] = {"resultado": structured}
+    elif len(values) == 1:
+        out = {"resultado": values[0]}
+    else:
+        out = {"resultado": values}
+    try:
+        json.dumps(out, allow_nan=False)
+    except (ValueError, TypeError):
+        return {"error": NOT_JSON}
+    return out
+
+
+class McpToolSource:
+    """One run's tools on an MCP server (an :class:`~reactlab.agent.loop.Executor`)."""
+
+    def __init__(self, part: McpTools, *, wire: Wire | None = None,
+                 recorder: ToolRecorder | None = None,
+                 replay: ToolReplay | None = None) -> None:
+        if (wire is None) == (replay is None):
+            raise ToolServerError("start", "a tool source has a server or a replay")
+        self.part = part
+        self.wire = wire
+        self.recorder = recorder
+        self.replay = replay
+        self.names = frozenset(t["name"] for t in part.tools)
+
+    def _send(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        if self.replay is not None:
+            return self.replay.answer(request)
+        assert self.wire is not None
+        wire = self.wire
+        params = request["params"]
+        if self.recorder is not None:
+            return self.recorder.exchange(request,
+                                          lambda: wire.request("tools/call", params))
+        return wire.request("tools/call", params)
+
+    def execute(self, name: str, args: object,
+                allowed: Collection[str] | None = None) -> dict[str, Any]:
+        """Send the call to the server; every failure comes back as data. A tool that is
+        not the task's (or not in ``allowed``) is unknown and never sent."""
+        if (not isinstance(name, str) or name not in self.names
+                or (allowed is not None and name not in allowed)):
+            return {"error": UNKNOWN.format(name=name)}
+        if not isinstance(args, dict):
+            return {"error": NOT_AN_OBJECT}
+        request = {"method": "tools/call", "params": {"name": name, "arguments": args}}
+        try:
+            response = self._send(request)
+        except ToolServerError as exc:
+            return {"error": failure_text(exc, self.part)}
+        return result_of(response, self.part.results)
+
+
+class ServerJob:
+    """The server of one job (or its replay): :meth:`run` gives each run its source."""
+
+    def __init__(self, part: McpTools, *, replay: bool = False,
+                 root: str | Path = ".") -> None:
+        self.part = part
+        self.replaying = replay
+        self.root = Path(root)
+        self.wire: Wire | None = None
+        self._stack = ExitStack()
+        self._copies: dict[str, str] = {}
+        self._runs = 0
+
+    def __enter__(self) -> ServerJob:
+        if self.replaying:
+            return self
+        try:
+            _, self._copies = self._stack.enter_context(file_copies(self.part, self.root))
+            wire = launch(self.part, self.part.server, self._copies, self.root)
+            self._stack.callback(wire.close)
+            self.wire = wire
+            listed = list_tools(wire)
+        except BaseException:
+            self._stack.close()
+            raise
+        if tools_hash(listed) != self.part.tools_hash:
+            self._stack.close()
+            raise ToolServerError("changed", f"MCP server {self.part.server}: its tools are "
+                                  "not the ones planned (the run's spec); plan again")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (stdio), for tests that check it is gone."""
+        return getattr(self.wire, "pid", None)
+
+    def _restore_files(self) -> None:
+        for name, rel in self.part.files.items():
+            src = self.root / rel
+            if src.is_file():
+                shutil.copyfile(src, self._copies[name])
+            else:
+                Path(self._copies[name]).unlink(missing_ok=True)
+
+    @contextmanager
+    def run(self, *, recording: str | Path | None = None,
+            replay: str | Path | None = None) -> Iterator[McpToolSource]:
+        """One run's source: recorded to ``recording`` (written when the run ends, also on
+        an error), or answered from ``replay`` (checked to be used up)."""
+        if self.replaying:
+            if replay is None:
+                raise ToolServerError("start", f"MCP server {self.part.server}: a replay "
+                                               "needs the run's recording")
+            player = ToolReplay.load(replay)
+            yield McpToolSource(self.part, replay=player)
+            player.check_finished()
+            return
+        if self._runs:
+            self._restore_files()
+        self._runs += 1
+        recorder = ToolRecorder() if recording is not None else None
+        try:
+            yield McpToolSource(self.part, wire=self.wire, recorder=recorder)
+        finally:
+            if recorder is not None and recording is not None:
+                recorder.write(recording)
