@@ -169,9 +169,9 @@ def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequenc
 
 
 def declare_framework(name: str, *, providers: Sequence[str],
-                      settings: Sequence[str] = ()) -> None:
+                      settings: Sequence[str] = (), mcp: bool = False) -> None:
     """Accept ``name`` as an agent's ``framework``, with the providers (wire APIs) its
-    client speaks and the ``settings`` it takes (checked by
+    client speaks, the ``settings`` it takes and whether it takes MCP tools (checked by
     :func:`reactlab.config.agents.check_agents`). Called by
     :func:`reactlab.frameworks.registry.register`."""
     from reactlab.config.agents import FRAMEWORKS, LESSON
@@ -179,7 +179,8 @@ def declare_framework(name: str, *, providers: Sequence[str],
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == LESSON:
         raise ConfigError("framework", f"a framework name is lower-case letters, digits and "
                                        f"underscores, and not {LESSON!r}: {name!r}")
-    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings)}
+    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings),
+                        "mcp": ("stdio",) if mcp else ()}
 
 
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:

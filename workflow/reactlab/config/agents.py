@@ -24,22 +24,25 @@ __all__ = ["BUILTIN", "FRAMEWORKS", "LESSON", "check_agents"]
 #: The project's own loop: the agent of every run that names none.
 LESSON = "lesson"
 
-#: Each built-in framework's providers (the wire APIs its client speaks) and the
-#: ``settings`` it takes (tests/test_agents.py checks they match the registry's entries).
+#: Each built-in framework's providers (the wire APIs its client speaks), the
+#: ``settings`` it takes and the MCP transports its own MCP client is given (``mcp``:
+#: none, or stdio) (tests/test_agents.py checks they match the registry's entries).
 BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
     "langchain": {"providers": ("openai_chat", "openai", "anthropic"),
-                  "settings": ("recursion_limit", "max_retries", "timeout")},
+                  "settings": ("recursion_limit", "max_retries", "timeout"), "mcp": ()},
     "openai_agents": {
         "providers": ("openai", "openai_chat"),
         "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
                      "strict_json_schema"),
+        "mcp": ("stdio",),
     },
     "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
                     "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
-                                 "request_timeout")},
+                                 "request_timeout"),
+                    "mcp": ("stdio",)},
     "inspect_react": {"providers": ("openai", "openai_chat", "anthropic"),
                       "settings": ("turn_limit", "message_limit", "token_limit", "max_retries",
-                                   "timeout", "sdk_max_retries")},
+                                   "timeout", "sdk_max_retries"), "mcp": ()},
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)

@@ -143,6 +143,7 @@ class InspectReact:
     providers = ("openai", "openai_chat", "anthropic")
     settings = tuple(DEFAULTS)
     packages = ("inspect-ai", "openai", "anthropic")
+    mcp = False
 
     def run(self, kit: Kit) -> Ending:
         import tempfile

@@ -28,12 +28,16 @@ module: :mod:`reactlab.frameworks.registry`).
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, ToolDef, Wire
+from reactlab.core.errors import UsageError
+from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, StdioCommand, ToolDef, Wire
+from reactlab.mcp import relay
 from reactlab.trace.records import Answer, End, Request, Termination, ToolCallRecord, ToolStatus
 
 if TYPE_CHECKING:
@@ -207,16 +211,33 @@ def run_framework(spec: RunSpec, toolbox: ToolBox) -> tuple[list[Any], End]:
     wire = Wire(spec, spec.framework.max_requests)
     executed: list[tuple[str, Any, dict[str, Any]]] = []
     kit = Kit(spec, wire, _tools(spec, toolbox, executed), executed)
+    server = mcp_server(spec)
     ending: Ending | None = None
     termination: str
-    try:
-        # In a thread of its own: a framework may start its own event loop
-        # (asyncio.run), which it cannot do in a thread that runs one already (a
-        # Snakemake job's run block runs in Snakemake's).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactlab-agent") as pool:
-            ending = pool.submit(entry.run, kit).result()
-        termination, name = ending.termination, ending.ending
-    except HardStop:
-        termination, name = "hard_stop", "HardStop"
+    with tempfile.TemporaryDirectory(prefix="reactlab-mcp-") as tmp:
+        log = Path(tmp) / "calls.jsonl"
+        if server is not None:
+            if not entry.mcp:
+                raise UsageError(f"{spec.key}: framework {entry.name!r} takes no MCP tools")
+            line = relay.command(log, server)
+            kit.mcp = StdioCommand(line[0], line[1:], relay.environment())
+        try:
+            # In a thread of its own: a framework may start its own event loop
+            # (asyncio.run), which it cannot do in a thread that runs one already (a
+            # Snakemake job's run block runs in Snakemake's).
+            with ThreadPoolExecutor(max_workers=1,
+                                    thread_name_prefix="reactlab-agent") as pool:
+                ending = pool.submit(entry.run, kit).result()
+            termination, name = ending.termination, ending.ending
+        except HardStop:
+            termination, name = "hard_stop", "HardStop"
+        if server is not None:
+            executed[:] = relay.executions(log)
     return build_records(spec, wire.exchanges, executed, ending, termination, name,
                          kit.answer_tool)
+
+
+def mcp_server(spec: RunSpec) -> list[str] | None:
+    """The command line of the stdio MCP server the run's task takes its tools from
+    (None: the task's tools run in process, as :class:`ToolDef` s)."""
+    return None
