@@ -42,7 +42,8 @@ BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
                     "mcp": ("stdio",)},
     "inspect_react": {"providers": ("openai", "openai_chat", "anthropic"),
                       "settings": ("turn_limit", "message_limit", "token_limit", "max_retries",
-                                   "timeout", "sdk_max_retries"), "mcp": ()},
+                                   "timeout", "sdk_max_retries"),
+                      "mcp": ("stdio",)},
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
