@@ -540,15 +540,10 @@ def _check_block_names(raw: Mapping[str, Any], i: int, block: Mapping[str, Any])
 def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
                        scen: Mapping[str, Any], agent: str = "lesson") -> None:
     """One task × backend × scenario (× agent) of matrix block ``i`` can run."""
-    if "mcp_server" in raw["tasks"][t]:
-        if raw["backends"][b]["mode"] == "live":
-            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
-                              f"server; the live backend {b!r} does not run such tasks "
-                              "(docs/mcp.md)")
-        if agent != "lesson":
-            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
-                              f"server; the agent {agent!r} runs the project's own tools only "
-                              "(docs/mcp.md)")
+    if "mcp_server" in raw["tasks"][t] and raw["backends"][b]["mode"] == "live":
+        raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
+                          f"server; the live backend {b!r} does not run such tasks "
+                          "(docs/mcp.md)")
     missing = scen["names"] - set(raw["tasks"][t]["params"]) - ROOT_NAMES
     if missing:
         raise ConfigError(

@@ -76,6 +76,22 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                                   f"no agent named {name!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else ""))
             framework = FRAMEWORKS[agents[name]["framework"]]
+            for task in block["tasks"]:
+                server = (raw["tasks"].get(task) or {}).get("mcp_server")
+                if server is None:
+                    continue
+                entry = (raw.get("mcp_servers") or {}).get(server) or {}
+                problem = (
+                    f"its framework {agents[name]['framework']!r} takes no MCP tools"
+                    if not framework.get("mcp") else
+                    f"its framework starts the server itself, over stdio, and MCP server "
+                    f"{server!r} is reached by url" if "command" not in entry else
+                    f"its framework's own MCP client calls the server, which a replay of "
+                    f"MCP server {server!r} never starts" if entry.get("replay") else None)
+                if problem is not None:
+                    raise ConfigError(f"matrix[{i}].agents[{j}]",
+                                      f"agent {name!r} cannot run task {task!r}, whose tools "
+                                      f"come from an MCP server: {problem} (docs/mcp.md)")
             for backend in block["backends"]:
                 cfg = raw["backends"].get(backend) or {}
                 if cfg.get("mode") != "simulated":

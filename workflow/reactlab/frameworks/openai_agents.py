@@ -131,16 +131,19 @@ async def _tools(kit: Kit, settings: dict[str, Any],
                  stack: contextlib.AsyncExitStack) -> dict[str, Any]:
     """The agent's tools: the SDK's function tools, or, for a task whose tools come from
     an MCP server, the SDK's own stdio MCP client on it (``MCPServerStdio``, its tool list
-    read once per run; a call's wait bounded by the ``timeout`` setting; a tool error goes
-    back to the model as the SDK's own text). The server stops with the stack."""
+    read once per run and filtered to the task's tools; a call's wait bounded by the
+    ``timeout`` setting; a tool error goes back to the model as the server's text). The
+    server stops with the stack."""
     if kit.mcp is None:
         return {"tools": [function_tool_of(t, strict=settings["strict_json_schema"])
                           for t in kit.tools]}
-    from agents.mcp import MCPServerStdio
+    from agents.mcp import MCPServerStdio, create_static_tool_filter
 
     server = MCPServerStdio(params={"command": kit.mcp.command, "args": kit.mcp.args,
                                     "env": kit.mcp.env},
                             cache_tools_list=True, name="reactlab",
+                            tool_filter=create_static_tool_filter(
+                                allowed_tool_names=list(kit.spec.tools)),
                             client_session_timeout_seconds=float(settings["timeout"]))
     await stack.enter_async_context(server)
     return {"mcp_servers": [server],

@@ -120,8 +120,8 @@ def _tools(kit: Kit, tool_retries: int, timeout: float) -> dict[str, Any]:
     """The agent's tools: the framework's own ``Tool`` s, or, for a task whose tools come
     from an MCP server, the framework's own MCP toolset on it (``MCPToolset`` over a stdio
     transport, FastMCP's client: the server started for the run and stopped after it, not
-    kept alive; its tool list read once; a tool error sent back as a retry, as the
-    framework does by default)."""
+    kept alive; its tool list read once and filtered to the task's tools; a tool error
+    sent back as a retry, as the framework does by default)."""
     if kit.mcp is None:
         return {"tools": [_tool(t, tool_retries) for t in kit.tools]}
     from fastmcp.client.transports import StdioTransport
@@ -129,8 +129,10 @@ def _tools(kit: Kit, tool_retries: int, timeout: float) -> dict[str, Any]:
 
     transport = StdioTransport(kit.mcp.command, kit.mcp.args, env=kit.mcp.env,
                                keep_alive=False)
-    return {"toolsets": [MCPToolset(transport, id="reactlab", max_retries=tool_retries,
-                                    init_timeout=timeout, read_timeout=timeout)]}
+    offered = frozenset(kit.spec.tools)
+    toolset = MCPToolset(transport, id="reactlab", max_retries=tool_retries,
+                         init_timeout=timeout, read_timeout=timeout)
+    return {"toolsets": [toolset.filtered(lambda ctx, tool: tool.name in offered)]}
 
 
 class PydanticAI:

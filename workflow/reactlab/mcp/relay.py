@@ -48,9 +48,7 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     finds the same code from any working directory), then ``extra``."""
     import os
 
-    import reactlab
-
-    root = str(Path(reactlab.__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding reactlab/
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""),
             **(extra or {})}
