@@ -26,10 +26,11 @@ results that are not ``{"resultado": ...}`` / ``{"error": ...}`` (a bare number,
 text read as ``{"texto": ...}``, another object). Then the scripted model still answers,
 leniently: when the step cannot be rendered from the lesson-shaped results alone, such a
 result counts in ``ok`` as itself (free text as its text); a key or index looked up in a
-plain value (a number, a string) gives the value itself, so ``{ok[0][cierre]}`` of a bare ``191.5`` is ``191.5``;
-a field the results still cannot fill is written ``?`` (its format spec dropped). What it
-answers is then for the verifier to judge. With the lesson's results only, a field that
-cannot be filled stays a ScriptError (a bug in the script).
+plain value (a number, a string) gives the value itself, so ``{ok[0][cierre]}`` of a
+bare ``191.5`` is ``191.5``; a field the results still cannot fill is written ``?`` (its
+format spec dropped). What it answers is then for the verifier to judge. With the
+lesson's results only, a field that cannot be filled stays a ScriptError (a bug in the
+script).
 """
 
 from __future__ import annotations
