@@ -100,7 +100,8 @@ def test_builtin_matches_the_registry() -> None:
 
     entry = framework("inspect_react")
     assert BUILTIN["inspect_react"] == {"providers": entry.providers,
-                                        "settings": entry.settings}
+                                        "settings": entry.settings,
+        "mcp": ("stdio",) if entry.mcp else ()}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -62,7 +62,8 @@ def test_builtin_matches_the_registry() -> None:
     from reactlab.frameworks.registry import framework
 
     entry = framework("langchain")
-    assert BUILTIN["langchain"] == {"providers": entry.providers, "settings": entry.settings}
+    assert BUILTIN["langchain"] == {"providers": entry.providers, "settings": entry.settings,
+        "mcp": ("stdio",) if entry.mcp else ()}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -71,7 +71,8 @@ def test_builtin_matches_the_registry_entry() -> None:
 
     entry = framework("openai_agents")
     assert BUILTIN["openai_agents"] == {"providers": entry.providers,
-                                        "settings": entry.settings}
+                                        "settings": entry.settings,
+        "mcp": ("stdio",) if entry.mcp else ()}
     assert FRAMEWORKS["openai_agents"] == BUILTIN["openai_agents"]
     assert entry.providers == PROVIDERS and "openai-agents" in entry.packages
 

@@ -67,7 +67,8 @@ def test_builtin_matches_the_registry_entry() -> None:
 
     entry = framework("pydantic_ai")
     assert BUILTIN["pydantic_ai"] == {"providers": entry.providers,
-                                      "settings": entry.settings}
+                                      "settings": entry.settings,
+        "mcp": ("stdio",) if entry.mcp else ()}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

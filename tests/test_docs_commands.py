@@ -87,6 +87,9 @@ TABLE: dict[str, Entry] = {
     # --- README: the two commands, the conda route, the other targets
     "make run": slow("default_run"),
     "make test": not_run(SUITE + " (it is this suite, with ruff and mypy)"),
+    "python -m reactlab.mcp.relay --log CALLS.jsonl -- COMMAND ARG...":
+        not_run("a template (CALLS.jsonl, COMMAND); tests/test_mcp_relay.py runs the relay "
+                "around the project's server"),
     "make bench": not_run("several full pipeline runs, minutes of CPU; a measurement"),
     "make bench-plan": not_run("ten minutes of planning and building; a measurement"),
     "make bench-bfcl": not_run("the whole BFCL suite on the local model: half an hour"),

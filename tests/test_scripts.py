@@ -117,7 +117,9 @@ def test_foreign_results_are_read_leniently() -> None:
     call = script.action(0, PARAMS, QUESTION, [191.5, 203.9]).calls[0]
     assert call.arguments == {"expresion": "(203.9/191.5 - 1)*100"}  # a bare number stands
     answer = script.action(1, PARAMS, QUESTION, [191.5, 203.9, {"texto": "6,45"}]).text
-    assert answer == "varió un {'texto': '6,45'} %; ?"  # unfilled field: '?'
+    # free text (read as {"texto": ...}) counts as its text, its format spec dropped;
+    # an unfilled field is '?'
+    assert answer == "varió un 6,45 %; ?"
     # with the lesson's results a field that cannot be filled stays a script error
     with pytest.raises(ScriptError, match="no item 5"):
         script.action(1, PARAMS, QUESTION, [{"resultado": 1}, {"resultado": 2},

@@ -31,6 +31,7 @@ class ToyLoop:
     providers = ("openai_chat",)
     settings = ("max_turns",)
     packages = ("openai",)
+    mcp = False
 
     def run(self, kit: Kit) -> Ending:
         import openai

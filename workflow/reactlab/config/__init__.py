@@ -169,9 +169,9 @@ def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequenc
 
 
 def declare_framework(name: str, *, providers: Sequence[str],
-                      settings: Sequence[str] = ()) -> None:
+                      settings: Sequence[str] = (), mcp: bool = False) -> None:
     """Accept ``name`` as an agent's ``framework``, with the providers (wire APIs) its
-    client speaks and the ``settings`` it takes (checked by
+    client speaks, the ``settings`` it takes and whether it takes MCP tools (checked by
     :func:`reactlab.config.agents.check_agents`). Called by
     :func:`reactlab.frameworks.registry.register`."""
     from reactlab.config.agents import FRAMEWORKS, LESSON
@@ -179,7 +179,8 @@ def declare_framework(name: str, *, providers: Sequence[str],
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == LESSON:
         raise ConfigError("framework", f"a framework name is lower-case letters, digits and "
                                        f"underscores, and not {LESSON!r}: {name!r}")
-    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings)}
+    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings),
+                        "mcp": ("stdio",) if mcp else ()}
 
 
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
@@ -539,15 +540,10 @@ def _check_block_names(raw: Mapping[str, Any], i: int, block: Mapping[str, Any])
 def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
                        scen: Mapping[str, Any], agent: str = "lesson") -> None:
     """One task × backend × scenario (× agent) of matrix block ``i`` can run."""
-    if "mcp_server" in raw["tasks"][t]:
-        if raw["backends"][b]["mode"] == "live":
-            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
-                              f"server; the live backend {b!r} does not run such tasks "
-                              "(docs/mcp.md)")
-        if agent != "lesson":
-            raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
-                              f"server; the agent {agent!r} runs the project's own tools only "
-                              "(docs/mcp.md)")
+    if "mcp_server" in raw["tasks"][t] and raw["backends"][b]["mode"] == "live":
+        raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
+                          f"server; the live backend {b!r} does not run such tasks "
+                          "(docs/mcp.md)")
     missing = scen["names"] - set(raw["tasks"][t]["params"]) - ROOT_NAMES
     if missing:
         raise ConfigError(

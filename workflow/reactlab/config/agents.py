@@ -24,22 +24,26 @@ __all__ = ["BUILTIN", "FRAMEWORKS", "LESSON", "check_agents"]
 #: The project's own loop: the agent of every run that names none.
 LESSON = "lesson"
 
-#: Each built-in framework's providers (the wire APIs its client speaks) and the
-#: ``settings`` it takes (tests/test_agents.py checks they match the registry's entries).
+#: Each built-in framework's providers (the wire APIs its client speaks), the
+#: ``settings`` it takes and the MCP transports its own MCP client is given (``mcp``:
+#: none, or stdio) (tests/test_agents.py checks they match the registry's entries).
 BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
     "langchain": {"providers": ("openai_chat", "openai", "anthropic"),
-                  "settings": ("recursion_limit", "max_retries", "timeout")},
+                  "settings": ("recursion_limit", "max_retries", "timeout"), "mcp": ()},
     "openai_agents": {
         "providers": ("openai", "openai_chat"),
         "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
                      "strict_json_schema"),
+        "mcp": ("stdio",),
     },
     "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
                     "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
-                                 "request_timeout")},
+                                 "request_timeout"),
+                    "mcp": ("stdio",)},
     "inspect_react": {"providers": ("openai", "openai_chat", "anthropic"),
                       "settings": ("turn_limit", "message_limit", "token_limit", "max_retries",
-                                   "timeout", "sdk_max_retries")},
+                                   "timeout", "sdk_max_retries"),
+                      "mcp": ("stdio",)},
 }
 #: The frameworks the check accepts: the built-in ones and the declared ones.
 FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
@@ -72,6 +76,22 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                                   f"no agent named {name!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else ""))
             framework = FRAMEWORKS[agents[name]["framework"]]
+            for task in block["tasks"]:
+                server = (raw["tasks"].get(task) or {}).get("mcp_server")
+                if server is None:
+                    continue
+                entry = (raw.get("mcp_servers") or {}).get(server) or {}
+                problem = (
+                    f"its framework {agents[name]['framework']!r} takes no MCP tools"
+                    if not framework.get("mcp") else
+                    f"its framework starts the server itself, over stdio, and MCP server "
+                    f"{server!r} is reached by url" if "command" not in entry else
+                    f"its framework's own MCP client calls the server, which a replay of "
+                    f"MCP server {server!r} never starts" if entry.get("replay") else None)
+                if problem is not None:
+                    raise ConfigError(f"matrix[{i}].agents[{j}]",
+                                      f"agent {name!r} cannot run task {task!r}, whose tools "
+                                      f"come from an MCP server: {problem} (docs/mcp.md)")
             for backend in block["backends"]:
                 cfg = raw["backends"].get(backend) or {}
                 if cfg.get("mode") != "simulated":

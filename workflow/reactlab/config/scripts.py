@@ -25,11 +25,12 @@ and refuses (ScriptError), as before.
 results that are not ``{"resultado": ...}`` / ``{"error": ...}`` (a bare number, free
 text read as ``{"texto": ...}``, another object). Then the scripted model still answers,
 leniently: when the step cannot be rendered from the lesson-shaped results alone, such a
-result counts in ``ok`` as itself; a key or index looked up in a plain value (a number, a
-string) gives the value itself, so ``{ok[0][cierre]}`` of a bare ``191.5`` is ``191.5``;
-a field the results still cannot fill is written ``?`` (its format spec dropped). What it
-answers is then for the verifier to judge. With the lesson's results only, a field that
-cannot be filled stays a ScriptError (a bug in the script).
+result counts in ``ok`` as itself (free text as its text); a key or index looked up in a
+plain value (a number, a string) gives the value itself, so ``{ok[0][cierre]}`` of a
+bare ``191.5`` is ``191.5``; a field the results still cannot fill is written ``?`` (its
+format spec dropped). What it answers is then for the verifier to judge. With the
+lesson's results only, a field that cannot be filled stays a ScriptError (a bug in the
+script).
 """
 
 from __future__ import annotations
@@ -187,9 +188,20 @@ def is_lesson_result(result: Any) -> bool:
 
 def successes(results: Sequence[Any], foreign: bool = False) -> list[Any]:
     """``ok``: the ``resultado`` of each successful result; with ``foreign``, a result
-    not in the lesson's shape counts as itself."""
-    return [r["resultado"] if is_lesson_result(r) else r for r in results
+    not in the lesson's shape counts as itself (free text, read as ``{"texto": ...}``,
+    as its text)."""
+    return [r["resultado"] if is_lesson_result(r) else _as_itself(r) for r in results
             if ("resultado" in r if is_lesson_result(r) else foreign)]
+
+
+def _as_itself(result: Any) -> Any:
+    """A foreign result as ``ok`` holds it: free text (what
+    :func:`reactlab.simulate.parse_tool_output` reads as ``{"texto": ...}``) is its text,
+    anything else itself."""
+    if isinstance(result, dict) and set(result) == {"texto"} and isinstance(
+            result["texto"], str):
+        return result["texto"]
+    return result
 
 
 def strings_in(value: Any) -> list[str]:

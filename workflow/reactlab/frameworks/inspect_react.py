@@ -143,6 +143,7 @@ class InspectReact:
     providers = ("openai", "openai_chat", "anthropic")
     settings = tuple(DEFAULTS)
     packages = ("inspect-ai", "openai", "anthropic")
+    mcp = True
 
     def run(self, kit: Kit) -> Ending:
         import tempfile
@@ -168,6 +169,20 @@ class InspectReact:
         return ending[0]
 
 
+def _tools(kit: Kit) -> list[Any]:
+    """The agent's tools: Inspect's own typed tools, or, for a task whose tools come from
+    an MCP server, Inspect's own MCP support on it (``mcp_server_stdio``, the task's tools
+    chosen by name with ``mcp_tools``; Inspect starts the server in the sample and stops
+    it after)."""
+    if kit.mcp is None:
+        return [_tool(t) for t in kit.tools]
+    from inspect_ai.tool import mcp_server_stdio, mcp_tools
+
+    server = mcp_server_stdio(name="reactlab", command=kit.mcp.command, args=kit.mcp.args,
+                              env=kit.mcp.env)
+    return [mcp_tools(server, tools=list(kit.spec.tools))]
+
+
 def _solver(kit: Kit, settings: dict[str, int | None], ending: list[Ending],
             stopped: list[HardStop]) -> Any:
     """The eval's one solver: runs ``react()`` in the sample with the limits of the
@@ -191,7 +206,7 @@ def _solver(kit: Kit, settings: dict[str, int | None], ending: list[Ending],
         async def solve(state: TaskState, generate: Generate) -> TaskState:
             prompt = (AgentPrompt() if kit.system_prompt is None
                       else AgentPrompt(instructions=kit.system_prompt))
-            agent = react(prompt=prompt, tools=[_tool(t) for t in kit.tools])
+            agent = react(prompt=prompt, tools=_tools(kit))
             try:
                 done, exceeded = await run_agent(agent, kit.question, limits)
             except HardStop as exc:

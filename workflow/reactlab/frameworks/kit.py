@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     from reactlab.config import RunSpec
 
-__all__ = ["SIMULATED_KEY", "Ending", "Exchange", "HardStop", "Kit", "ToolDef", "Wire"]
+__all__ = ["SIMULATED_KEY", "Ending", "Exchange", "HardStop", "Kit", "StdioCommand", "ToolDef",
+           "Wire"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,17 @@ class Wire:
 
 
 @dataclass(frozen=True)
+class StdioCommand:
+    """A stdio MCP server's command line and its whole environment (a framework's MCP
+    client passes it as it is: the SDKs' own default environments leave out
+    ``PYTHONPATH`` and the rest)."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
 class ToolDef:
     """One of the task's tools as a framework builds its own from it: the name,
     description and JSON schema the model reads (the lesson's), the pydantic model of its
@@ -119,6 +131,11 @@ class Kit:
     #: the framework's own answer tool, set by a framework whose model answers through a
     #: tool call (Inspect's ``submit``): a call to it is the run's answer, not a tool call
     answer_tool: str | None = None
+    #: When the task's tools come from an MCP server: how to start it over stdio (behind
+    #: the relay that logs its tool calls, :mod:`reactlab.mcp.relay`). The framework then
+    #: takes the tools through its own MCP client instead of :attr:`tools`, and starts
+    #: and stops the server itself.
+    mcp: StdioCommand | None = None
 
     @property
     def question(self) -> str:

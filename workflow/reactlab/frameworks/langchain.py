@@ -110,6 +110,10 @@ class LangChain:
     settings = ("recursion_limit", "max_retries", "timeout")
     packages = ("langchain", "langchain-core", "langgraph", "langchain-openai",
                 "langchain-anthropic")
+    # LangChain's MCP support cannot live beside the project's mcp 2.3.0 (docs/mcp.md):
+    # langchain-mcp-adapters 0.3.2, its newest release, requires mcp < 2 (pip takes mcp
+    # back to 1.30.0), and 0.3.1 imports mcp.shared.context.RequestContext, gone in 2.x.
+    mcp = False
 
     def run(self, kit: Kit) -> Ending:
         from langchain.agents import create_agent

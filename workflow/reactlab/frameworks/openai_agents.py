@@ -40,6 +40,7 @@ propagates to the runner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -126,6 +127,29 @@ def function_tool_of(tool: ToolDef, *, strict: bool) -> Any:
     return made
 
 
+async def _tools(kit: Kit, settings: dict[str, Any],
+                 stack: contextlib.AsyncExitStack) -> dict[str, Any]:
+    """The agent's tools: the SDK's function tools, or, for a task whose tools come from
+    an MCP server, the SDK's own stdio MCP client on it (``MCPServerStdio``, its tool list
+    read once per run and filtered to the task's tools; a call's wait bounded by the
+    ``timeout`` setting; a tool error goes back to the model as the server's text). The
+    server stops with the stack."""
+    if kit.mcp is None:
+        return {"tools": [function_tool_of(t, strict=settings["strict_json_schema"])
+                          for t in kit.tools]}
+    from agents.mcp import MCPServerStdio, create_static_tool_filter
+
+    server = MCPServerStdio(params={"command": kit.mcp.command, "args": kit.mcp.args,
+                                    "env": kit.mcp.env},
+                            cache_tools_list=True, name="reactlab",
+                            tool_filter=create_static_tool_filter(
+                                allowed_tool_names=list(kit.spec.tools)),
+                            client_session_timeout_seconds=float(settings["timeout"]))
+    await stack.enter_async_context(server)
+    return {"mcp_servers": [server],
+            "mcp_config": {"convert_schemas_to_strict": settings["strict_json_schema"]}}
+
+
 class OpenAIAgents:
     """The registry entry (:class:`reactlab.frameworks.registry.Framework`)."""
 
@@ -133,6 +157,7 @@ class OpenAIAgents:
     providers = ("openai", "openai_chat")
     settings = tuple(SHIPPED)
     packages = ("openai-agents", "openai")
+    mcp = True
 
     def run(self, kit: Kit) -> Ending:
         return asyncio.run(self._run(kit))
@@ -160,14 +185,14 @@ class OpenAIAgents:
             model = OpenAIResponsesModel(model=kit.model, openai_client=client)
         else:
             model = OpenAIChatCompletionsModel(model=kit.model, openai_client=client)
-        agent: Any = Agent(name="reactlab", instructions=kit.system_prompt, model=model,
-                           tools=[function_tool_of(t, strict=settings["strict_json_schema"])
-                                  for t in kit.tools])
         config = RunConfig(tracing_disabled=True, group_id=f"reactlab:{kit.spec.key}",
                            tool_not_found_behavior=settings["tool_not_found_behavior"])
         try:
-            result = await Runner.run(agent, kit.question, max_turns=settings["max_turns"],
-                                      run_config=config)
+            async with contextlib.AsyncExitStack() as stack:
+                agent: Any = Agent(name="reactlab", instructions=kit.system_prompt,
+                                   model=model, **await _tools(kit, settings, stack))
+                result = await Runner.run(agent, kit.question,
+                                          max_turns=settings["max_turns"], run_config=config)
         except MaxTurnsExceeded as exc:
             return Ending("framework_limit", type(exc).__name__)
         except Exception as exc:  # the framework's own ending: HardStop is no Exception

@@ -116,6 +116,25 @@ def _tool(tool: ToolDef, max_retries: int) -> Any:
                 max_retries=max_retries)
 
 
+def _tools(kit: Kit, tool_retries: int, timeout: float) -> dict[str, Any]:
+    """The agent's tools: the framework's own ``Tool`` s, or, for a task whose tools come
+    from an MCP server, the framework's own MCP toolset on it (``MCPToolset`` over a stdio
+    transport, FastMCP's client: the server started for the run and stopped after it, not
+    kept alive; its tool list read once and filtered to the task's tools; a tool error
+    sent back as a retry, as the framework does by default)."""
+    if kit.mcp is None:
+        return {"tools": [_tool(t, tool_retries) for t in kit.tools]}
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    transport = StdioTransport(kit.mcp.command, kit.mcp.args, env=kit.mcp.env,
+                               keep_alive=False)
+    offered = frozenset(kit.spec.tools)
+    toolset = MCPToolset(transport, id="reactlab", max_retries=tool_retries,
+                         init_timeout=timeout, read_timeout=timeout)
+    return {"toolsets": [toolset.filtered(lambda ctx, tool: tool.name in offered)]}
+
+
 class PydanticAI:
     """The registry entry (see the module docstring)."""
 
@@ -123,6 +142,7 @@ class PydanticAI:
     providers = ("openai", "openai_chat", "anthropic")
     settings = tuple(DEFAULTS)
     packages = ("pydantic-ai-slim", "openai", "anthropic")
+    mcp = True
 
     def run(self, kit: Kit) -> Ending:
         from pydantic_ai import Agent, UsageLimits
@@ -136,7 +156,7 @@ class PydanticAI:
                                        timeout=_setting(given, "timeout"),
                                        request_timeout=_setting(given, "request_timeout"))
         agent: Any = Agent(_model(kit), instructions=kit.system_prompt,
-                           tools=[_tool(t, tool_retries) for t in kit.tools],
+                           **_tools(kit, tool_retries, _setting(given, "timeout")),
                            retries=tool_retries, model_settings=model_settings, name=NAME)
         agent.instrument = False  # no spans, whatever Agent.instrument_all() was given
         try:

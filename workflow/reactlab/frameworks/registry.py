@@ -10,15 +10,16 @@ which imports the framework and runs one conversation with a
 
 What :meth:`Framework.run` must do: build the framework's own typed tools from
 ``kit.tools`` (their pydantic argument models where the framework takes them, so that
-argument validation is the framework's own), its own client on ``kit.http_client()``
-with ``kit.base_url`` and ``kit.model``, run to completion with the framework's own loop
-(``kit.capped``: the run's step limit ``kit.max_steps`` in the framework's own setting;
-as shipped otherwise), with nothing that phones home (a framework whose model answers
-through a tool of its own names it in ``kit.answer_tool``), and return how it ended
-(:class:`~reactlab.frameworks.kit.Ending`). The simulator's hard stop
-(``kit.max_requests``) is raised from the
-transport as :class:`~reactlab.frameworks.kit.HardStop`, a ``BaseException`` that a
-framework's own ``except Exception`` does not swallow; the runner records it.
+argument validation is the framework's own; or, with ``mcp`` true and ``kit.mcp`` set,
+connect its own MCP client to the stdio server that command line starts), its own
+client on ``kit.http_client()`` with ``kit.base_url`` and ``kit.model``, run to
+completion with the framework's own loop (``kit.capped``: the run's step limit
+``kit.max_steps`` in the framework's own setting; as shipped otherwise), with nothing
+that phones home (a framework whose model answers through a tool of its own names it in
+``kit.answer_tool``), and return how it ended (:class:`~reactlab.frameworks.kit.Ending`).
+The simulator's hard stop (``kit.max_requests``) is raised from the transport as
+:class:`~reactlab.frameworks.kit.HardStop`, a ``BaseException`` that a framework's own
+``except Exception`` does not swallow; the runner records it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class Framework(Protocol):
     @property
     def packages(self) -> tuple[str, ...]: ...
 
+    @property
+    def mcp(self) -> bool:
+        """Whether it takes a task's tools from an MCP server through its own MCP client
+        (``kit.mcp``: the stdio command that starts the server)."""
+        ...
+
     def run(self, kit: Kit) -> Ending:
         """Run one conversation (see the module docstring)."""
         ...
@@ -64,7 +71,8 @@ def register(entry: Framework) -> Framework:
         raise UsageError(f"a framework name is lower-case letters, digits and underscores, "
                          f"not {entry.name!r}")
     FRAMEWORKS[entry.name] = entry
-    declare_framework(entry.name, providers=entry.providers, settings=entry.settings)
+    declare_framework(entry.name, providers=entry.providers, settings=entry.settings,
+                      mcp=entry.mcp)
     return entry
 
 

@@ -28,19 +28,24 @@ module: :mod:`reactlab.frameworks.registry`).
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, ToolDef, Wire
+from reactlab.core.errors import UsageError
+from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, StdioCommand, ToolDef, Wire
+from reactlab.mcp import relay
 from reactlab.trace.records import Answer, End, Request, Termination, ToolCallRecord, ToolStatus
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
     from reactlab.tools import ToolBox
 
-__all__ = ["build_records", "run_framework"]
+__all__ = ["FrameworkMcp", "build_records", "run_framework"]
 
 def _tools(spec: RunSpec, toolbox: ToolBox, executed: list[Any]) -> list[ToolDef]:
     from reactlab.tools import TOOLS, json_schema
@@ -196,27 +201,85 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
     return records, end
 
 
-def run_framework(spec: RunSpec, toolbox: ToolBox) -> tuple[list[Any], End]:
+class FrameworkMcp:
+    """The tool source of a framework's run on a task whose tools come from an MCP server:
+    nothing runs here — the framework's own MCP client starts the server and calls it
+    (:func:`run_framework`) — but the runner's one place that picks a run's tools
+    (:func:`reactlab.runner.tool_source`) hands this over with where to write the run's
+    record of the calls (``recording``: the relay's log, docs/mcp.md)."""
+
+    def __init__(self, recording: str | Path | None = None) -> None:
+        self.recording = None if recording is None else Path(recording)
+
+    def execute(self, name: str, args: object,
+                allowed: Collection[str] | None = None) -> dict[str, Any]:
+        """Never called: the framework's MCP client runs the tools."""
+        return {"error": f"herramienta desconocida: {name}"}
+
+
+@contextmanager
+def _server(spec: RunSpec, log: Path) -> Iterator[StdioCommand | None]:
+    """How the framework starts the task's MCP server (None: the task's tools run in
+    process): the server's command line behind the relay that logs its calls, on this
+    run's own copies of the server's ``files`` (so a write in one run is seen by no
+    other), with the server's ``env`` over this process's."""
+    part = spec.mcp
+    if part is None:
+        yield None
+        return
+    from reactlab.config.mcp import file_copies, resolve_command, substitute
+
+    if part.command is None:
+        raise UsageError(f"{spec.key}: a framework takes MCP tools from a stdio server, "
+                         f"and {part.server!r} is reached by URL")
+    program = resolve_command(part.command)
+    with file_copies(part) as (_, paths):
+        line = relay.command(log, [str(program or part.command),
+                                   *(substitute(a, paths) for a in part.args)])
+        env = relay.environment({k: substitute(v, paths) for k, v in part.env.items()})
+        yield StdioCommand(line[0], line[1:], env)
+
+
+def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[Any], End]:
     """Run ``spec``'s framework against its backend's simulator; the trace's records
     (between its header and its end) and its end record, built from the wire (the
-    runner writes them: :func:`reactlab.runner.run_to_trace`)."""
+    runner writes them: :func:`reactlab.runner.run_to_trace`). With MCP tools
+    (``tools`` a :class:`FrameworkMcp`) the executions are the relay's log, written to
+    its ``recording`` when it names one."""
+    from reactlab.core.io import write_text_atomic
     from reactlab.frameworks.registry import framework
+    from reactlab.tools import ToolBox
 
     assert spec.framework is not None, f"{spec.key} runs the lesson's loop"
     entry = framework(spec.framework.framework)
     wire = Wire(spec, spec.framework.max_requests)
     executed: list[tuple[str, Any, dict[str, Any]]] = []
-    kit = Kit(spec, wire, _tools(spec, toolbox, executed), executed)
+    if spec.mcp is not None and not entry.mcp:
+        raise UsageError(f"{spec.key}: framework {entry.name!r} takes no MCP tools")
+    if spec.mcp is None and not isinstance(tools, ToolBox):
+        raise UsageError(f"{spec.key}: the task's tools run in process (a ToolBox)")
+    kit = Kit(spec, wire, [] if spec.mcp is not None or isinstance(tools, FrameworkMcp)
+              else _tools(spec, tools, executed), executed)
     ending: Ending | None = None
     termination: str
-    try:
-        # In a thread of its own: a framework may start its own event loop
-        # (asyncio.run), which it cannot do in a thread that runs one already (a
-        # Snakemake job's run block runs in Snakemake's).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactlab-agent") as pool:
-            ending = pool.submit(entry.run, kit).result()
-        termination, name = ending.termination, ending.ending
-    except HardStop:
-        termination, name = "hard_stop", "HardStop"
+    with tempfile.TemporaryDirectory(prefix="reactlab-relay-") as tmp:
+        log = Path(tmp) / "calls.jsonl"
+        with _server(spec, log) as server:
+            kit.mcp = server
+            try:
+                # In a thread of its own: a framework may start its own event loop
+                # (asyncio.run), which it cannot do in a thread that runs one already (a
+                # Snakemake job's run block runs in Snakemake's).
+                with ThreadPoolExecutor(max_workers=1,
+                                        thread_name_prefix="reactlab-agent") as pool:
+                    ending = pool.submit(entry.run, kit).result()
+                termination, name = ending.termination, ending.ending
+            except HardStop:
+                termination, name = "hard_stop", "HardStop"
+        if spec.mcp is not None:
+            executed[:] = relay.executions(log)
+            if isinstance(tools, FrameworkMcp) and tools.recording is not None:
+                write_text_atomic(tools.recording,
+                                  log.read_text(encoding="utf-8") if log.exists() else "")
     return build_records(spec, wire.exchanges, executed, ending, termination, name,
                          kit.answer_tool)

@@ -73,6 +73,15 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
     (:mod:`reactlab.mcp.source`: started for the job and ended with it; with ``recording``
     the run's exchange is recorded there, with ``replay`` answered from there and the
     server never started)."""
+    if spec.mcp is not None and spec.framework is not None:
+        # the framework's own MCP client starts the server (reactlab.frameworks.wire)
+        if replay is not None:
+            raise UsageError(f"{spec.key}: a framework's run on MCP tools is not replayed: "
+                             "its own MCP client calls the server (docs/mcp.md)")
+        from reactlab.frameworks.wire import FrameworkMcp
+
+        yield FrameworkMcp(recording)
+        return
     if spec.mcp is None:
         if recording is not None or replay is not None:
             raise UsageError(f"{spec.key}: a tool recording is for a task whose tools come "
@@ -114,12 +123,12 @@ def _no_sleep(seconds: float) -> None:
 def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, Any]:
     """A framework's run (:mod:`reactlab.frameworks`): the framework runs with its own
     loop against the backend's simulator; the trace is built from the wire."""
-    from reactlab.frameworks.wire import run_framework
+    from reactlab.frameworks.wire import FrameworkMcp, run_framework
     from reactlab.tools import ToolBox
 
-    if not isinstance(tools, ToolBox):
+    if not isinstance(tools, ToolBox | FrameworkMcp):
         raise UsageError(f"{spec.key}: a framework's run executes the task's tools "
-                         "(a ToolBox)")
+                         "(a ToolBox) or takes them over MCP itself")
     records, end = run_framework(spec, tools)
     writer = TraceWriter(out)
     writer.add(header(spec))

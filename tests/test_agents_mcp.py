@@ -1,0 +1,166 @@
+"""Frameworks take MCP tools through their own MCP clients (docs/mcp.md, "Frameworks take
+MCP tools"): the Agents SDK, pydantic-ai and Inspect run a task whose tools come from an
+MCP server — mcp-server-sqlite, which nobody here wrote, and the project's own server —
+with the server started by the framework, traced from the model's wire and from the
+relay's log of the server's calls."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from reactlab.config import parse
+from reactlab.core.errors import ConfigError
+from tests.conftest import ROOT
+
+SQLITE = ROOT / ".venv-mcp-sqlite" / "bin" / "mcp-server-sqlite"
+needs_sqlite = pytest.mark.skipif(not SQLITE.is_file(),
+                                  reason="mcp-server-sqlite's environment: `make env`")
+#: The built-in frameworks whose own MCP client takes a task's tools.
+FRAMEWORKS = ("openai_agents", "pydantic_ai", "inspect_react")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTLAB_CACHE", str(tmp_path / "cache"))
+
+
+def with_agents(raw: dict[str, Any], tasks: list[str], scenarios: list[str],
+                backends: tuple[str, ...] = ("openai_chat",)) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    raw["agents"] = {**raw.get("agents", {}),
+                     **{f"{f}_mcp": {"framework": f} for f in FRAMEWORKS}}
+    raw["matrix"].append({"tasks": tasks, "backends": list(backends), "scenarios": scenarios,
+                          "agents": [f"{f}_mcp" for f in FRAMEWORKS]})
+    return raw
+
+
+def spec_of(cfg: Any, key: str) -> Any:
+    return next(r for r in cfg.runs if r.key == key)
+
+
+def records(trace: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+
+
+def relays() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if "reactlab.mcp.relay" in " ".join(p.cmdline())}
+
+
+@needs_sqlite
+def test_frameworks_run_sql_over_mcp_server_sqlite(raw_config, data_files, tmp_path,
+                                                   monkeypatch):
+    """Each framework's own MCP client on mcp-server-sqlite: the model is offered the
+    task's tools only (never write_query), the correct script is verified from the rows
+    the server sent, a write is never made, and no server process is left."""
+    from reactlab.analysis.verify import verify_job
+    from reactlab.data import sqlite
+    from reactlab.frameworks import wire
+    from reactlab.runner import run_job
+
+    bodies: list[bytes] = []  # what the simulator received: each run's first request
+    build = wire.build_records
+
+    def keep(spec: Any, exchanges: list[Any], *args: Any, **kw: Any) -> Any:
+        bodies.append(exchanges[0].body)
+        return build(spec, exchanges, *args, **kw)
+
+    monkeypatch.setattr(wire, "build_records", keep)
+    monkeypatch.chdir(tmp_path)
+    db = sqlite.write(*data_files, tmp_path / "data" / "generated" / "acciones6.sqlite")
+    pristine = db.read_bytes()
+    cfg = parse(with_agents(raw_config, ["sql_cierre_busi"], ["sql_correcto", "sql_escritura"]))
+    for framework in FRAMEWORKS:
+        for scenario in ("sql_correcto", "sql_escritura"):
+            spec = spec_of(cfg, f"sql_cierre_busi/openai_chat/{scenario}__{framework}_mcp")
+            trace, calls_log = tmp_path / f"{framework}-{scenario}.jsonl", tmp_path / "c.jsonl"
+            run_job(spec.to_json(), *data_files, trace, tools_recording=calls_log)
+            recs = records(trace)
+            end = recs[-1]
+            offered = [t["function"]["name"] for t in json.loads(bodies[-1])["tools"]]
+            assert "write_query" not in offered and "read_query" in offered, offered
+            calls = [r for r in recs if r["type"] == "tool_call"]
+            logged = [json.loads(line) for line in calls_log.read_text().splitlines()]
+            # the relay's log: exactly the calls the server ran
+            assert [e["name"] for e in logged] == [
+                c["name"] for c in calls if c["status"] in ("ok", "error")]
+            assert "write_query" not in calls_log.read_text()  # never reached the server
+            if scenario == "sql_escritura":
+                assert calls[0]["name"] == "write_query"
+                assert calls[0]["status"] == "unknown"  # refused by the framework, unsent
+                if framework == "openai_agents":  # as shipped: an unknown tool ends the run
+                    assert (end["termination"], end["ending"]) == (
+                        "framework_error", "ModelBehaviorError")
+                    continue
+            assert end["termination"] == "answer", (framework, scenario, end)
+            reads = [c for c in calls if c["name"] == "read_query"]
+            assert [c["status"] for c in reads] == ["ok"], (framework, calls)
+            assert "26.19" in reads[0]["result"]["resultado"]  # the row the server sent
+            verify_job(str(trace), str(trace.with_suffix(".json")))
+            verdict = json.loads(trace.with_suffix(".json").read_text())
+            if (framework, scenario) == ("inspect_react", "sql_escritura"):
+                # Inspect sends its refusal as free text in a tool message ("Error: Tool
+                # write_query not found"), which the scripted model cannot tell from a
+                # result: it quotes it, and the verifier refuses the answer
+                assert "write_query not found" in end["answer"]
+                assert [f["rule"] for f in verdict["findings"]] == ["non_answer"]
+                continue
+            assert verdict["verified"], (framework, scenario, verdict)
+    assert db.read_bytes() == pristine
+    assert not relays()
+
+
+@pytest.mark.slow  # about 30 s: a server start per run, three frameworks
+def test_over_the_projects_own_server_the_results_are_the_in_process_ones(
+        raw_config, data_files, toolbox, tmp_path):
+    """The lesson's task with its tools from `python -m reactlab mcp`: each framework's
+    tool results are the ones the tools give in process, and its verdict the same."""
+    from reactlab.analysis.verify import verify_job
+    from reactlab.runner import run_to_trace
+
+    raw = copy.deepcopy(raw_config)
+    raw["matrix"] = [b for b in raw["matrix"]
+                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
+    raw["mcp_servers"]["reactlab"] = {
+        "command": sys.executable,
+        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
+                 "--news", str(data_files[1])],
+        "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson"}
+    raw["tasks"]["variacion_mcp"] = {**raw["tasks"]["variacion_busi"], "mcp_server": "reactlab"}
+    cfg = parse(with_agents(raw, ["variacion_mcp"], ["correcto", "argumentos_inventados"]))
+    for framework in FRAMEWORKS:
+        for scenario in ("correcto", "argumentos_inventados"):
+            spec = spec_of(cfg, f"variacion_mcp/openai_chat/{scenario}__{framework}_mcp")
+            out = tmp_path / f"{framework}-{scenario}.jsonl"
+            from reactlab.frameworks.wire import FrameworkMcp
+
+            run_to_trace(spec, FrameworkMcp(), out)
+            calls = [r for r in records(out) if r["type"] == "tool_call"]
+            assert calls, (framework, scenario)
+            for call in calls:
+                if call["status"] in ("ok", "error"):  # the server ran it
+                    assert call["result"] == toolbox.execute(call["name"], call["arguments"])
+            verify_job(str(out), str(out.with_suffix(".json")))
+            assert json.loads(out.with_suffix(".json").read_text())["verified"]
+            if scenario == "argumentos_inventados" and framework != "inspect_react":
+                # no validation of its own over MCP: the server's Spanish error is read
+                assert calls[0]["status"] == "error"
+                assert "argumentos no v" in calls[0]["sent"]  # (JSON-escaped "á")
+    assert not relays()
+
+
+def test_a_framework_without_mcp_support_on_an_mcp_task_is_a_config_error(raw_config):
+    raw = copy.deepcopy(raw_config)
+    raw["matrix"].append({"tasks": ["sql_cierre_busi"], "backends": ["openai_chat"],
+                          "scenarios": ["sql_correcto"], "agents": ["langchain"]})
+    with pytest.raises(ConfigError) as exc:
+        parse(raw)
+    assert exc.value.field.startswith(f"matrix[{len(raw['matrix']) - 1}].agents")
+    assert "takes no MCP tools" in str(exc.value)
