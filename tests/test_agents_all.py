@@ -58,8 +58,11 @@ def test_the_overlay_crosses_every_framework_api_and_scenario(cfg: config.Config
     agents = default["agents"]
     expected = set()
     for name, agent in agents.items():
-        for provider in BUILTIN[agent["framework"]]["providers"]:
-            expected |= {(task, provider, s, name) for task, s in simulated}
+        entry = BUILTIN[agent["framework"]]
+        for provider in entry["providers"]:
+            # a task whose tools come from an MCP server: the frameworks with MCP support
+            expected |= {(task, provider, s, name) for task, s in simulated
+                         if entry["mcp"] or "mcp_server" not in default["tasks"][task]}
     got = {(r.task, r.backend, r.scenario.split("__")[0], r.framework.name)
            for r in cfg.runs if r.framework is not None}
     assert got == expected
