@@ -156,8 +156,13 @@ def test_a_task_without_a_server_in_the_matrix_starts_nothing(raw_config, tmp_pa
     (lambda r: r["mcp_servers"]["bad"].update(command="no/such/server"),
      "mcp_servers.bad.command", "not a file here nor a program on the PATH"),
     (None, "tasks.eco_task.tools[0]", ""),
+    # a framework without MCP support of its own (frameworks with it: test_agents_mcp.py)
     (lambda r: r["matrix"][-1].update(backends=["openai_chat"], agents=["langchain"]),
-     "matrix[", "runs the project's own tools only"),
+     "matrix[", "its framework 'langchain' takes no MCP tools"),
+    # a framework's own client starts the server: a URL server, a replayed one refused
+    (lambda r: (r["matrix"][-1].update(backends=["openai_chat"], agents=["pydantic_ai"]),
+                r["mcp_servers"]["bad"].update(replay=True)),
+     "matrix[", "which a replay of MCP server 'bad' never starts"),
 ])
 def test_config_mistakes_name_their_field(raw_config, edit, field, words):
     raw = bad_config(raw_config)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -222,11 +222,22 @@ class Recorder:
 
 def read(path: str | Path) -> list[dict[str, Any]]:
     """The records of a recording; RecordingError says what is wrong with the file."""
+    return read_numbered(path, "recording", "attempt",
+                         lambda rec: isinstance(rec.get("request"), dict)
+                         and ("response" in rec) != ("error" in rec))
+
+
+def read_numbered(path: str | Path, what: str, counter: str,
+                  valid: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The JSON lines of a recording file (``what``: its name in messages), record ``i``
+    carrying ``i`` in its ``counter`` field and passing ``valid``; RecordingError says
+    what is wrong with the file (also for the MCP tool recordings,
+    :mod:`reactlab.mcp.recording`)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise RecordingError(f"cannot read the recording {path}: {exc.strerror}") from exc
+        raise RecordingError(f"cannot read the {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise RecordingError(f"{path}: not UTF-8 ({exc})") from exc
     records: list[dict[str, Any]] = []
@@ -235,10 +246,8 @@ def read(path: str | Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
         except ValueError as exc:
             raise RecordingError(f"{path}: line {i} is not valid JSON ({exc})") from exc
-        if (not isinstance(rec, dict) or rec.get("attempt") != i
-                or not isinstance(rec.get("request"), dict)
-                or ("response" in rec) == ("error" in rec)):
-            raise RecordingError(f"{path}: line {i} is not the record of attempt {i}")
+        if not isinstance(rec, dict) or rec.get(counter) != i or not valid(rec):
+            raise RecordingError(f"{path}: line {i} is not the record of {counter} {i}")
         records.append(rec)
     return records
 

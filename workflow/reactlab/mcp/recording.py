@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reactlab.backends.recording import first_difference
+from reactlab.backends.recording import first_difference, read_numbered
 from reactlab.core.errors import RecordingError, ToolServerError
 from reactlab.core.io import write_bytes_atomic
 
@@ -67,26 +67,10 @@ class ToolRecorder:
 
 def read(path: str | Path) -> list[dict[str, Any]]:
     """The records of a tool recording; RecordingError says what is wrong with the file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecordingError(f"cannot read the tool recording {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise RecordingError(f"{path}: not UTF-8 ({exc})") from exc
-    records: list[dict[str, Any]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise RecordingError(f"{path}: line {i} is not valid JSON ({exc})") from exc
-        if (not isinstance(rec, dict) or rec.get("exchange") != i
-                or not isinstance(rec.get("request"), dict)
-                or ("response" in rec) == ("failure" in rec)
-                or not isinstance(rec.get("response", rec.get("failure")), dict)):
-            raise RecordingError(f"{path}: line {i} is not the record of exchange {i}")
-        records.append(rec)
-    return records
+    return read_numbered(path, "tool recording", "exchange",
+                         lambda rec: isinstance(rec.get("request"), dict)
+                         and ("response" in rec) != ("failure" in rec)
+                         and isinstance(rec.get("response", rec.get("failure")), dict))
 
 
 class ToolReplay:
