@@ -138,6 +138,24 @@ def raw_config() -> dict:
     return load_yaml(ROOT / "config.yaml")
 
 
+def with_own_mcp_server(raw: dict, data_files: tuple[Path, Path]) -> dict:
+    """A copy of ``raw`` without the shipped MCP slice (its server is listed elsewhere) and
+    with the project's own server, `python -m reactlab mcp` over stdio on ``data_files``,
+    as ``mcp_servers.reactlab`` (results read as the lesson's JSON; docs/mcp.md)."""
+    import copy
+    import sys
+
+    raw = copy.deepcopy(raw)
+    raw["matrix"] = [b for b in raw["matrix"]
+                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
+    raw["mcp_servers"]["reactlab"] = {
+        "command": sys.executable,
+        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
+                 "--news", str(data_files[1])],
+        "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson"}
+    return raw
+
+
 def offline_blocks(raw: dict) -> list[dict]:
     """The matrix blocks that run by default: those without a live backend (live blocks
     run only with `live: {enabled: true}`)."""

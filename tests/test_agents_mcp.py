@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from reactlab.config import parse
 from reactlab.core.errors import ConfigError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, with_own_mcp_server
 
 SQLITE = ROOT / ".venv-mcp-sqlite" / "bin" / "mcp-server-sqlite"
 needs_sqlite = pytest.mark.skipif(not SQLITE.is_file(),
@@ -125,14 +124,7 @@ def test_over_the_projects_own_server_the_results_are_the_in_process_ones(
     from reactlab.analysis.verify import verify_job
     from reactlab.runner import run_to_trace
 
-    raw = copy.deepcopy(raw_config)
-    raw["matrix"] = [b for b in raw["matrix"]
-                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
-    raw["mcp_servers"]["reactlab"] = {
-        "command": sys.executable,
-        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
-                 "--news", str(data_files[1])],
-        "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson"}
+    raw = with_own_mcp_server(raw_config, data_files)
     raw["tasks"]["variacion_mcp"] = {**raw["tasks"]["variacion_busi"], "mcp_server": "reactlab"}
     cfg = parse(with_agents(raw, ["variacion_mcp"], ["correcto", "argumentos_inventados"]))
     for framework in FRAMEWORKS:

@@ -18,7 +18,7 @@ import pytest
 
 from reactlab.config import parse
 from reactlab.core.errors import ConfigError, RecordingError, ToolServerError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, with_own_mcp_server
 
 BAD = str(ROOT / "tests" / "mcp_bad_server.py")
 SQLITE = ROOT / ".venv-mcp-sqlite" / "bin" / "mcp-server-sqlite"
@@ -423,15 +423,9 @@ def test_the_projects_server_over_stdio_gives_the_in_process_results_and_verdict
     from reactlab.analysis.verify import verify_job
     from tests.conftest import run_specs
 
-    raw = copy.deepcopy(raw_config)
-    raw["matrix"] = [b for b in raw["matrix"]
-                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
-    raw["mcp_servers"]["reactlab"] = {
-        "command": sys.executable,
-        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
-                 "--news", str(data_files[1])],
-        "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson",
-        "watch": [str(ROOT / "workflow/reactlab/tools"), str(ROOT / "workflow/reactlab/mcp")]}
+    raw = with_own_mcp_server(raw_config, data_files)
+    raw["mcp_servers"]["reactlab"]["watch"] = [str(ROOT / "workflow/reactlab/tools"),
+                                               str(ROOT / "workflow/reactlab/mcp")]
     cfg_in = parse(raw)
     runs = [r for r in cfg_in.runs if r.task in ("variacion_busi", "cierre_acme")
             and r.backend == "openai" and r.mcp is None][:8]
