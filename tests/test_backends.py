@@ -57,9 +57,10 @@ def shipped_traces(toolbox: Any, tmp_path_factory: pytest.TempPathFactory
                    ) -> dict[tuple[str, str], dict[str, trace.Trace]]:
     """Every scripted run of the shipped matrix, written and read back, by (task, scenario)."""
     cfg = load(ROOT / "config.yaml")
-    # a real model is not a script: no parity to expect
+    # a real model is not a script: no parity to expect; a task whose tools come from an
+    # MCP server runs on that server (tests/test_mcp.py), not on the project's tools
     scripted = [s for s in cfg.runs if s.backend_config.mode != "model"
-                and s.framework is None]
+                and s.framework is None and s.mcp is None]
     by_pair: dict[tuple[str, str], dict[str, trace.Trace]] = defaultdict(dict)
     for ran in run_specs(scripted, toolbox, tmp_path_factory.mktemp("traces")):
         tr = trace.read(ran.trace)
@@ -103,7 +104,8 @@ def test_every_matrix_run_has_both_providers(shipped_traces: dict, raw_config: d
     backends = raw_config["backends"]
     blocks = offline_blocks(raw_config)
     expected = {(t, s) for b in blocks for t in b["tasks"] for s in b["scenarios"]
-                if any(backends[x]["mode"] != "model" for x in b["backends"])}
+                if any(backends[x]["mode"] != "model" for x in b["backends"])
+                and "mcp_server" not in raw_config["tasks"][t]}
     assert len(expected) >= 13
     assert set(shipped_traces) == expected
     wanted: dict[tuple[str, str], set[str]] = defaultdict(set)

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load(ROOT / "config.yaml")
 API_RUNS = [r for r in SHIPPED.runs  # the lesson loop's (a framework brings its client)
             if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
-            and r.backend_config.mode == "simulated" and r.framework is None]
+            and r.backend_config.mode == "simulated" and r.framework is None
+            and r.mcp is None]  # an MCP task's tools are its server's (test_mcp.py)
 
 
 @pytest.mark.parametrize("spec", API_RUNS, ids=lambda r: r.key)

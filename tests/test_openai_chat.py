@@ -34,7 +34,8 @@ from reactlab.simulate.server import ServerThread
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load(ROOT / "config.yaml")
 CHAT_RUNS = [r for r in SHIPPED.runs  # the lesson loop's runs (frameworks: test_agent_*)
-             if r.backend == "openai_chat" and r.framework is None]
+             if r.backend == "openai_chat" and r.framework is None
+             and r.mcp is None]  # an MCP task's tools are its server's (test_mcp.py)
 TIMEOUT = 10.0
 TOOLS = [{"type": "function", "function": {
     "name": "precio", "description": "Cierre de una acción.",
@@ -465,7 +466,7 @@ def test_stream_include_usage_only_on_openai_chat(raw_config: dict) -> None:
 
 def test_the_default_matrix_runs_the_lessons_scenarios_on_chat_completions() -> None:
     by_api = {b: {(r.task, r.scenario) for r in SHIPPED.runs
-                  if r.backend == b and r.framework is None}
+                  if r.backend == b and r.framework is None and r.mcp is None}
               for b in ("openai", "openai_chat")}
     assert by_api["openai_chat"] == by_api["openai"] and len(CHAT_RUNS) == 23
 

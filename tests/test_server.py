@@ -48,7 +48,8 @@ SHIPPED = load(ROOT / "config.yaml")
 # cierre_acme, noticias_busi and noticias_busi_abril.
 API_RUNS = [r for r in SHIPPED.runs  # the lesson loop's (a framework brings its client)
             if r.backend_config.provider in ("openai", "anthropic", "openai_chat")
-            and r.backend_config.mode == "simulated" and r.framework is None]
+            and r.backend_config.mode == "simulated" and r.framework is None
+            and r.mcp is None]  # an MCP task's tools are its server's (test_mcp.py)
 
 
 

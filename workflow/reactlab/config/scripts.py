@@ -25,12 +25,12 @@ and refuses (ScriptError), as before.
 results that are not ``{"resultado": ...}`` / ``{"error": ...}`` (a bare number, free
 text read as ``{"texto": ...}``, another object). Then the scripted model still answers,
 leniently: when the step cannot be rendered from the lesson-shaped results alone, such a
-result counts in ``ok`` as itself (free text as its text); a key or index looked up in a
-plain value (a number, a string) gives the value itself, so ``{ok[0][cierre]}`` of a
-bare ``191.5`` is ``191.5``; a field the results still cannot fill is written ``?`` (its
-format spec dropped). What it answers is then for the verifier to judge. With the
-lesson's results only, a field that cannot be filled stays a ScriptError (a bug in the
-script).
+result counts in ``ok`` as itself (free text as its text, without fields: a key looked
+up in it is ``?``); a key or index looked up in another plain value (a number, a string)
+gives the value itself, so ``{ok[0][cierre]}`` of a bare ``191.5`` is ``191.5``; a
+field the results still cannot fill is written ``?`` (its format spec dropped). What it
+answers is then for the verifier to judge. With the lesson's results only, a field that
+cannot be filled stays a ScriptError (a bug in the script).
 """
 
 from __future__ import annotations
@@ -74,6 +74,12 @@ class _Unfilled:
 _UNFILLED = _Unfilled()
 
 
+class FreeText(str):
+    """Free text a tool sent back (what :func:`reactlab.simulate.parse_tool_output` reads
+    as ``{"texto": ...}``), as ``ok`` holds it: written as its text, with no fields (a key
+    looked up in it is unfilled, ``?``)."""
+
+
 class _ItemOnlyFormatter(string.Formatter):
     def __init__(self, lenient: bool = False) -> None:
         self.lenient = lenient
@@ -86,6 +92,8 @@ class _ItemOnlyFormatter(string.Formatter):
         for is_attr, key in rest:
             if is_attr:
                 raise ScriptError(f"attribute access is not allowed in {{{field_name}}}")
+            if self.lenient and isinstance(obj, FreeText):
+                return _UNFILLED, first  # free text has no fields
             if self.lenient and (isinstance(obj, str) or not isinstance(obj, Mapping | Sequence)):
                 continue  # a plain value stands for itself
             if isinstance(obj, Sequence) and not isinstance(obj, str):
@@ -200,7 +208,7 @@ def _as_itself(result: Any) -> Any:
     anything else itself."""
     if isinstance(result, dict) and set(result) == {"texto"} and isinstance(
             result["texto"], str):
-        return result["texto"]
+        return FreeText(result["texto"])
     return result
 
 
