@@ -248,6 +248,14 @@ def model_runs(workdir: Path) -> set[str]:
             if r.backend_config.mode == "model"}
 
 
+def mcp_runs(workdir: Path) -> set[str]:
+    """The runs whose task takes its tools from an MCP server: each its own run_mcp job
+    (one server per job), never in a batch (workflow/rules/cluster.smk)."""
+    from reactlab import config
+
+    return {r.key for r in config.load(workdir / "config.yaml").runs if r.mcp is not None}
+
+
 def all_runs(workdir: Path) -> set[str]:
     from reactlab import config
 
@@ -358,11 +366,12 @@ def test_slurm_dry_run_plans_the_matrix_in_batches(dry_runs: DryRuns) -> None:
     assert "Using workflow specific profile workflow/profiles/slurm" in out
     local, slurm = job_stats(output(dry_runs.default)), job_stats(out)
     batch = cluster_setting("cluster_batch")
-    models = model_runs(dry_runs.workdir)
+    models, mcp = model_runs(dry_runs.workdir), mcp_runs(dry_runs.workdir)
     batches = {rule: n for rule, n in slurm.items() if rule.startswith("run_batch_")}
     n_sim = local["run_agent"] - len(models)
     assert len(batches) == -(-n_sim // batch) and set(batches.values()) == {1}
-    assert slurm["run_agent"] == slurm["verify"] == len(models)
+    assert slurm["run_agent"] == len(models) and slurm["run_mcp"] == len(mcp) > 0
+    assert slurm["verify"] == len(models) + len(mcp)
     rest = {r: n for r, n in slurm.items()
             if r not in batches and r not in ("run_agent", "verify", "total")}
     assert rest == {r: n for r, n in local.items()
@@ -375,7 +384,8 @@ def test_slurm_dry_run_plans_the_matrix_in_batches(dry_runs: DryRuns) -> None:
             files = job.fields["output"].split(", ")
             sizes.append(len(files) // 2)
             traces += [f for f in files if f.startswith("results/traces/")]
-    sim = sorted(f"results/traces/{k}.jsonl" for k in all_runs(dry_runs.workdir) - models)
+    sim = sorted(f"results/traces/{k}.jsonl"
+                 for k in all_runs(dry_runs.workdir) - models - mcp)
     assert sorted(traces) == sim
     assert max(sizes) <= batch and max(sizes) - min(sizes) <= 1
 
