@@ -94,11 +94,14 @@ class Page:
     def shown(self) -> list[dict[str, str]]:
         """The rows on screen: the cells' text and the link."""
         return list(self.js("""Array.from(document.querySelectorAll('#runs-body tr')).map(
-            function (tr) { var c = tr.children; return {suite: c[0].textContent,
+            function (tr) { var c = tr.children; var heads = Array.from(
+                tr.closest('table').querySelectorAll('thead th')).map(
+                function (th) { return th.textContent; });
+            return {suite: c[0].textContent,
             task: c[1].textContent, backend: c[2].textContent,
             scenario: c[3].querySelector('a').textContent,
             href: c[3].querySelector('a').getAttribute('href'),
-            verdict: c[5].textContent}; })"""))
+            verdict: c[heads.indexOf('verdict')].textContent}; })"""))
 
     def set(self, name: str, value: str) -> float:
         """Set filter ``name`` as a user would; returns the ms filtering and rendering took
