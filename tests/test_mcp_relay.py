@@ -55,7 +55,7 @@ def test_relay_logs_each_call_as_the_tools_answer_in_process(
         data_files: tuple[Path, Path], toolbox: Any, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     got, children = _session(data_files, log)
-    executions = relay.executions(log)
+    executions = relay.executions(log, results="lesson")  # the project's server's setting
     assert [(n, a) for n, a, _ in executions] == CALLS  # every call, in order
     for (name, arguments, result), answer in zip(executions, got, strict=True):
         # the client saw the server's answer unchanged, and the log maps it to what the
@@ -68,24 +68,27 @@ def test_relay_logs_each_call_as_the_tools_answer_in_process(
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.parametrize(("answer", "expected"), [
-    ({"content": [{"type": "text", "text": '{"resultado": 1.5}'}]}, {"resultado": 1.5}),
-    ({"content": [{"type": "text", "text": '{"error": "x"}'}], "isError": True},
-     {"error": "x"}),
-    ({"content": [{"type": "text", "text": "no such table: t"}], "isError": True},
-     {"error": "no such table: t"}),
-    ({"content": [{"type": "text", "text": "[('BUSI', 26.19)]"}]},
-     {"resultado": "[('BUSI', 26.19)]"}),
-    # a server's success whose text happens to read as {"error": ...} stays an error
-    # only when it is one: isError decides for anything else
-    ({"content": [{"type": "text", "text": '{"resultado": 1}'}], "isError": True},
-     {"error": '{"resultado": 1}'}),
-    ({"jsonrpc_error": {"code": -32602, "message": "Invalid params"}},
-     {"error": "Invalid params"}),
-    ("not a result", {"error": "respuesta MCP ilegible"}),
+@pytest.mark.parametrize("answer", [
+    {"content": [{"type": "text", "text": '{"resultado": 1.5}'}]},
+    {"content": [{"type": "text", "text": "no such table: t"}], "isError": True},
+    {"content": [{"type": "text", "text": "[('BUSI', 26.19)]"}]},
+    {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    {"content": "not a list"},
 ])
-def test_outcome(answer: Any, expected: dict[str, Any]) -> None:
-    assert relay.outcome(answer) == expected
+@pytest.mark.parametrize("results", ["text", "json", "lesson"])
+def test_a_logged_answer_reads_as_the_projects_own_client_reads_it(answer: Any,
+                                                                    results: str) -> None:
+    from reactlab.mcp.source import result_of
+
+    assert relay.outcome(answer, results) == result_of(answer, results)
+
+
+def test_a_logged_jsonrpc_error_is_the_clients_failure_text() -> None:
+    from reactlab.mcp.source import FAILURES
+
+    assert relay.outcome({"jsonrpc_error": {"code": -32602, "message": "Invalid params"}}) \
+        == {"error": FAILURES["rpc"].format(detail="Invalid params")}
+    assert relay.outcome("not a result") == {"error": FAILURES["malformed"]}
 
 
 def test_relay_without_a_server_is_a_usage_error() -> None:

@@ -277,7 +277,7 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
             except HardStop:
                 termination, name = "hard_stop", "HardStop"
         if spec.mcp is not None:
-            executed[:] = relay.executions(log)
+            executed[:] = relay.executions(log, spec.mcp.results)
             if isinstance(tools, FrameworkMcp) and tools.recording is not None:
                 write_text_atomic(tools.recording,
                                   log.read_text(encoding="utf-8") if log.exists() else "")

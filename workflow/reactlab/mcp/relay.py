@@ -54,38 +54,33 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
             **(extra or {})}
 
 
-def outcome(result: Any) -> dict[str, Any]:
-    """A logged MCP result as the trace's tool result: ``{"error": text}`` for a result
-    with ``isError`` (or a JSON-RPC error), else the text content — read as the lesson's
-    ``{"resultado": ...}`` / ``{"error": ...}`` when it is one (the project's own server
-    sends exactly that JSON), ``{"resultado": text}`` otherwise."""
+def outcome(result: Any, results: str = "text") -> dict[str, Any]:
+    """A logged MCP answer as the trace's tool result, read as the project's own MCP
+    client reads one (:func:`reactlab.mcp.source.result_of`, with the server's
+    ``results`` setting); a JSON-RPC error as that client's failure text."""
+    from reactlab.mcp.source import FAILURES, result_of
+
     if not isinstance(result, dict):
-        return {"error": "respuesta MCP ilegible"}
+        return {"error": FAILURES["malformed"]}
     if "jsonrpc_error" in result:
         error = result["jsonrpc_error"]
-        return {"error": str(error.get("message", error) if isinstance(error, dict) else error)}
-    text = "".join(str(c.get("text", "")) for c in result.get("content") or ()
-                   if isinstance(c, dict) and c.get("type") == "text")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict) and len(value) == 1 and (
-            "error" in value or ("resultado" in value and not result.get("isError"))):
-        return value
-    return {"error": text} if result.get("isError") else {"resultado": text}
+        detail = error.get("message") if isinstance(error, dict) else None
+        return {"error": FAILURES["rpc"].format(detail=detail or "sin detalle")}
+    return result_of(result, results)
 
 
-def executions(log: str | Path) -> list[tuple[str, Any, dict[str, Any]]]:
+def executions(log: str | Path,
+               results: str = "text") -> list[tuple[str, Any, dict[str, Any]]]:
     """The tool executions a relay logged: (name, arguments, result as the trace records
-    it), in the order the server answered them (none if the log was never written)."""
+    it: :func:`outcome`), in the order the server answered them (none if the log was
+    never written)."""
     path = Path(log)
     if not path.exists():
         return []
     out: list[tuple[str, Any, dict[str, Any]]] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
-        out.append((entry["name"], entry["arguments"], outcome(entry["result"])))
+        out.append((entry["name"], entry["arguments"], outcome(entry["result"], results)))
     return out
 
 
