@@ -156,6 +156,23 @@ def with_own_mcp_server(raw: dict, data_files: tuple[Path, Path]) -> dict:
     return raw
 
 
+def framework_docs_table(providers: Iterable[str], rows: Iterable[tuple[str, str]],
+                         run_one: Any) -> str:
+    """The table docs/agents.md prints for a framework: one line per provider and
+    (scenario, agent) of ``rows``, each the end record of ``run_one(provider, scenario,
+    agent)``'s trace."""
+    lines = ["| provider | scenario (agent) | termination | ending | requests | tool errors "
+             "| tokens sent |", "|---|---|---|---|---|---|---|"]
+    rows = list(rows)
+    for provider in providers:
+        for scenario, agent in rows:
+            end = run_one(provider, scenario, agent).end.to_json()
+            lines.append(f"| {provider} | {scenario} ({agent}) | {end['termination']} | "
+                         f"{end['ending']} | {end['steps']} | {end['errors']} | "
+                         f"{end['tokens_sent']:,} |")
+    return "\n".join(lines)
+
+
 def offline_blocks(raw: dict) -> list[dict]:
     """The matrix blocks that run by default: those without a live backend (live blocks
     run only with `live: {enabled: true}`)."""

@@ -228,16 +228,11 @@ def test_settings_are_checked(toolbox: Any, tmp_path: Path) -> None:
 
 def table(toolbox: Any, tmp_path: Path) -> str:
     """The docs' table: one line per provider and run of :data:`TABLE`."""
+    from tests.conftest import framework_docs_table
+
     cfg = config.parse(agents_config())
-    lines = ["| provider | scenario (agent) | termination | ending | requests | tool errors "
-             "| tokens sent |", "|---|---|---|---|---|---|---|"]
-    for provider in PROVIDERS:
-        for scenario, agent in TABLE:
-            end = run(cfg, toolbox, tmp_path, provider, scenario, agent).end.to_json()
-            lines.append(f"| {provider} | {scenario} ({agent}) | {end['termination']} | "
-                         f"{end['ending']} | {end['steps']} | {end['errors']} | "
-                         f"{end['tokens_sent']:,} |")
-    return "\n".join(lines)
+    return framework_docs_table(PROVIDERS, TABLE, lambda provider, scenario, agent: run(
+        cfg, toolbox, tmp_path, provider, scenario, agent))
 
 
 if __name__ == "__main__":
