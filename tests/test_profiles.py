@@ -249,8 +249,8 @@ def model_runs(workdir: Path) -> set[str]:
 
 
 def mcp_runs(workdir: Path) -> set[str]:
-    """The runs whose task takes its tools from an MCP server: each its own run_mcp job
-    (one server per job), never in a batch (workflow/rules/cluster.smk)."""
+    """The runs whose task takes its tools from an MCP server: run_mcp jobs locally, in
+    the batches on a cluster (workflow/rules/cluster.smk)."""
     from reactlab import config
 
     return {r.key for r in config.load(workdir / "config.yaml").runs if r.mcp is not None}
@@ -359,34 +359,42 @@ def test_no_dry_run_tried_to_reach_a_cluster(dry_runs: DryRuns) -> None:
 def test_slurm_dry_run_plans_the_matrix_in_batches(dry_runs: DryRuns) -> None:
     """The same work as the local plan, packed as the profile says (cluster_batch,
     workflow/rules/cluster.smk): every simulated or scripted run and its verification in
-    a run_batch_<i> job of at most `cluster_batch` runs, the model runs in run_agent and
-    verify jobs of their own, everything else one job each as locally."""
+    a run_batch_<i> job of at most `cluster_batch` runs (a run on an MCP server's tools
+    with its recording), the model runs in run_agent and verify jobs of their own,
+    everything else one job each as locally."""
     out = output(dry_runs.slurm)
     assert dry_runs.slurm.returncode == 0, out[-4000:]
     assert "Using workflow specific profile workflow/profiles/slurm" in out
     local, slurm = job_stats(output(dry_runs.default)), job_stats(out)
     batch = cluster_setting("cluster_batch")
     models, mcp = model_runs(dry_runs.workdir), mcp_runs(dry_runs.workdir)
+    assert mcp and local["run_mcp"] == len(mcp)
     batches = {rule: n for rule, n in slurm.items() if rule.startswith("run_batch_")}
-    n_sim = local["run_agent"] - len(models)
+    n_sim = local["run_agent"] + local["run_mcp"] - len(models)
     assert len(batches) == -(-n_sim // batch) and set(batches.values()) == {1}
-    assert slurm["run_agent"] == len(models) and slurm["run_mcp"] == len(mcp) > 0
-    assert slurm["verify"] == len(models) + len(mcp)
+    assert slurm["run_agent"] == len(models) and "run_mcp" not in slurm
+    assert slurm["verify"] == len(models)
     rest = {r: n for r, n in slurm.items()
             if r not in batches and r not in ("run_agent", "verify", "total")}
     assert rest == {r: n for r, n in local.items()
-                    if r not in ("run_agent", "verify", "total")}
-    # each simulated run's trace and verification is an output of exactly one batch
+                    if r not in ("run_agent", "run_mcp", "verify", "total")}
+    # each simulated run's trace and verification is an output of exactly one batch, and
+    # each MCP run's recording of the batch that runs it
     traces: list[str] = []
+    recordings: list[str] = []
     sizes = []
     for job in planned_jobs(out):
         if job.rule.startswith("run_batch_"):
             files = job.fields["output"].split(", ")
-            sizes.append(len(files) // 2)
-            traces += [f for f in files if f.startswith("results/traces/")]
-    sim = sorted(f"results/traces/{k}.jsonl"
-                 for k in all_runs(dry_runs.workdir) - models - mcp)
+            ran = [f for f in files if f.startswith("results/traces/")]
+            sizes.append(len(ran))
+            traces += ran
+            recordings += [f for f in files if f.startswith("results/recordings/")]
+            assert len(files) == 2 * len(ran) + len(
+                [f for f in files if f.startswith("results/recordings/")]), job
+    sim = sorted(f"results/traces/{k}.jsonl" for k in all_runs(dry_runs.workdir) - models)
     assert sorted(traces) == sim
+    assert sorted(recordings) == sorted(f"results/recordings/{k}.mcp.jsonl" for k in mcp)
     assert max(sizes) <= batch and max(sizes) - min(sizes) <= 1
 
 

@@ -145,14 +145,6 @@ def simulated_runs(workdir: Path) -> int:
     return len(config.load(workdir / "config.yaml").runs)  # the copy has no model runs
 
 
-def mcp_runs(workdir: Path) -> int:
-    """The runs whose task takes its tools from an MCP server: each its own run_mcp and
-    verify job, never in a batch (workflow/rules/cluster.smk)."""
-    from reactlab import config
-
-    return sum(r.mcp is not None for r in config.load(workdir / "config.yaml").runs)
-
-
 def profile_batch() -> int:
     import yaml
 
@@ -236,17 +228,14 @@ def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
     ratio = t_slurm / t_local
     ev.say(f"wall time: local {t_local:.1f} s, SLURM {t_slurm:.1f} s, ratio {ratio:.2f}x")
 
-    # the profile's packing (cluster_batch, cluster_local=True): the simulated runs on
-    # the project's tools in ceil(runs / batch) batch jobs; a run on an MCP server's
-    # tools its own run_mcp and verify jobs, after the database its server reads
-    # (sqlite_db); data, tables, figures and viewer in the submitting process
-    mcp = mcp_runs(remote)
-    batches = -(-(simulated_runs(remote) - mcp) // profile_batch())
-    expected = sorted([f"run_batch_{i}" for i in range(batches)] + ["run_mcp"] * mcp
-                      + ["verify"] * mcp + ["sqlite_db"] * (mcp > 0))
+    # the profile's packing (cluster_batch, cluster_local=True): the simulated runs, those
+    # on an MCP server's tools included, in ceil(runs / batch) batch jobs; data (the MCP
+    # server's database too), tables, figures and viewer in the submitting process
+    batches = -(-simulated_runs(remote) // profile_batch())
+    expected = sorted(f"run_batch_{i}" for i in range(batches))
     assert sorted(rules) == expected, str(ev)
     assert len(submitted) == len(expected), str(ev)
-    assert set(local_rules) == {"all", "generate_data", "tables", "viewer",
+    assert set(local_rules) == {"all", "generate_data", "sqlite_db", "tables", "viewer",
                                 "figure_cumulative_tokens", "figure_defences",
                                 "figure_outcomes", "figure_success_rates",
                                 "figure_tokens", "figure_agents_tokens"}, str(ev)

@@ -348,15 +348,20 @@ def chunks(keys: Sequence[str], size: int) -> list[list[str]]:
 
 def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str],
               verified: Sequence[str], run_logs: Sequence[str],
-              verify_logs: Sequence[str]) -> None:
+              verify_logs: Sequence[str], *,
+              tools: Sequence[tuple[str | None, str | None]] | None = None) -> None:
     """Rules run_batch_*: a chunk of simulated or scripted runs and their verifications in
-    one process, with the code of rules run_agent and verify (same files, byte for byte)."""
+    one process, with the code of rules run_agent, run_mcp, replay_mcp and verify (same
+    files, byte for byte). ``tools``: per run, the MCP recording it writes and the one
+    it replays (None, None for a run on the project's tools)."""
     from reactlab.analysis.verify import verify_job
     from reactlab.runner import run_job
 
     for i, spec in enumerate(specs):
+        recording, replay = tools[i] if tools is not None else (None, None)
         with job_log(run_logs[i], "run") as say:
-            say(run_job(spec, prices, news, traces[i]))
+            say(run_job(spec, prices, news, traces[i], tools_recording=recording,
+                        tools_replay=replay))
         with job_log(verify_logs[i], "verify") as say:
             say(verify_job(traces[i], verified[i]))
 
