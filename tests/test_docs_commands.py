@@ -105,6 +105,8 @@ TABLE: dict[str, Entry] = {
     "reactlab bench --mcp": not_run("a measurement (this machine's timings); "
                                     "tests/test_mcp.py drives the same tool source"),
     "reactlab bench --mcp --calls 500": not_run("the same measurement with more calls"),
+    "reactlab bench --mcp --pipeline --cores 2 --repeat 2":
+        not_run("a measurement (minutes): four runs of the simulated matrix"),
     "make recover": cheap("recover"),
     "conda env create -f environment.yml && conda activate reactlab":
         not_run("needs conda and the network; tests/test_packaging.py checks that "

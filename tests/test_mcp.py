@@ -612,3 +612,21 @@ def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_p
     assert out.count("rule replay_mcp") == 4 and "rule run_mcp" not in out
     assert {t: (work / t).read_bytes() for t in targets} == recorded
     assert (work / "data/generated/acciones6.sqlite").read_bytes() == pristine
+
+
+def test_the_slice_benchmark_drops_exactly_the_mcp_runs(raw_config: dict) -> None:
+    """``reactlab bench --mcp --pipeline`` compares the simulated matrix with and without
+    its MCP slice: the config it times without the slice plans every other run, unchanged,
+    and none on an MCP server's tools."""
+    import copy
+
+    from reactlab import config
+    from reactlab.dev.mcp_bench import without_mcp
+
+    raw = copy.deepcopy(raw_config)
+    without_mcp(raw)
+    full = {r.key: r for r in config.parse(raw_config).runs}
+    kept = {r.key: r for r in config.parse(raw).runs}
+    mcp = {k for k, r in full.items() if r.mcp is not None}
+    assert mcp and set(kept) == set(full) - mcp
+    assert all(kept[k].to_json() == full[k].to_json() for k in kept)

@@ -187,6 +187,12 @@ def _cmd_bench(a: argparse.Namespace) -> None:
         from reactlab.dev.mcp_bench import main as mcp_main
 
         mcp_main(calls=a.calls)
+        if a.pipeline:
+            import json
+
+            from reactlab.dev.mcp_bench import pipeline
+
+            print(json.dumps({"mcp_slice": pipeline(a.cores, a.repeat)}), flush=True)
         return
     from reactlab.dev.bench import main as bench_main
 
@@ -303,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "same work in process (reactlab.dev.mcp_bench; a few seconds)")
     s.add_argument("--calls", type=int, default=200,
                    help="with --mcp: timed calls per side (default 200)")
+    s.add_argument("--pipeline", action="store_true",
+                   help="with --mcp: also time the simulated matrix with and without its "
+                        "MCP slice, side by side (--repeat times each; a few minutes)")
     s.set_defaults(func=_cmd_bench)
 
     serve_help = ("serve the scripted scenarios over HTTP: the OpenAI Responses "

@@ -26,15 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ("correcto", "argumentos_inventados", "bucle", "fallo_429_recupera")
@@ -206,26 +203,15 @@ def _dedupe(matrix: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def pipeline(cores: int) -> dict[str, float]:
     """Part 2 (see the module docstring)."""
-    from reactlab.dev.bench import copy_workflow, snakemake
+    from reactlab.dev.bench import slice_adds
 
-    out = {}
-    with tempfile.TemporaryDirectory(prefix="reactlab-agents-bench-") as tmp:
-        for name, keep in (("with_frameworks", True), ("lesson_only", False)):
-            work = Path(tmp) / name
-            work.mkdir()
-            copy_workflow(work, simulated_only=True)
-            if not keep:
-                path = work / "config.yaml"
-                raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-                for block in raw["matrix"]:
-                    if "agents" in block:
-                        block["agents"] = ["lesson"]
-                path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
-                                encoding="utf-8")
-            out[name] = round(snakemake(work, cores), 1)
-            shutil.rmtree(work / ".snakemake", ignore_errors=True)
-    out["framework_slice_adds_s"] = round(out["with_frameworks"] - out["lesson_only"], 1)
-    return out
+    def lesson_only(raw: dict[str, Any]) -> None:
+        for block in raw["matrix"]:
+            if "agents" in block:
+                block["agents"] = ["lesson"]
+        raw["matrix"] = _dedupe(raw["matrix"])
+
+    return slice_adds(cores, "frameworks", lesson_only)
 
 
 def main() -> None:

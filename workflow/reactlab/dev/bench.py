@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -69,6 +70,33 @@ def write_simulated_config(path: Path) -> int:
     path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
                     encoding="utf-8")
     return len(raw["matrix"])
+
+
+def slice_adds(cores: int, name: str, without: Callable[[dict[str, Any]], None],
+               repeat: int = 1) -> dict[str, float]:
+    """What a slice of the simulated matrix adds to a pipeline run: the simulated matrix
+    (:func:`write_simulated_config`) under ``snakemake --cores`` in fresh copies, with the
+    slice (``with_<name>``) and without it (``without_<name>``: ``without`` edits the raw
+    config in place), alternated ``repeat`` times in one invocation; the medians and their
+    difference (``<name>_adds_s``)."""
+    times: dict[str, list[float]] = {f"with_{name}": [], f"without_{name}": []}
+    with tempfile.TemporaryDirectory(prefix="reactlab-slice-bench-") as tmp:
+        for i in range(repeat):
+            for label in times:
+                work = Path(tmp) / f"{label}{i}"
+                work.mkdir()
+                copy_workflow(work, simulated_only=True)
+                if label.startswith("without_"):
+                    path = work / "config.yaml"
+                    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+                    without(raw)
+                    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                                    encoding="utf-8")
+                times[label].append(snakemake(work, cores))
+                shutil.rmtree(work, ignore_errors=True)
+    out = {label: round(statistics.median(t), 1) for label, t in times.items()}
+    out[f"{name}_adds_s"] = round(out[f"with_{name}"] - out[f"without_{name}"], 1)
+    return out
 
 
 def snakemake(workdir: Path, cores: int, *extra: str) -> float:
