@@ -106,10 +106,15 @@ class ToolServerError(ReactlabError):
     the ones planned). During a run a failed call is caught by the tool source and goes to
     the model as ``{"error": ...}`` data (:mod:`reactlab.mcp.source`)."""
 
-    def __init__(self, kind: str, message: str, *, detail: str | None = None) -> None:
+    def __init__(self, kind: str, message: str, *, detail: str | None = None,
+                 code: int | None = None, http_status: int | None = None) -> None:
         self.kind = kind
         #: the server's own words, for ``rpc``: its JSON-RPC error message
         self.detail = detail
+        #: for ``rpc``: the JSON-RPC error code, when the server gave an integer one
+        self.code = code
+        #: the HTTP status of a Streamable HTTP server's refusal (4xx / 5xx), if any
+        self.http_status = http_status
         super().__init__(message)
 
 

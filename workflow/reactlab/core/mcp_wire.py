@@ -82,7 +82,8 @@ def _answer(msg: Any, n: int, where: str) -> dict[str, Any] | None:
         text = err.get("message") if isinstance(err, dict) else None
         code = err.get("code") if isinstance(err, dict) else None
         raise ToolServerError("rpc", f"{where}: JSON-RPC error {code}: {text}",
-                              detail=str(text))
+                              detail=str(text),
+                              code=code if type(code) is int else None)
     result = msg.get("result")
     if not isinstance(result, dict):
         raise ToolServerError("malformed", f"{where}: an answer without a result object")
@@ -295,7 +296,8 @@ class HttpWire:
         try:
             with self._post(_message(n, method, params)) as resp:
                 if resp.status_code >= 400:
-                    raise ToolServerError("rpc", f"{where}: HTTP {resp.status_code}")
+                    raise ToolServerError("rpc", f"{where}: HTTP {resp.status_code}",
+                                          http_status=resp.status_code)
                 if "mcp-session-id" in resp.headers:
                     self._session = resp.headers["mcp-session-id"]
                 ctype = resp.headers.get("content-type", "")
@@ -371,16 +373,20 @@ class HttpWire:
 
 def open_wire(*, name: str, command: str | None = None, args: Sequence[str] = (),
               env: Mapping[str, str] | None = None, url: str | None = None,
+              headers: Mapping[str, str] | None = None,
               timeout: float = 30.0, max_bytes: int = 1_000_000,
               cwd: str | None = None) -> StdioWire | HttpWire:
-    """A wire to the server (stdio for ``command``, Streamable HTTP for ``url``), after
-    the handshake. A failure of the handshake closes it and raises ToolServerError."""
+    """A wire to the server (stdio for ``command``, Streamable HTTP for ``url``, with
+    ``headers`` sent on every HTTP message: authorization, for one), after the handshake.
+    A failure of the handshake closes it and raises ToolServerError (its ``http_status``
+    kept)."""
     wire: StdioWire | HttpWire
     if command is not None:
         wire = StdioWire(command, args, env=env, cwd=cwd, timeout=timeout,
                          max_bytes=max_bytes, name=name)
     elif url is not None:
-        wire = HttpWire(url, timeout=timeout, max_bytes=max_bytes, name=name)
+        wire = HttpWire(url, headers=headers, timeout=timeout, max_bytes=max_bytes,
+                        name=name)
     else:
         raise ToolServerError("start", f"MCP server {name}: neither a command nor a url")
     try:
@@ -391,7 +397,8 @@ def open_wire(*, name: str, command: str | None = None, args: Sequence[str] = ()
         wire.notify("notifications/initialized")
     except ToolServerError as exc:
         wire.close()
-        raise ToolServerError("start", f"{exc} (during the handshake)") from exc
+        raise ToolServerError("start", f"{exc} (during the handshake)",
+                              http_status=exc.http_status) from exc
     return wire
 
 

@@ -19,6 +19,7 @@ none) and ``disable_parallel_tool_use`` are obeyed; ``thread`` is refused with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import ModuleType
 from typing import Any, ClassVar, cast
@@ -26,7 +27,7 @@ from typing import Any, ClassVar, cast
 import httpx2
 
 from reactlab.config.faults import Fault
-from reactlab.core.errors import ScriptError
+from reactlab.core.errors import ScriptError, ToolServerError
 from reactlab.simulate import (
     RequestInvalid,
     ScriptedPolicy,
@@ -34,6 +35,7 @@ from reactlab.simulate import (
     content_id,
     count_runs,
     cut_json,
+    hosted_mcp,
     pair_results,
     parse_tool_output,
     partial_object,
@@ -44,14 +46,14 @@ from reactlab.simulate import (
 from reactlab.simulate.base import Simulator
 
 _BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
-                "redacted_thinking", "search_result"}
+                "redacted_thinking", "search_result", "mcp_tool_use", "mcp_tool_result"}
 _RESULT_BLOCKS = {"text", "image", "document", "search_result"}
 _OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
     "system": ((str, list), "a valid string or list"), "stream": (bool, "a valid boolean"),
     "metadata": (dict, "a valid dictionary"), "tool_choice": (dict, "a valid dictionary"),
     "temperature": ((int, float), "a valid number"), "top_p": ((int, float), "a valid number"),
     "top_k": (int, "a valid integer"), "stop_sequences": (list, "a valid list"),
-    "thinking": (dict, "a valid dictionary"),
+    "thinking": (dict, "a valid dictionary"), "mcp_servers": (list, "a valid list"),
 }
 # What the broken-body faults are cut from: the answer with usage as it was before it
 # was counted (zeros), so a fault's bytes, and the traces that quote them, are stable.
@@ -70,7 +72,31 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def step_of(body: dict[str, Any]) -> int:
     """The loop step of a request: 1 + the assistant turns its messages hold."""
-    return count_runs([m.get("role") == "assistant" for m in _messages(body)]) + 1
+    return _turns(_messages(body)) + 1
+
+
+def _turns(messages: list[dict[str, Any]]) -> int:
+    """The scripted model's turns that ``messages`` hold: runs of assistant messages,
+    plus the turns that one answer ran on a hosted MCP server
+    (:func:`hosted_mcp.extra_turns`)."""
+    turns = count_runs([m.get("role") == "assistant" for m in messages])
+    blocks: list[tuple[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") != "assistant" or not isinstance(content, list):
+            blocks.append(("end", None))
+            continue
+        for b in content:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind in ("tool_use", "mcp_tool_use"):
+                blocks.append(("call", b.get("id")))
+            elif kind == "mcp_tool_result":
+                blocks.append(("result", b.get("tool_use_id")))
+            else:
+                blocks.append(("other", None))
+    if any(k == "result" for k, _ in blocks):
+        turns += hosted_mcp.extra_turns(blocks)
+    return turns
 
 
 # --- validation ---------------------------------------------------------------------
@@ -99,14 +125,16 @@ def _blocks(blocks: Any, where: str, allowed: set[str]) -> None:
                                  f"{', '.join(sorted(allowed))}", f"{bw}.type")
         if kind == "text":
             _need(block, "text", str, "a valid string", bw)
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "mcp_tool_use"):
             _need(block, "id", str, "a valid string", bw)
             _need(block, "name", str, "a valid string", bw)
+            if kind == "mcp_tool_use":
+                _need(block, "server_name", str, "a valid string", bw)
             if "input" not in block:
                 raise RequestInvalid(f"{bw}.input: Field required", f"{bw}.input")
             if not isinstance(block["input"], dict):
                 raise _bad(f"{bw}.input", "a valid dictionary")
-        elif kind == "tool_result":
+        elif kind in ("tool_result", "mcp_tool_result"):
             _need(block, "tool_use_id", str, "a valid string", bw)
             content = block.get("content")
             if content is not None and not isinstance(content, str):
@@ -157,7 +185,11 @@ def validate(body: dict[str, Any], *, count_only: bool = False) -> None:
         for i, tool in enumerate(tools):
             if not isinstance(tool, dict):
                 raise _bad(f"tools.{i}", "a valid dictionary")
-            _need(tool, "name", str, "a valid string", f"tools.{i}")
+            if tool.get("type") == "mcp_toolset":
+                _validate_toolset(tool, f"tools.{i}")
+            else:
+                _need(tool, "name", str, "a valid string", f"tools.{i}")
+    _validate_mcp_servers(body)
     choice = body.get("tool_choice")
     if choice is not None:
         kind = _need(choice, "type", str, "a valid string", "tool_choice")
@@ -185,13 +217,90 @@ def validate(body: dict[str, Any], *, count_only: bool = False) -> None:
             _blocks(content, f"{where}.content", _BLOCK_TYPES)
 
 
+def _validate_toolset(tool: dict[str, Any], where: str) -> None:
+    _need(tool, "mcp_server_name", str, "a valid string", where)
+    for key in ("default_config", "configs"):
+        if tool.get(key) is not None and not isinstance(tool[key], dict):
+            raise _bad(f"{where}.{key}", "a valid dictionary")
+    configs = [tool.get("default_config") or {}, *(tool.get("configs") or {}).values()]
+    for config in configs:
+        if not isinstance(config, dict) or not isinstance(config.get("enabled", True), bool):
+            raise _bad(f"{where}.configs", "a valid dictionary of tool configurations")
+
+
+def _validate_mcp_servers(body: dict[str, Any]) -> None:
+    """``mcp_servers`` (URL servers with unique names) and the ``mcp_toolset`` tools: each
+    server is configured by exactly one toolset, and a toolset names a server."""
+    servers = body.get("mcp_servers")
+    toolsets = [t for t in body.get("tools") or () if t.get("type") == "mcp_toolset"]
+    names: list[str] = []
+    for i, server in enumerate(servers or ()):
+        where = f"mcp_servers.{i}"
+        if not isinstance(server, dict):
+            raise _bad(where, "a valid dictionary")
+        if _need(server, "type", str, "a valid string", where) != "url":
+            raise RequestInvalid(f"{where}.type: Input should be 'url'", f"{where}.type")
+        url = _need(server, "url", str, "a valid string", where)
+        if not url.startswith(("http://", "https://")):
+            raise RequestInvalid(f"{where}.url: URL must use http or https", f"{where}.url")
+        name = _need(server, "name", str, "a valid string", where)
+        token = server.get("authorization_token")
+        if token is not None and not isinstance(token, str):
+            raise _bad(f"{where}.authorization_token", "a valid string")
+        if name in names:
+            raise RequestInvalid(f"mcp_servers: duplicate server name '{name[:64]}'",
+                                 "mcp_servers")
+        names.append(name)
+    used = [t["mcp_server_name"] for t in toolsets]
+    for name in used:
+        if name not in names:
+            raise RequestInvalid(f"tools: mcp_toolset references MCP server '{name[:64]}', "
+                                 "which is not defined in mcp_servers", "tools")
+        if used.count(name) > 1:
+            raise RequestInvalid(f"tools: MCP server '{name[:64]}' is configured by more "
+                                 "than one mcp_toolset", "tools")
+    for name in names:
+        if name not in used:
+            raise RequestInvalid(f"mcp_servers: MCP server '{name[:64]}' is not referenced "
+                                 "by any mcp_toolset in tools", "mcp_servers")
+
+
+def admit(body: dict[str, Any], headers: Any) -> None:
+    """``mcp_servers`` needs the MCP connector's beta header (``anthropic-beta``)."""
+    if body.get("mcp_servers") is None:
+        return
+    betas = {b.strip() for b in str(headers.get("anthropic-beta") or "").split(",")}
+    if hosted_mcp.ANTHROPIC_BETA not in betas:
+        raise RequestInvalid("mcp_servers: the MCP connector needs the beta header "
+                             f"'anthropic-beta: {hosted_mcp.ANTHROPIC_BETA}'", "mcp_servers")
+
+
+def hosted_servers(body: dict[str, Any]) -> list[hosted_mcp.Server]:
+    """The hosted MCP servers of a (validated) request (``mcp_servers``), each with the
+    tools its ``mcp_toolset`` enables (``default_config`` / ``configs``)."""
+    toolsets = {t["mcp_server_name"]: t for t in body.get("tools") or ()
+                if t.get("type") == "mcp_toolset"}
+    servers = []
+    for server in body.get("mcp_servers") or ():
+        toolset = toolsets.get(server["name"], {})
+        token = server.get("authorization_token")
+        servers.append(hosted_mcp.Server(
+            server["name"], server["url"],
+            {"authorization": f"Bearer {token}"} if token else {},
+            default_on=(toolset.get("default_config") or {}).get("enabled", True),
+            overrides={k: v.get("enabled", True)
+                       for k, v in (toolset.get("configs") or {}).items()}))
+    return servers
+
+
 def tool_choice(body: dict[str, Any]) -> ToolChoice:
     """What a (validated) request lets the model do with its tools (``tool_choice``:
     auto / any / tool / none, and ``disable_parallel_tool_use``)."""
     choice = body.get("tool_choice") or {}
     modes: dict[Any, str] = {"any": "required", "tool": "tool", "none": "none"}
     mode = modes.get(choice.get("type"), "auto")
-    offered = tuple(t["name"] for t in body.get("tools") or () if isinstance(t, dict))
+    offered = tuple(t["name"] for t in body.get("tools") or () if isinstance(t, dict)
+                    and isinstance(t.get("name"), str))
     return ToolChoice(mode, choice.get("name") if mode == "tool" else None,
                       choice.get("disable_parallel_tool_use") is not True, offered)
 
@@ -210,56 +319,107 @@ def result_text(content: Any) -> str:
 
 def respond(policy: ScriptedPolicy, body: dict[str, Any],
             input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
-    """The simulated answer to one (validated) request body: (status, JSON body)."""
-    messages = _messages(body)
+    """The simulated answer to one (validated) request body: (status, JSON body).
+
+    With ``mcp_servers`` (beta ``mcp-client-2025-11-20``) the simulator connects to each
+    server and lists its tools, runs the script's calls to the tools its toolset enables
+    itself (an ``mcp_tool_use`` block and its ``mcp_tool_result``) and plays on, in the
+    same answer, until the script answers or calls a client-side tool.
+    """
+    servers = hosted_servers(body)
+    if not servers:
+        return _respond(policy, body, input_tokens, None)
+    session = hosted_mcp.Session(servers)
+    try:
+        session.open()
+    except ToolServerError:
+        # the API's refusal when it cannot reach a server (its words)
+        return 400, error_body("invalid_request_error",
+                               "Connection error while communicating with MCP server.")
+    try:
+        return _respond(policy, body, input_tokens, session)
+    finally:
+        session.close()
+
+
+def _state(messages: list[dict[str, Any]]) -> tuple[list[str], int, int]:
+    """(tool results in the order of the calls, turns, calls made) of a conversation."""
     blocks = [b for m in messages if isinstance(m.get("content"), list)
               for b in m["content"] if isinstance(b, dict)]
-    try:
-        outputs = pair_results(
-            [b["id"] for b in blocks if b.get("type") == "tool_use"],
-            [(b["tool_use_id"], result_text(b.get("content"))) for b in blocks
-             if b.get("type") == "tool_result"], "tool_use_id")
-    except RequestInvalid as exc:
-        return 400, error_body("invalid_request_error", f"messages: {exc.message}")
-    results = [parse_tool_output(o) for o in outputs]
-    seen = "\n".join(outputs)
-    turn = count_runs([m.get("role") == "assistant" for m in messages])
-    calls_made = sum(b.get("type") == "tool_use" for b in blocks)
+    outputs = pair_results(
+        [b["id"] for b in blocks if b.get("type") in ("tool_use", "mcp_tool_use")],
+        [(b["tool_use_id"], result_text(b.get("content"))) for b in blocks
+         if b.get("type") in ("tool_result", "mcp_tool_result")], "tool_use_id")
+    calls_made = sum(b.get("type") in ("tool_use", "mcp_tool_use") for b in blocks)
+    return outputs, _turns(messages), calls_made
+
+
+def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
+             session: hosted_mcp.Session | None) -> tuple[int, dict[str, Any]]:
+    messages = _messages(body)
     model = cast(str, body.get("model"))  # a string: the body is validated
-    try:
-        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
-        resolved = policy.resolve(model)
-    except KeyError:
-        return 404, error_body("not_found_error", f"model: {model}")
-    except ScriptError as exc:
-        return 400, error_body("invalid_request_error", str(exc))
-    except RecursionError:
-        return 400, error_body("invalid_request_error",
-                               "a tool result is nested too deeply for the scripted model")
-    # Call ids number the calls of the conversation (n made before this turn): unique in it.
-    n = calls_made
-    content: list[dict[str, Any]]
-    if action.text is not None:
-        content, stop = [{"type": "text", "text": action.text}], "end_turn"
-        spent = tokens_of(action.text)
-    else:
-        content = []
-        spent = 0
+    choice = tool_choice(body)
+    if session is not None:
+        choice = dataclasses.replace(choice, offered=choice.offered + tuple(
+            n for n in session.tool_names() if n not in choice.offered))
+    content: list[dict[str, Any]] = []
+    spent, budget, stop = 0, hosted_mcp.MAX_CALLS, "end_turn"
+    while True:
+        if budget <= 0:  # past the answer's hosted-call budget the model answers
+            choice = dataclasses.replace(choice, mode="none")
+        conversation = messages + ([{"role": "assistant", "content": content}]
+                                   if content else [])
+        try:
+            outputs, turn, calls_made = _state(conversation)
+        except RequestInvalid as exc:
+            return 400, error_body("invalid_request_error", f"messages: {exc.message}")
+        results = [parse_tool_output(o) for o in outputs]
+        try:
+            action = policy.act(model, turn, results, "\n".join(outputs), choice, calls_made)
+            resolved = policy.resolve(model)
+        except KeyError:
+            return 404, error_body("not_found_error", f"model: {model}")
+        except ScriptError as exc:
+            return 400, error_body("invalid_request_error", str(exc))
+        except RecursionError:
+            return 400, error_body("invalid_request_error",
+                                   "a tool result is nested too deeply for the scripted model")
+        # Call ids number the calls of the conversation (n made before this turn): unique.
+        n = calls_made
+        if action.text is not None:
+            content.append({"type": "text", "text": action.text})
+            spent += tokens_of(action.text)
+            stop = "end_turn"
+            break
         stop = "tool_use"
+        client_side = False
         for i, c in enumerate(action.calls):
+            server = session.server_of(c.name) if session is not None else None
             args = c.arguments if c.raw_arguments is None else _object_or_none(c.raw_arguments)
             spent += tokens_of(c.name) + tokens_of(c.arguments_text())
+            use: dict[str, Any] = (
+                {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name} if server is None
+                else {"type": "mcp_tool_use", "id": f"mcptoolu_{n}_{i}", "name": c.name,
+                      "server_name": server.name})
             if args is None:
                 # Arguments that are not a JSON object: the API always sends an object, so
                 # the scripted model runs out of tokens inside them instead. The answer
                 # stops at max_tokens on this block (later calls are cut off); its input is
                 # what was complete before the cut (partial_object).
-                content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name,
-                                "input": partial_object(c.arguments_text())})
+                content.append({**use, "input": partial_object(c.arguments_text())})
                 stop = "max_tokens"
                 break
-            content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name,
-                            "input": args})
+            content.append({**use, "input": args})
+            if server is None:
+                client_side = True
+                continue
+            outcome = server.call(c.name, args)
+            budget -= 1
+            content.append({"type": "mcp_tool_result", "tool_use_id": use["id"],
+                            "is_error": outcome.is_error,
+                            "content": [{"type": "text", "text": outcome.text}]})
+        if stop == "max_tokens" or client_side or not action.calls:
+            break
     return 200, {"id": f"msg_{content_id(body)}", "type": "message", "role": "assistant",
                  "model": resolved, "content": content, "stop_reason": stop,
                  "stop_sequence": None,
@@ -304,6 +464,8 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
             out += [{"type": "content_block_delta", "index": i,
                      "delta": {"type": "text_delta", "text": piece}}
                     for piece in text_chunks(block["text"])]
+        elif block["type"] == "mcp_tool_result":  # sent whole, as the API sends it
+            out.append({"type": "content_block_start", "index": i, "content_block": block})
         else:
             out.append({"type": "content_block_start", "index": i,
                         "content_block": {**block, "input": {}}})
@@ -348,6 +510,9 @@ class MessagesSimulator(Simulator):
 
     def validate(self, body: dict[str, Any]) -> None:
         validate(body)
+
+    def admit(self, body: dict[str, Any], headers: Any) -> None:
+        admit(body, headers)
 
     def step_of(self, body: dict[str, Any]) -> int:
         return step_of(body)

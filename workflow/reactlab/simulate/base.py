@@ -21,6 +21,8 @@ input_tokens)``
 ``missing(path)``,          the API's RequestInvalid for a missing field / a field of the
 ``wrong_type(path, …)``     wrong type (used by :meth:`~Simulator.need`)
 ``content_type_refusal``    the API's RequestInvalid for a body not sent as JSON
+``admit(body, headers)``    RequestInvalid for a body its headers do not allow (optional:
+                            a feature that needs a beta header)
 ``expand(body, store)``     the request with server-kept state spliced in (optional)
 ``remember(store, body,     keep an answer for later requests (optional)
 answer)``
@@ -111,6 +113,10 @@ class Simulator:
         """The API's refusal of a body whose Content-Type is not ``application/json``."""
         return content_type_refused(content_type)
 
+    def admit(self, body: dict[str, Any], headers: Any) -> None:
+        """RequestInvalid for a (validated) body that the request's headers do not allow,
+        e.g. a beta feature without its beta header (default: every body is allowed)."""
+
     def expand(self, body: dict[str, Any], store: ResponseStore | None) -> dict[str, Any] | None:
         """The request with the state a server keeps spliced in (e.g. the conversation of
         ``previous_response_id``), None when the request uses none; RequestInvalid when
@@ -160,6 +166,7 @@ class Simulator:
         def handle(request: Any) -> Any:
             try:
                 body = self.read(request.content, request.headers.get("content-type"))
+                self.admit(body, request.headers)
                 expanded = self.expand(body, store)
             except RequestInvalid as exc:
                 return self.refused(exc)

@@ -17,12 +17,14 @@ events (:func:`events`), in the documented order. ``tool_choice`` and
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from types import ModuleType
 from typing import Any, ClassVar, cast
 
 import httpx
 
-from reactlab.core.errors import ScriptError
+from reactlab.core.errors import ScriptError, ToolServerError
 from reactlab.simulate import (
     RequestInvalid,
     ResponseStore,
@@ -30,6 +32,7 @@ from reactlab.simulate import (
     ToolChoice,
     content_id,
     count_runs,
+    hosted_mcp,
     pair_results,
     parse_tool_output,
     text_chunks,
@@ -37,10 +40,10 @@ from reactlab.simulate import (
 )
 from reactlab.simulate.base import OpenAIErrors, Simulator, openai_error_body
 
-_ASSISTANT_TYPES = {"function_call", "reasoning"}
+_ASSISTANT_TYPES = {"function_call", "reasoning", "mcp_call"}
 _ROLES = {"user", "assistant", "system", "developer"}
 _ITEM_TYPES = {"message", "function_call", "function_call_output", "reasoning",
-               "item_reference"}
+               "item_reference", "mcp_call", "mcp_list_tools"}
 _TEXT_PARTS = {"input_text", "output_text"}
 _OTHER_PARTS = {"input_image", "input_file", "input_audio", "refusal", "summary_text",
                 "reasoning_text"}
@@ -53,6 +56,7 @@ _OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
     "reasoning": (dict, "an object"), "stream_options": (dict, "an object"),
     "truncation": (str, "a string"), "user": (str, "a string"),
     "service_tier": (str, "a string"), "prompt_cache_key": (str, "a string"),
+    "max_tool_calls": (int, "an integer"),
 }
 
 
@@ -74,7 +78,31 @@ def _items(body: dict[str, Any]) -> list[Any]:
 
 def step_of(body: dict[str, Any]) -> int:
     """The loop step of a request: 1 + the assistant turns its input holds."""
-    return count_runs([_is_assistant(x) for x in _items(body)]) + 1
+    return _turns(_items(body)) + 1
+
+
+def _turns(items: list[Any]) -> int:
+    """The scripted model's turns that ``items`` hold: runs of assistant items, plus the
+    turns that one answer ran on a hosted MCP server (:func:`hosted_mcp.extra_turns`)."""
+    turns = count_runs([_is_assistant(x) for x in items])
+    if any(isinstance(x, dict) and x.get("type") == "mcp_call" for x in items):
+        turns += hosted_mcp.extra_turns(_turn_blocks(items))
+    return turns
+
+
+def _turn_blocks(items: list[Any]) -> list[tuple[str, Any]]:
+    blocks: list[tuple[str, Any]] = []
+    for x in items:
+        kind = x.get("type") if isinstance(x, dict) else None
+        if kind == "mcp_call":
+            blocks += [("call", x.get("id")), ("result", x.get("id"))]
+        elif kind == "function_call":
+            blocks.append(("call", x.get("call_id")))
+        elif kind == "mcp_list_tools":
+            continue
+        else:
+            blocks.append(("other" if _is_assistant(x) else "end", None))
+    return blocks
 
 
 # --- validation ---------------------------------------------------------------------
@@ -138,8 +166,16 @@ def validate(body: dict[str, Any]) -> None:
         for i, tool in enumerate(tools):
             if not isinstance(tool, dict):
                 raise _type_error(f"tools[{i}]", "an object", tool)
-            if _need(tool, "type", str, "a string", f"tools[{i}]") == "function":
+            kind = _need(tool, "type", str, "a string", f"tools[{i}]")
+            if kind == "function":
                 _need(tool, "name", str, "a string", f"tools[{i}]")
+            elif kind == "mcp":
+                _validate_mcp_tool(tool, f"tools[{i}]")
+        labels = [t["server_label"] for t in tools if t.get("type") == "mcp"]
+        for label in labels:
+            if labels.count(label) > 1:
+                raise RequestInvalid(f"Duplicate MCP server_label '{label[:64]}'.",
+                                     "tools", code="invalid_value")
     _validate_tool_choice(body)
     if isinstance(body["input"], str):
         return
@@ -171,6 +207,41 @@ def validate(body: dict[str, Any]) -> None:
                 _parts(output, f"{where}.output", {"input_text", "input_image", "input_file"})
         elif kind == "item_reference":
             _need(item, "id", str, "a string", where)
+        elif kind == "mcp_call":
+            for key in ("id", "name", "arguments", "server_label"):
+                _need(item, key, str, "a string", where)
+        elif kind == "mcp_list_tools":
+            _need(item, "server_label", str, "a string", where)
+            _need(item, "tools", list, "an array", where)
+
+
+def _validate_mcp_tool(tool: dict[str, Any], where: str) -> None:
+    """A hosted MCP tool as the simulator can serve it: a ``server_url`` (no connector or
+    tunnel), ``require_approval: "never"`` (the simulator asks no approvals; the API's
+    default is ``always``), string ``headers``, an ``allowed_tools`` list or filter."""
+    _need(tool, "server_label", str, "a string", where)
+    url = _need(tool, "server_url", str, "a string", where)
+    if not url.startswith(("http://", "https://")):
+        raise RequestInvalid(f"Invalid 'server_url': {url[:80]!r} is not an http(s) URL.",
+                             f"{where}.server_url", code="invalid_value")
+    headers = tool.get("headers")
+    if headers is not None and not (isinstance(headers, dict) and all(
+            isinstance(v, str) for v in headers.values())):
+        raise _type_error(f"{where}.headers", "an object of strings", headers)
+    for key in ("authorization", "server_description"):
+        if tool.get(key) is not None and not isinstance(tool[key], str):
+            raise _type_error(f"{where}.{key}", "a string", tool[key])
+    allowed = tool.get("allowed_tools")
+    names = allowed.get("tool_names") if isinstance(allowed, dict) else allowed
+    if allowed is not None and not (isinstance(names, list | type(None)) and all(
+            isinstance(n, str) for n in names or ())):
+        raise _type_error(f"{where}.allowed_tools", "an array of strings or a filter "
+                          "object", allowed)
+    if tool.get("require_approval") != "never":
+        raise RequestInvalid(
+            "The simulator runs hosted MCP tools without approval requests: set "
+            "'require_approval' to 'never' (the API's default is 'always').",
+            f"{where}.require_approval", code="invalid_value")
 
 
 _CHOICES = ("none", "auto", "required")
@@ -232,55 +303,204 @@ def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
             "total_tokens": input_tokens + output_tokens}
 
 
+def _state(items: list[Any]) -> tuple[list[str], int, int]:
+    """(tool outputs in the order of the calls, turns, calls made) of a conversation:
+    ``function_call`` items answered by ``function_call_output`` items (RequestInvalid
+    for an output that answers no call), ``mcp_call`` items carrying their own."""
+    call_ids: list[str] = []
+    outputs: list[tuple[str, str]] = []
+    for x in items:
+        kind = x.get("type") if isinstance(x, dict) else None
+        if kind == "function_call":
+            call_ids.append(x["call_id"])
+        elif kind == "function_call_output":
+            outputs.append((x["call_id"], output_text(x["output"])))
+        elif kind == "mcp_call":
+            call_ids.append(x["id"])
+            outputs.append((x["id"], mcp_call_text(x)))
+    calls_made = sum(isinstance(x, dict) and x.get("type") in ("function_call", "mcp_call")
+                     for x in items)
+    return pair_results(call_ids, outputs, "call_id"), _turns(items), calls_made
+
+
+def mcp_call_text(item: dict[str, Any]) -> str:
+    """What the scripted model read from an ``mcp_call`` item: its ``output``; for a
+    failed call its error's content (a tool's error) or ``{"error": message}``."""
+    error = item.get("error")
+    if isinstance(error, dict):
+        if error.get("type") == "mcp_tool_execution_error":
+            return hosted_mcp.content_text(error.get("content"))
+        return json.dumps({"error": str(error.get("message", ""))}, ensure_ascii=False)
+    if isinstance(error, str):
+        return json.dumps({"error": error}, ensure_ascii=False)
+    output = item.get("output")
+    return output if isinstance(output, str) else ""
+
+
+def hosted_servers(body: dict[str, Any]) -> list[hosted_mcp.Server]:
+    """The hosted MCP servers of a (validated) request: its ``mcp`` tools, in order."""
+    servers = []
+    for tool in body.get("tools") or ():
+        if tool.get("type") != "mcp":
+            continue
+        headers = dict(tool.get("headers") or {})
+        if tool.get("authorization"):
+            headers["authorization"] = f"Bearer {tool['authorization']}"
+        allowed = tool.get("allowed_tools")
+        names = allowed.get("tool_names") if isinstance(allowed, dict) else allowed
+        servers.append(hosted_mcp.Server(
+            tool["server_label"], tool["server_url"], headers,
+            None if names is None else frozenset(names),
+            read_only=isinstance(allowed, dict) and allowed.get("read_only") is True))
+    return servers
+
+
+def listing_item(key: str, j: int, server: hosted_mcp.Server) -> dict[str, Any]:
+    """The ``mcp_list_tools`` output item of a server's listing (``tools`` as the API
+    gives them: name, description, input_schema, annotations)."""
+    return {"id": f"mcpl_{key}_{j}", "type": "mcp_list_tools", "server_label": server.name,
+            "tools": [{"name": t["name"], "description": t.get("description"),
+                       "input_schema": t.get("inputSchema", {}),
+                       "annotations": t.get("annotations")} for t in server.tools]}
+
+
+def call_item(call_id: str, server: hosted_mcp.Server, name: str, arguments: str,
+              outcome: hosted_mcp.Outcome) -> dict[str, Any]:
+    """The ``mcp_call`` output item of one hosted call: ``output`` the result's text;
+    a tool's error (``isError``) an ``mcp_tool_execution_error`` with the server's
+    content, a JSON-RPC error an ``mcp_protocol_error``, an HTTP failure an
+    ``http_error`` (the error shapes of the SDK's ``McpCall.error``)."""
+    error: dict[str, Any] | None = None
+    output: str | None = hosted_mcp.content_text(outcome.content)
+    if outcome.failure is not None:
+        kind, code, message = outcome.failure
+        error, output = {"type": kind, "code": code, "message": message}, None
+    elif outcome.is_error:
+        error, output = {"type": "mcp_tool_execution_error", "content": outcome.content}, None
+    return {"id": call_id, "type": "mcp_call", "server_label": server.name, "name": name,
+            "arguments": arguments, "output": output, "error": error,
+            "approval_request_id": None, "status": "failed" if error else "completed"}
+
+
+def unavailable(name: str) -> dict[str, Any]:
+    """The API's answer when a hosted server cannot be listed (HTTP 424)."""
+    return error_body("external_connector_error",
+                      f"Error retrieving tool list from MCP server: '{name}'. "
+                      "Http status code: 424 (Failed Dependency)", "tools", "http_error")
+
+
 def respond(policy: ScriptedPolicy, body: dict[str, Any],
             input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
-    """The simulated answer to one (validated) request body: (status, JSON body)."""
+    """The simulated answer to one (validated) request body: (status, JSON body).
+
+    With hosted MCP tools (``{"type": "mcp", ...}``) the simulator connects to each
+    server, lists its tools (an ``mcp_list_tools`` item, unless the input holds that
+    server's listing already), runs the script's calls to them itself (``mcp_call``
+    items) and plays on until the script answers or calls a client-side tool.
+    """
+    servers = hosted_servers(body)
+    if not servers:
+        return _respond(policy, body, input_tokens, None)
+    session = hosted_mcp.Session(servers)
+    try:
+        session.open()
+    except ToolServerError:
+        return 424, unavailable(session.failed or "")
+    try:
+        return _respond(policy, body, input_tokens, session)
+    finally:
+        session.close()
+
+
+def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
+             session: hosted_mcp.Session | None) -> tuple[int, dict[str, Any]]:
     items = _items(body)
-    try:
-        outputs = pair_results(
-            [x["call_id"] for x in items if x.get("type") == "function_call"],
-            [(x["call_id"], output_text(x["output"])) for x in items
-             if x.get("type") == "function_call_output"], "call_id")
-    except RequestInvalid as exc:
-        return 400, error_body("invalid_request_error", exc.message, "input", exc.code)
-    results = [parse_tool_output(o) for o in outputs]
-    seen = "\n".join(outputs)
-    turn = count_runs([_is_assistant(x) for x in items])
-    calls_made = sum(x.get("type") == "function_call" for x in items)
     model = cast(str, body.get("model"))  # a string: the body is validated
-    try:
-        action = policy.act(model, turn, results, seen, tool_choice(body), calls_made)
-        resolved = policy.resolve(model)
-    except KeyError:
-        return 404, error_body("invalid_request_error", f"The model `{model}` does not exist",
-                               "model", "model_not_found")
-    except ScriptError as exc:
-        return 400, error_body("invalid_request_error", str(exc), None, "script_error")
-    except RecursionError:
-        return 400, error_body("invalid_request_error", "a tool output is nested too deeply "
-                               "for the scripted model", "input", "script_error")
-    # Call ids number the calls of the conversation (n calls made before this turn), so
-    # they are unique in it; the answer's ids derive from the request (content_id).
-    n, key = calls_made, content_id(body)
-    output: list[dict[str, Any]]
-    if action.text is not None:
-        output = [{"type": "message", "id": f"msg_{key}", "role": "assistant",
-                   "status": "completed", "content": [
-                       {"type": "output_text", "text": action.text, "annotations": []}]}]
-        spent = tokens_of(action.text)
-    else:
-        output = [{"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}",
-                   "name": c.name, "arguments": c.arguments_text(), "status": "completed"}
-                  for i, c in enumerate(action.calls)]
-        spent = sum(tokens_of(o["name"]) + tokens_of(o["arguments"]) for o in output)
+    key = content_id(body)
+    choice = tool_choice(body)
+    output: list[dict[str, Any]] = []
+    if session is not None:
+        listed = {x.get("server_label") for x in items if isinstance(x, dict)
+                  and x.get("type") == "mcp_list_tools" and not x.get("error")}
+        output += [listing_item(key, j, s) for j, s in enumerate(session.servers)
+                   if s.name not in listed]
+        choice = dataclasses.replace(choice, offered=choice.offered + tuple(
+            n for n in session.tool_names() if n not in choice.offered))
+    limit = body.get("max_tool_calls")
+    budget = hosted_mcp.MAX_CALLS if limit is None else limit
+    spent = 0
+    while True:
+        if session is not None and budget <= 0:
+            # past the answer's hosted-call budget (checked per turn), further calls are
+            # ignored: the scripted model answers with what it has (max_tool_calls)
+            choice = dataclasses.replace(choice, mode="none")
+        conversation = items + output
+        try:
+            outputs, turn, calls_made = _state(conversation)
+        except RequestInvalid as exc:
+            return 400, error_body("invalid_request_error", exc.message, "input", exc.code)
+        results = [parse_tool_output(o) for o in outputs]
+        try:
+            action = policy.act(model, turn, results, "\n".join(outputs), choice, calls_made)
+            resolved = policy.resolve(model)
+        except KeyError:
+            return 404, error_body("invalid_request_error",
+                                   f"The model `{model}` does not exist", "model",
+                                   "model_not_found")
+        except ScriptError as exc:
+            return 400, error_body("invalid_request_error", str(exc), None, "script_error")
+        except RecursionError:
+            return 400, error_body("invalid_request_error", "a tool output is nested too "
+                                   "deeply for the scripted model", "input", "script_error")
+        # Call ids number the calls of the conversation (n calls made before this turn), so
+        # they are unique in it; the answer's ids derive from the request (content_id).
+        n = calls_made
+        if action.text is not None:
+            output.append({"type": "message", "id": f"msg_{key}", "role": "assistant",
+                           "status": "completed", "content": [
+                               {"type": "output_text", "text": action.text,
+                                "annotations": []}]})
+            spent += tokens_of(action.text)
+            break
+        hosted = [session.server_of(c.name) if session is not None else None
+                  for c in action.calls]
+        for i, (c, server) in enumerate(zip(action.calls, hosted, strict=True)):
+            arguments = c.arguments_text()
+            spent += tokens_of(c.name) + tokens_of(arguments)
+            if server is None:
+                output.append({"type": "function_call", "id": f"fc_{n}_{i}",
+                               "call_id": f"call_{n}_{i}", "name": c.name,
+                               "arguments": arguments, "status": "completed"})
+                continue
+            outcome = (server.call(c.name, c.arguments) if isinstance(c.arguments, dict)
+                       and c.raw_arguments is None else _unparsed(arguments))
+            output.append(call_item(f"mcp_{n}_{i}", server, c.name, arguments, outcome))
+            budget -= 1
+        if any(s is None for s in hosted) or not action.calls:
+            break
     return 200, {"id": f"resp_{key}", "object": "response", "created_at": 0,
                  "status": "completed", "model": resolved, "output": output,
                  "parallel_tool_calls": body.get("parallel_tool_calls", True),
                  "previous_response_id": body.get("previous_response_id"),
                  "store": body.get("store", True),
                  "tool_choice": body.get("tool_choice", "auto"),
-                 "tools": body.get("tools", []),
+                 "tools": [_echoed(t) for t in body.get("tools", [])],
                  "usage": usage(input_tokens, spent)}
+
+
+def _unparsed(arguments: str) -> hosted_mcp.Outcome:
+    """The outcome of a hosted call whose arguments are not a JSON object: the API sends
+    no such call to the server (a protocol error, as a server refuses it)."""
+    return hosted_mcp.Outcome([], True, ("mcp_protocol_error", -32602,
+                                         f"Invalid arguments: {arguments[:200]}"))
+
+
+def _echoed(tool: Any) -> Any:
+    """A request's tool as the answer echoes it: an MCP tool without its secrets
+    (``headers``, ``authorization``)."""
+    if isinstance(tool, dict) and tool.get("type") == "mcp":
+        return {k: v for k, v in tool.items() if k not in ("headers", "authorization")}
+    return tool
 
 
 # The members a broken-body fault's bytes are cut from are frozen at these values: the
@@ -315,8 +535,10 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
     response.created, response.in_progress; per output item: output_item.added, then for
     a message content_part.added, output_text.delta…, output_text.done,
-    content_part.done, for a call function_call_arguments.delta…, …done; then
-    output_item.done; finally response.completed with the whole answer.
+    content_part.done, for a call function_call_arguments.delta…, …done, for a hosted
+    MCP listing mcp_list_tools.in_progress and .completed, for a hosted MCP call
+    mcp_call.in_progress, mcp_call_arguments.delta…, .done, mcp_call.completed (or
+    .failed); then output_item.done; finally response.completed with the whole answer.
     """
     out: list[dict[str, Any]] = []
 
@@ -340,6 +562,20 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
                 emit("response.output_text.done", **at, content_index=j, text=part["text"],
                      logprobs=[])
                 emit("response.content_part.done", **at, content_index=j, part=part)
+        elif item["type"] == "mcp_list_tools":
+            emit("response.output_item.added", output_index=i, item={**item, "tools": []})
+            emit("response.mcp_list_tools.in_progress", **at)
+            emit("response.mcp_list_tools.completed", **at)
+        elif item["type"] == "mcp_call":
+            emit("response.output_item.added", output_index=i,
+                 item={**item, "status": "in_progress", "arguments": "", "output": None,
+                       "error": None})
+            emit("response.mcp_call.in_progress", **at)
+            for piece in text_chunks(item["arguments"]):
+                emit("response.mcp_call_arguments.delta", **at, delta=piece)
+            emit("response.mcp_call_arguments.done", **at, arguments=item["arguments"])
+            emit("response.mcp_call.failed" if item["error"] else "response.mcp_call.completed",
+                 **at)
         else:
             emit("response.output_item.added", output_index=i,
                  item={**item, "status": "in_progress", "arguments": ""})

@@ -57,6 +57,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -67,7 +68,13 @@ from reactlab.config import resolved_scenario
 from reactlab.config.faults import Fault, FaultPlan, parse_plan
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import CommandFailed, ConfigError, ReactlabError
-from reactlab.simulate import RequestInvalid, ResponseStore, ScriptedPolicy, read_request
+from reactlab.simulate import (
+    RequestInvalid,
+    ResponseStore,
+    ScriptedPolicy,
+    hosted_mcp,
+    read_request,
+)
 from reactlab.simulate.apis import WireApi, api_for_path, apis
 from reactlab.simulate.routes import extra_routes
 
@@ -305,9 +312,16 @@ def make_app(config: Config, task: str | None = None) -> Starlette:
             state = runs.plan_for(api.name, served, request.headers.get(RUN_HEADER, ""),
                                   step)
             handle = sim.with_faults(handle, state.plan)
+        headers = {"content-type": request.headers.get("content-type", "")}
+        if "anthropic-beta" in request.headers:  # the betas a request enables (hosted MCP)
+            headers["anthropic-beta"] = request.headers["anthropic-beta"]
+        http_request = api.http().Request("POST", url, content=raw, headers=headers)
         try:
-            resp = handle(api.http().Request("POST", url, content=raw, headers={
-                "content-type": request.headers.get("content-type", "")}))
+            if hosted_mcp.requested(body):
+                # the simulator calls the request's MCP servers itself: off the event loop
+                resp = await run_in_threadpool(handle, http_request)
+            else:
+                resp = handle(http_request)
         except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
             log.exception("%s %s: the simulator failed", request.method, request.url.path)
             return _error(api, 500, "Internal server error (simulator failure)")
