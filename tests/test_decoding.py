@@ -187,6 +187,7 @@ def test_a_grammar_cut_by_max_new_tokens_is_recorded(lm: LocalModel) -> None:
     assert not parse_tool_calls(out.text).calls[0].valid  # unterminated
 
 
+@pytest.mark.full  # two whole forced decodings of the model (about 1.5 min)
 def test_constrained_generation_is_deterministic(lm: LocalModel) -> None:
     runs = []
     for _ in range(2):

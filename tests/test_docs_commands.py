@@ -87,6 +87,8 @@ TABLE: dict[str, Entry] = {
     # --- README: the two commands, the conda route, the other targets
     "make run": slow("default_run"),
     "make test": not_run(SUITE + " (it is this suite, with ruff and mypy)"),
+    "make test-full": not_run("the tests marked `full` of this suite: .ci/run runs them "
+                              "after make test"),
     "python -m reactlab.mcp.relay --log CALLS.jsonl -- COMMAND ARG...":
         not_run("a template (CALLS.jsonl, COMMAND); tests/test_mcp_relay.py runs the relay "
                 "around the project's server"),

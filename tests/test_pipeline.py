@@ -136,6 +136,7 @@ def test_users_own_data_files_are_used_and_checked(tmp_path: Path, data_files) -
     assert closes == [52.38, 55.76]  # 2 x 26.19 and 2 x 27.88: the user's file was used
 
 
+@pytest.mark.full  # a second whole default run (about 6 minutes here): `make test-full`
 def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
         pipeline: Path, tmp_path: Path) -> None:
     """Kill the whole pipeline (SIGKILL, process group) while traces are being written;
@@ -177,6 +178,14 @@ def test_sigkill_mid_run_then_plain_rerun_gives_identical_tables(
     assert sorted(second) == sorted(first)
     assert [k for k in first if first[k] != second[k]] == []
     assert any("smollm2_sampled" in k for k in first)
+    # and every recording of an MCP server's exchange (docs/mcp.md), byte for byte
+    def recordings_of(root: Path) -> dict[str, bytes]:
+        base = root / "results" / "recordings"
+        return {str(p.relative_to(base)): p.read_bytes() for p in base.rglob("*.mcp.jsonl")}
+
+    first, second = recordings_of(pipeline), recordings_of(tmp_path)
+    assert first and sorted(second) == sorted(first)
+    assert [k for k in first if first[k] != second[k]] == []
 
 
 def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
@@ -230,6 +239,7 @@ GROWN = "\nmatrix:\n  - tasks: [variacion_busi_alto]\n    backends: [openai]\n" 
         "    scenarios: [correcto]\n"
 
 
+@pytest.mark.full  # a dry run per overlay and a real run after them (about 1.5 min)
 def test_a_dry_run_changes_no_file_with_a_grown_config_or_any_overlay(
         pipeline: Path, tmp_path: Path) -> None:
     """Issue 27, item 1: after a complete default run, `snakemake -n` with a run added to

@@ -107,11 +107,15 @@ class Evidence:
 
 @pytest.fixture(scope="module", params=[False, True], ids=["no-accounting", "slurmdbd"])
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from _cluster(accounting=request.param)
+
+
+def _cluster(accounting: bool) -> Iterator[Cluster]:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="reactlab-slurm-"))
-    c = Cluster(root, accounting=request.param)
+    c = Cluster(root, accounting=accounting)
     t0 = time.monotonic()
     try:
         c.up(say=show)
@@ -181,6 +185,7 @@ def job_states(c: Cluster, run_id: str) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.split() if "|" in line)
 
 
+@pytest.mark.full  # the simulated matrix twice per cluster (minutes): `make test-full`
 def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
                                                       tmp_path: Path) -> None:
     ev = Evidence()
@@ -248,12 +253,13 @@ def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
     assert ratio < RATIO_BOUND, str(ev)
 
 
+# Only the cluster without accounting (the same one as the matrix test's, when both run):
+# in `make test`, where the matrix test is left out, the one cluster that comes up.
+@pytest.mark.parametrize("cluster", [False], indirect=True, ids=["no-accounting"])
 def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
                                                         tmp_path: Path) -> None:
     """The plugin's default status command on a cluster without accounting would wait
     forever after the first job; the workflow refuses it before any submission."""
-    if cluster.accounting:
-        pytest.skip("the cluster has accounting: sacct works")
     work = simulated_copy(tmp_path / "work")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", PROFILE,
