@@ -201,3 +201,19 @@ def overlay_stacks() -> list[list[Path]]:
                 stack.append(ROOT / "workflow" / "configs" / name)
         stacks.append([*stack, overlay])
     return stacks
+
+
+def interrupt(proc: Any, timeout: float = 15) -> None:
+    """Stop a server process this test started, as a user's Ctrl-C does (SIGINT), killing
+    it if it has not ended within ``timeout`` seconds."""
+    import signal
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

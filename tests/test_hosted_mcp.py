@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from reactlab.mcp.server import tool_result
 from reactlab.simulate.hosted_mcp import ANTHROPIC_BETA
 from reactlab.simulate.server import ServerThread
 from reactlab.tools import TOOLS, ToolBox
+from tests.conftest import interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 30.0
@@ -72,13 +72,7 @@ def mcp_url(data_files: tuple[Path, Path]) -> Iterator[str]:
         assert ready.wait(60) and found, "the MCP server did not start"
         yield found[0]
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        interrupt(proc)
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ from reactlab.backends import api_result_text, tool_definitions
 from reactlab.core.errors import UsageError
 from reactlab.mcp.server import DEFAULT_PORT, make_server, tool_names
 from reactlab.tools import TOOLS, ToolBox
+from tests.conftest import interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -360,13 +361,7 @@ def http_server(data_files: tuple[Path, Path]) -> Iterator[tuple[str, subprocess
             url = found.group(1) if found else None
         yield url, proc, log
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        interrupt(proc)
 
 
 def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Path, Path],

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, cast
 import httpx2
 
 from reactlab.config.faults import Fault
-from reactlab.core.errors import ScriptError, ToolServerError
+from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     RequestInvalid,
     ScriptedPolicy,
@@ -326,20 +326,11 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     itself (an ``mcp_tool_use`` block and its ``mcp_tool_result``) and plays on, in the
     same answer, until the script answers or calls a client-side tool.
     """
-    servers = hosted_servers(body)
-    if not servers:
-        return _respond(policy, body, input_tokens, None)
-    session = hosted_mcp.Session(servers)
-    try:
-        session.open()
-    except ToolServerError:
+    return hosted_mcp.serve(
+        hosted_servers(body), lambda session: _respond(policy, body, input_tokens, session),
         # the API's refusal when it cannot reach a server (its words)
-        return 400, error_body("invalid_request_error",
-                               "Connection error while communicating with MCP server.")
-    try:
-        return _respond(policy, body, input_tokens, session)
-    finally:
-        session.close()
+        lambda session: (400, error_body(
+            "invalid_request_error", "Connection error while communicating with MCP server.")))
 
 
 def _state(messages: list[dict[str, Any]]) -> tuple[list[str], int, int]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from reactlab.core.errors import ToolServerError
 
@@ -223,3 +223,24 @@ def extra_turns(blocks: Iterable[tuple[str, Any]]) -> int:
                 extra += 1
             pending = None
     return extra
+
+
+_T = TypeVar("_T")
+
+
+def serve(servers: Sequence[Server], respond: Callable[[Session | None], _T],
+          refuse: Callable[[Session], _T]) -> _T:
+    """An answer with the request's hosted servers open: ``respond(None)`` when it names
+    none; else a :class:`Session` on them, ``refuse(session)`` (the API's refusal) when one
+    cannot be reached, ``respond(session)`` otherwise, the session closed after it."""
+    if not servers:
+        return respond(None)
+    session = Session(servers)
+    try:
+        session.open()
+    except ToolServerError:
+        return refuse(session)
+    try:
+        return respond(session)
+    finally:
+        session.close()

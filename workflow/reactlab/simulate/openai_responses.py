@@ -24,7 +24,7 @@ from typing import Any, ClassVar, cast
 
 import httpx
 
-from reactlab.core.errors import ScriptError, ToolServerError
+from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     RequestInvalid,
     ResponseStore,
@@ -398,18 +398,9 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     server's listing already), runs the script's calls to them itself (``mcp_call``
     items) and plays on until the script answers or calls a client-side tool.
     """
-    servers = hosted_servers(body)
-    if not servers:
-        return _respond(policy, body, input_tokens, None)
-    session = hosted_mcp.Session(servers)
-    try:
-        session.open()
-    except ToolServerError:
-        return 424, unavailable(session.failed or "")
-    try:
-        return _respond(policy, body, input_tokens, session)
-    finally:
-        session.close()
+    return hosted_mcp.serve(
+        hosted_servers(body), lambda session: _respond(policy, body, input_tokens, session),
+        lambda session: (424, unavailable(session.failed or "")))
 
 
 def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
