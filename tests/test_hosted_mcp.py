@@ -34,7 +34,7 @@ from openai.types.responses.response_output_item import McpCall, McpListTools
 
 from reactlab.config import load
 from reactlab.mcp.server import tool_result
-from reactlab.simulate.hosted_mcp import ANTHROPIC_BETA
+from reactlab.simulate.hosted_mcp import ANTHROPIC_BETA, ANTHROPIC_BETA_2025_04
 from reactlab.simulate.server import ServerThread
 from reactlab.tools import TOOLS, ToolBox
 from tests.conftest import interrupt
@@ -305,6 +305,36 @@ def test_messages_unreachable_server_and_missing_beta(an: anthropic.Anthropic,
                                 messages=[{"role": "user", "content": QUESTION}],
                                 mcp_servers=mcp_servers(mcp_url), tools=toolset)  # type: ignore[arg-type]
     assert ANTHROPIC_BETA in str(e2.value)
+    # the connector's first version has no toolsets (its servers carry their own
+    # tool_configuration), the current one configures every server with one
+    with pytest.raises(anthropic.BadRequestError) as e3:
+        an.beta.messages.create(model="correcto", max_tokens=64, betas=[ANTHROPIC_BETA_2025_04],
+                                messages=[{"role": "user", "content": QUESTION}],
+                                mcp_servers=mcp_servers(mcp_url), tools=toolset)  # type: ignore[arg-type]
+    assert "mcp_toolset needs the beta header" in str(e3.value)
+    with pytest.raises(anthropic.BadRequestError) as e4:
+        an.beta.messages.create(model="correcto", max_tokens=64, betas=[ANTHROPIC_BETA],
+                                messages=[{"role": "user", "content": QUESTION}],
+                                mcp_servers=mcp_servers(mcp_url))  # type: ignore[arg-type]
+    assert "is not referenced by any mcp_toolset" in str(e4.value)
+
+
+def test_messages_first_connector_version_honours_tool_configuration(
+        an: anthropic.Anthropic, mcp_url: str) -> None:
+    """Beta ``mcp-client-2025-04-04``: ``tool_configuration.allowed_tools: [precio]`` lets
+    the model use ``precio`` only: the two closes are hosted calls, and the script's call
+    to the calculator is left to the client (a ``tool_use`` block ends the answer), as
+    for any tool the hosted server does not serve."""
+    servers = [{**mcp_servers(mcp_url)[0],
+                "tool_configuration": {"enabled": True, "allowed_tools": ["precio"]}}]
+    r = an.beta.messages.create(model="correcto", max_tokens=512,
+                                betas=[ANTHROPIC_BETA_2025_04],
+                                messages=[{"role": "user", "content": QUESTION}],
+                                mcp_servers=servers)  # type: ignore[arg-type]
+    used = [b for b in r.content if isinstance(b, BetaMCPToolUseBlock)]
+    assert [b.name for b in used] == ["precio", "precio"]
+    assert [(b.type, getattr(b, "name", None)) for b in r.content][-1] == \
+        ("tool_use", "calculadora") and r.stop_reason == "tool_use"
 
 
 def test_messages_streamed_equals_plain(an: anthropic.Anthropic, mcp_url: str) -> None:
@@ -318,3 +348,108 @@ def test_messages_streamed_equals_plain(an: anthropic.Anthropic, mcp_url: str) -
         final = stream.get_final_message()
     assert final.model_dump(exclude={"container", "context_management"}) == plain.model_dump(
         exclude={"container", "context_management"})
+
+
+# --- a client's own hosted-MCP path -----------------------------------------------------
+
+
+def test_the_agents_sdk_hosted_mcp_tool_runs_offline(sim: ServerThread, mcp_url: str,
+                                                     toolbox: ToolBox, loopback: None) -> None:
+    """What the simulator is for: a client's hosted-MCP path tested offline. The OpenAI
+    Agents SDK's own ``HostedMCPTool`` on its Responses model, pointed at the simulator:
+    the SDK parses the listing and the calls into its own run items and ends with the
+    script's answer, every result the project's tool's in process."""
+    import asyncio
+
+    from agents import (
+        Agent,
+        HostedMCPTool,
+        MCPListToolsItem,
+        OpenAIResponsesModel,
+        RunConfig,
+        Runner,
+        ToolCallItem,
+        set_tracing_disabled,
+    )
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+
+    async def run() -> Any:
+        client = AsyncOpenAI(base_url=sim.url + "/v1", api_key="sk-test", max_retries=0)
+        try:
+            agent = Agent(name="reactlab", model=OpenAIResponsesModel(
+                model="correcto", openai_client=client),
+                tools=[HostedMCPTool(tool_config=mcp_tool(mcp_url))])
+            return await Runner.run(agent, QUESTION, max_turns=3,
+                                    run_config=RunConfig(tracing_disabled=True))
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    listings = [i for i in result.new_items if isinstance(i, MCPListToolsItem)]
+    calls = [i.raw_item for i in result.new_items
+             if isinstance(i, ToolCallItem) and isinstance(i.raw_item, McpCall)]
+    assert len(listings) == 1 and [t.name for t in listings[0].raw_item.tools] == list(TOOLS)
+    assert [c.name for c in calls] == ["precio", "precio", "calculadora"]
+    for c in calls:
+        assert (c.output, False) == in_process(toolbox, c.name, json.loads(c.arguments))
+    pct = json.loads(calls[2].output or "")["resultado"]
+    assert result.final_output == (f"El cierre de BUSI varió un {pct:.2f} % entre "
+                                   "2024-03-15 y 2024-03-22.")
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_pydantic_ais_native_mcp_runs_offline(api: str, sim: ServerThread, mcp_url: str,
+                                               toolbox: ToolBox, loopback: None) -> None:
+    """pydantic-ai's native MCP (``MCP(url=..., native=True, local=False)``: the provider
+    runs the server) on its Responses and Anthropic models, pointed at the simulator. On
+    Messages it sends the connector's first version (beta ``mcp-client-2025-04-04``, no
+    ``mcp_toolset``), which the simulator serves as the API does; the run ends with the
+    script's answer, computed from the hosted calls' results."""
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import MCP
+    from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
+
+    async def run() -> Any:
+        if api == "responses":
+            from openai import AsyncOpenAI
+            from pydantic_ai.models.openai import OpenAIResponsesModel
+            from pydantic_ai.providers.openai import OpenAIProvider
+
+            oa_client = AsyncOpenAI(base_url=sim.url + "/v1", api_key="sk-test", max_retries=0)
+            model: Any = OpenAIResponsesModel(
+                "correcto", provider=OpenAIProvider(openai_client=oa_client))
+            client: Any = oa_client
+        else:
+            from anthropic import AsyncAnthropic
+            from pydantic_ai.models.anthropic import AnthropicModel
+            from pydantic_ai.providers.anthropic import AnthropicProvider
+
+            an_client = AsyncAnthropic(base_url=sim.url, api_key="sk-test", max_retries=0)
+            model = AnthropicModel("correcto",
+                                   provider=AnthropicProvider(anthropic_client=an_client))
+            client = an_client
+        try:
+            agent = Agent(model, capabilities=[MCP(url=mcp_url, id="reactlab", native=True,
+                                                   local=False)])
+            return await agent.run(QUESTION)
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    parts = [p for m in result.all_messages() for p in m.parts]
+    calls = [p for p in parts if isinstance(p, NativeToolCallPart)]
+    returns = [p for p in parts if isinstance(p, NativeToolReturnPart)]
+    called = [(c.args["tool_name"], c.args["tool_args"]) for c in calls
+              if isinstance(c.args, dict) and c.args.get("action") == "call_tool"]
+    assert [name for name, _ in called] == ["precio", "precio", "calculadora"], parts
+    assert [args for _, args in called[:2]] == BUSI
+    assert len(returns) == len(calls) and all(r.tool_name == "mcp_server:reactlab"
+                                              for r in returns), parts
+    # the answer from the project's own tools, called in process with the same arguments
+    pct = json.loads(in_process(toolbox, *called[2])[0])["resultado"]
+    assert result.output == (f"El cierre de BUSI varió un {pct:.2f} % entre 2024-03-15 y "
+                             "2024-03-22.")

@@ -229,8 +229,9 @@ def _validate_toolset(tool: dict[str, Any], where: str) -> None:
 
 
 def _validate_mcp_servers(body: dict[str, Any]) -> None:
-    """``mcp_servers`` (URL servers with unique names) and the ``mcp_toolset`` tools: each
-    server is configured by exactly one toolset, and a toolset names a server."""
+    """``mcp_servers`` (URL servers with unique names, the 2025-04-04 connector's
+    ``tool_configuration``) and the ``mcp_toolset`` tools: a server is configured by one
+    toolset at most, and a toolset names a server (:func:`admit`: which the beta needs)."""
     servers = body.get("mcp_servers")
     toolsets = [t for t in body.get("tools") or () if t.get("type") == "mcp_toolset"]
     names: list[str] = []
@@ -251,6 +252,12 @@ def _validate_mcp_servers(body: dict[str, Any]) -> None:
             raise RequestInvalid(f"mcp_servers: duplicate server name '{name[:64]}'",
                                  "mcp_servers")
         names.append(name)
+        config = server.get("tool_configuration")
+        if config is not None and not (
+                isinstance(config, dict)
+                and isinstance(config.get("enabled", True), bool)
+                and isinstance(config.get("allowed_tools") or [], list)):
+            raise _bad(f"{where}.tool_configuration", "a valid dictionary")
     used = [t["mcp_server_name"] for t in toolsets]
     for name in used:
         if name not in names:
@@ -259,18 +266,29 @@ def _validate_mcp_servers(body: dict[str, Any]) -> None:
         if used.count(name) > 1:
             raise RequestInvalid(f"tools: MCP server '{name[:64]}' is configured by more "
                                  "than one mcp_toolset", "tools")
-    for name in names:
-        if name not in used:
-            raise RequestInvalid(f"mcp_servers: MCP server '{name[:64]}' is not referenced "
-                                 "by any mcp_toolset in tools", "mcp_servers")
 
 
 def admit(body: dict[str, Any], headers: Any) -> None:
-    """``mcp_servers`` needs the MCP connector's beta header (``anthropic-beta``)."""
+    """``mcp_servers`` needs the MCP connector's beta header (``anthropic-beta``): with the
+    current version every server is configured by an ``mcp_toolset`` tool; with the first
+    (2025-04-04) there are no toolsets, a server's ``tool_configuration`` says which of
+    its tools the model may use."""
     if body.get("mcp_servers") is None:
         return
     betas = {b.strip() for b in str(headers.get("anthropic-beta") or "").split(",")}
-    if hosted_mcp.ANTHROPIC_BETA not in betas:
+    used = {t["mcp_server_name"] for t in body.get("tools") or ()
+            if t.get("type") == "mcp_toolset"}
+    if hosted_mcp.ANTHROPIC_BETA in betas:
+        for server in body["mcp_servers"]:
+            if server["name"] not in used:
+                raise RequestInvalid(f"mcp_servers: MCP server '{server['name'][:64]}' is "
+                                     "not referenced by any mcp_toolset in tools",
+                                     "mcp_servers")
+    elif hosted_mcp.ANTHROPIC_BETA_2025_04 in betas:
+        if used:
+            raise RequestInvalid(f"tools: mcp_toolset needs the beta header 'anthropic-beta: "
+                                 f"{hosted_mcp.ANTHROPIC_BETA}'", "tools")
+    else:
         raise RequestInvalid("mcp_servers: the MCP connector needs the beta header "
                              f"'anthropic-beta: {hosted_mcp.ANTHROPIC_BETA}'", "mcp_servers")
 
@@ -283,11 +301,15 @@ def hosted_servers(body: dict[str, Any]) -> list[hosted_mcp.Server]:
     servers = []
     for server in body.get("mcp_servers") or ():
         toolset = toolsets.get(server["name"], {})
+        legacy = server.get("tool_configuration") or {}  # the 2025-04-04 connector's
+        allowed = legacy.get("allowed_tools")
         token = server.get("authorization_token")
         servers.append(hosted_mcp.Server(
             server["name"], server["url"],
             {"authorization": f"Bearer {token}"} if token else {},
-            default_on=(toolset.get("default_config") or {}).get("enabled", True),
+            None if allowed is None else frozenset(allowed),
+            default_on=(toolset.get("default_config") or {}).get(
+                "enabled", legacy.get("enabled", True)),
             overrides={k: v.get("enabled", True)
                        for k, v in (toolset.get("configs") or {}).items()}))
     return servers

@@ -32,6 +32,10 @@ from reactlab.core.errors import ToolServerError
 
 #: The Messages API beta that enables ``mcp_servers`` and ``mcp_toolset`` tools.
 ANTHROPIC_BETA = "mcp-client-2025-11-20"
+#: The connector's first version, still sent by clients (pydantic-ai 2.68's
+#: ``MCPServerTool``): no ``mcp_toolset`` tools; a server's ``tool_configuration``
+#: (``enabled``, ``allowed_tools``) says which of its tools the model may use.
+ANTHROPIC_BETA_2025_04 = "mcp-client-2025-04-04"
 #: Seconds the simulator waits for a hosted server's answer to one request.
 TIMEOUT = 30.0
 #: Hosted calls one answer may run when the request sets no limit (``max_tool_calls``
