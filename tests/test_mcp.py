@@ -621,7 +621,7 @@ def test_the_slice_benchmark_drops_exactly_the_mcp_runs(raw_config: dict) -> Non
     import copy
 
     from reactlab import config
-    from reactlab.dev.mcp_bench import without_mcp
+    from reactlab.dev.bench import without_mcp
 
     raw = copy.deepcopy(raw_config)
     without_mcp(raw)

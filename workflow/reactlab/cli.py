@@ -190,9 +190,9 @@ def _cmd_bench(a: argparse.Namespace) -> None:
         if a.pipeline:
             import json
 
-            from reactlab.dev.mcp_bench import pipeline
+            from reactlab.dev.bench import mcp_slice
 
-            print(json.dumps({"mcp_slice": pipeline(a.cores, a.repeat)}), flush=True)
+            print(json.dumps({"mcp_slice": mcp_slice(a.cores, a.repeat)}), flush=True)
         return
     from reactlab.dev.bench import main as bench_main
 

@@ -52,13 +52,15 @@ ready = time.perf_counter() - t0
 specs = {r.key: r for r in cfg.runs}
 passes = []
 for n in range(int(sys.argv[3])):
-    times = []
+    times, steps = [], []
     for key in keys:
         t = time.perf_counter()
-        run_to_trace(specs[key], tools, tmp / f"{n}_{key.replace('/', '_')}.jsonl")
+        end = run_to_trace(specs[key], tools, tmp / f"{n}_{key.replace('/', '_')}.jsonl")
         times.append(time.perf_counter() - t)
+        steps.append(end["steps"])
     passes.append(times)
-print(json.dumps({"ready_s": ready, "times": passes[-1], "passes": passes}))
+print(json.dumps({"ready_s": ready, "times": passes[-1], "passes": passes,
+                  "steps": steps}))
 """
 
 
@@ -118,6 +120,7 @@ def in_process() -> dict[str, Any]:
     lesson = run_child(raw, keys["lesson"], passes=2)
     cold, warm = lesson["passes"]
     by_key = dict(zip(keys["lesson"], warm, strict=True))
+    steps_of = dict(zip(keys["lesson"], lesson["steps"], strict=True))
     report: dict[str, Any] = {"lesson": {
         "runs": len(keys["lesson"]), "import_and_setup_s": round(sum(cold) - sum(warm), 2),
         "runs_total_s": round(sum(warm), 3),
@@ -130,11 +133,19 @@ def in_process() -> dict[str, Any]:
         got = run_child(raw, fkeys, passes=2)
         cold, warm = got["passes"]
         same = sum(by_key[k.split("__")[0]] for k in fkeys)  # once per agent
+        same_steps = sum(steps_of[k.split("__")[0]] for k in fkeys)
         mine = sum(warm)
+        # the model requests of the runs (a framework's: every request on the wire), so
+        # that the time per request can be compared where the loops make different numbers
+        # of requests (`bucle`: the frameworks as shipped run to their cap or the hard stop)
+        my_steps = sum(got["steps"])
         report[framework] = {
             "runs": len(fkeys), "import_and_setup_s": round(sum(cold) - mine, 2),
             "runs_total_s": round(mine, 2), "lesson_same_runs_s": round(same, 3),
             "ratio": round(mine / same, 1) if same else None,
+            "model_requests": my_steps, "lesson_model_requests": same_steps,
+            "per_request_ratio": round((mine / my_steps) / (same / same_steps), 2)
+            if same and my_steps and same_steps else None,
             "per_scenario_ratio": {
                 s: round(sum(t for k, t in zip(fkeys, warm, strict=True)
                              if f"/{s}__" in k)

@@ -99,6 +99,24 @@ def slice_adds(cores: int, name: str, without: Callable[[dict[str, Any]], None],
     return out
 
 
+def without_mcp(raw: dict[str, Any]) -> None:
+    """``raw`` (a config) without the runs whose task takes its tools from an MCP server."""
+    mcp_tasks = {t for t, c in raw["tasks"].items() if "mcp_server" in c}
+    matrix = []
+    for block in raw["matrix"]:
+        tasks = [t for t in block["tasks"] if t not in mcp_tasks]
+        if tasks:
+            matrix.append({**block, "tasks": tasks})
+    raw["matrix"] = matrix
+
+
+def mcp_slice(cores: int, repeat: int = 1) -> dict[str, float]:
+    """What the MCP slice (the runs on an MCP server's tools) adds to a run of the
+    simulated matrix (``reactlab bench --mcp --pipeline``): :func:`slice_adds`, with and
+    without it."""
+    return slice_adds(cores, "mcp", without_mcp, repeat)
+
+
 def snakemake(workdir: Path, cores: int, *extra: str) -> float:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet",

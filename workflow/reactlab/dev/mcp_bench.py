@@ -10,8 +10,9 @@ Two pairs, each timed call by call (``calls`` of them after ``warmup``), medians
 * **the project's own server** (``python -m reactlab mcp``, when ``reactlab.mcp.server``
   is installed): ``precio`` through the tool source against :meth:`ToolBox.execute`.
 
-The added latency is the difference of the medians. ``pipeline`` (``reactlab bench --mcp
---pipeline``) times the simulated matrix with and without its MCP slice, side by side.
+The added latency is the difference of the medians. :func:`reactlab.dev.bench.mcp_slice`
+(``reactlab bench --mcp --pipeline``) times the simulated matrix with and without its MCP
+slice, side by side.
 Timings are the machine's; nothing here reaches a trace.
 """
 
@@ -103,25 +104,6 @@ def project_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[lis
     with _source(server, ["precio"], ROOT) as job, job.run() as tools:
         over = timed(lambda: tools.execute("precio", args), calls, warmup)
     return inproc, over
-
-
-def without_mcp(raw: dict[str, Any]) -> None:
-    """``raw`` (a config) without the runs whose task takes its tools from an MCP server."""
-    mcp_tasks = {t for t, c in raw["tasks"].items() if "mcp_server" in c}
-    matrix = []
-    for block in raw["matrix"]:
-        tasks = [t for t in block["tasks"] if t not in mcp_tasks]
-        if tasks:
-            matrix.append({**block, "tasks": tasks})
-    raw["matrix"] = matrix
-
-
-def pipeline(cores: int, repeat: int = 1) -> dict[str, float]:
-    """What the MCP slice (the runs on an MCP server's tools) adds to a run of the
-    simulated matrix: :func:`reactlab.dev.bench.slice_adds`, with and without it."""
-    from reactlab.dev.bench import slice_adds
-
-    return slice_adds(cores, "mcp", without_mcp, repeat)
 
 
 def main(calls: int = 200, warmup: int = 20, say: Callable[[str], None] = print) -> None:
