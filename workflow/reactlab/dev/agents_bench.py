@@ -61,6 +61,8 @@ for n in range(int(sys.argv[3])):
     passes.append(times)
 print(json.dumps({"ready_s": ready, "times": passes[-1], "passes": passes,
                   "steps": steps}))
+import shutil
+shutil.rmtree(tmp, ignore_errors=True)
 """
 
 
