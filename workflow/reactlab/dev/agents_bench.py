@@ -222,7 +222,6 @@ def pipeline(cores: int) -> dict[str, float]:
         for block in raw["matrix"]:
             if "agents" in block:
                 block["agents"] = ["lesson"]
-        raw["matrix"] = _dedupe(raw["matrix"])
 
     return slice_adds(cores, "frameworks", lesson_only)
 

@@ -327,15 +327,6 @@ def tool_choice(body: dict[str, Any]) -> ToolChoice:
                       choice.get("disable_parallel_tool_use") is not True, offered)
 
 
-def result_text(content: Any) -> str:
-    """A ``tool_result.content`` as text: the string, or its text blocks joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(b["text"] for b in content if b.get("type") == "text")
-
-
 # --- answers --------------------------------------------------------------------------
 
 
@@ -343,10 +334,12 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
             input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
     """The simulated answer to one (validated) request body: (status, JSON body).
 
-    With ``mcp_servers`` (beta ``mcp-client-2025-11-20``) the simulator connects to each
-    server and lists its tools, runs the script's calls to the tools its toolset enables
-    itself (an ``mcp_tool_use`` block and its ``mcp_tool_result``) and plays on, in the
-    same answer, until the script answers or calls a client-side tool.
+    With ``mcp_servers`` (beta ``mcp-client-2025-11-20``, or the first connector version
+    ``mcp-client-2025-04-04``: :func:`admit`) the simulator connects to each server and
+    lists its tools, runs the script's calls to the tools its toolset (or its
+    ``tool_configuration``) enables itself (an ``mcp_tool_use`` block and its
+    ``mcp_tool_result``) and plays on, in the same answer, until the script answers or
+    calls a client-side tool.
     """
     return hosted_mcp.serve(
         hosted_servers(body), lambda session: _respond(policy, body, input_tokens, session),
@@ -361,7 +354,7 @@ def _state(messages: list[dict[str, Any]]) -> tuple[list[str], int, int]:
               for b in m["content"] if isinstance(b, dict)]
     outputs = pair_results(
         [b["id"] for b in blocks if b.get("type") in ("tool_use", "mcp_tool_use")],
-        [(b["tool_use_id"], result_text(b.get("content"))) for b in blocks
+        [(b["tool_use_id"], hosted_mcp.content_text(b.get("content"))) for b in blocks
          if b.get("type") in ("tool_result", "mcp_tool_result")], "tool_use_id")
     calls_made = sum(b.get("type") in ("tool_use", "mcp_tool_use") for b in blocks)
     return outputs, _turns(messages), calls_made

@@ -91,7 +91,8 @@ class Outcome:
 
 
 def content_text(content: Any) -> str:
-    """The text of MCP content blocks (or a string), joined."""
+    """The text of content blocks (MCP's, or a Messages ``tool_result``'s), or the string
+    itself, joined; "" for anything else (None)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
