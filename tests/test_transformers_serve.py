@@ -142,3 +142,58 @@ def test_live_run_against_transformers_serve_records_and_replays(
         FIXTURE.mkdir(parents=True, exist_ok=True)
         shutil.copy(rec, FIXTURE / f"{TASK}.recording.jsonl")
         shutil.copy(live, FIXTURE / f"{TASK}.trace.jsonl")
+
+
+#: What `python -m reactlab.dev.serving serve` runs in the signal test: the CLI itself,
+#: with `transformers serve` stood in for by a loopback HTTP server that answers /health
+#: and writes its PID (the real one needs the model and minutes of CPU).
+_STAND_IN = r"""
+import sys
+from reactlab.dev import serving
+pidfile = sys.argv[1]
+stand_in = ("import http.server, os, sys; open(sys.argv[2], 'w').write(str(os.getpid()));"
+            "h = type('H', (http.server.BaseHTTPRequestHandler,), {'do_GET': lambda s: "
+            "(s.send_response(200), s.end_headers()), 'log_message': lambda *a: None});"
+            "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), h).serve_forever()")
+serving.TransformersServe.command = lambda self: [sys.executable, "-c", stand_in,
+                                                  str(self.port), pidfile]
+sys.exit(serving.main(["serve", "--model", "unused", "--port", "0"]))
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_serve_stops_its_server_on_a_signal(tmp_path: Path, signame: str) -> None:
+    """A TERM (a job manager's stop) or an INT sent to ``serving serve`` running as a
+    background job, which ignores SIGINT unless told otherwise, stops the server it
+    started; a TERM used to end the CLI alone and leave ``transformers serve`` running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "server.pid"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+    cli = subprocess.Popen([sys.executable, "-c", _STAND_IN, str(pidfile)], env=env,
+                           stdout=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert cli.stdout is not None
+        assert cli.stdout.readline().startswith("serving unused at http://127.0.0.1:")
+        child = int(pidfile.read_text())
+        os.kill(child, 0)  # running
+        cli.send_signal(getattr(signal, signame))
+        assert cli.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail(f"the server (PID {child}) outlived the CLI's {signame}")
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()

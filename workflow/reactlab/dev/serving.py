@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -251,13 +252,18 @@ class TransformersServe:
             if self.log is not None:
                 out.close()  # type: ignore[union-attr]
         deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise InternalError(f"transformers serve exited with {self.process.returncode}"
-                                   + (f" (log: {self.log})" if self.log else ""))
-            if self._healthy():
-                return self
-            time.sleep(0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise InternalError(f"transformers serve exited with "
+                                        f"{self.process.returncode}"
+                                        + (f" (log: {self.log})" if self.log else ""))
+                if self._healthy():
+                    return self
+                time.sleep(0.5)
+        except BaseException:  # an interrupt while it starts: the server goes too
+            self.stop()
+            raise
         self.stop()
         raise InternalError(f"transformers serve did not answer /health within "
                            f"{self.startup_timeout:.0f} s")
@@ -289,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="write a tool-aware copy of a model folder")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
-    s = sub.add_parser("serve", help="run transformers serve on loopback until Ctrl-C")
+    s = sub.add_parser("serve", help="run transformers serve on loopback until Ctrl-C "
+                       "(or SIGTERM)")
     s.add_argument("--model", required=True)
     s.add_argument("--port", type=int, default=8011)
     s.add_argument("--threads", type=int, default=1)
@@ -306,17 +313,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         print(prepare(args.model, args.out))
         return 0
-    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
-                           dtype=args.dtype,
-                           continuous_batching=args.continuous_batching,
-                           cb_blocks=args.cb_blocks,
-                           cb_batch_tokens=args.cb_batch_tokens) as srv:
-        print(f"serving {args.model} at {srv.base_url}", flush=True)
-        try:
+    # Ctrl-C, and a TERM or HUP too (a job manager's stop, a closed terminal), ends the
+    # wait below and so stops the server: without this a TERM ended this process and left
+    # `transformers serve` running, and a shell's background job ignores SIGINT
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+    try:
+        with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
+                               dtype=args.dtype,
+                               continuous_batching=args.continuous_batching,
+                               cb_blocks=args.cb_blocks,
+                               cb_batch_tokens=args.cb_batch_tokens) as srv:
+            print(f"serving {args.model} at {srv.base_url}", flush=True)
             while srv.process is not None and srv.process.poll() is None:
                 time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:  # the server was stopped on the way out of the block
+        pass
     return 0
 
 
