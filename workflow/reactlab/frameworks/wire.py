@@ -32,7 +32,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -218,7 +218,7 @@ class FrameworkMcp:
 
 
 @contextmanager
-def _server(spec: RunSpec, log: Path) -> Iterator[StdioCommand | None]:
+def _server(spec: RunSpec, log: Path | None) -> Iterator[StdioCommand | None]:
     """How the framework starts the task's MCP server (None: the task's tools run in
     process): the server's command line behind the relay that logs its calls, on this
     run's own copies of the server's ``files`` (so a write in one run is seen by no
@@ -227,6 +227,7 @@ def _server(spec: RunSpec, log: Path) -> Iterator[StdioCommand | None]:
     if part is None:
         yield None
         return
+    assert log is not None, "a run with MCP tools has the relay's log"
     from reactlab.config.mcp import file_copies, resolve_command, substitute
 
     if part.command is None:
@@ -262,8 +263,10 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
               else _tools(spec, tools, executed), executed)
     ending: Ending | None = None
     termination: str
-    with tempfile.TemporaryDirectory(prefix="reactlab-relay-") as tmp:
-        log = Path(tmp) / "calls.jsonl"
+    # the relay's log of the MCP calls: a temporary folder only for a run with MCP tools
+    with (tempfile.TemporaryDirectory(prefix="reactlab-relay-") if spec.mcp is not None
+          else nullcontext(None)) as tmp:
+        log = None if tmp is None else Path(tmp) / "calls.jsonl"
         with _server(spec, log) as server:
             kit.mcp = server
             try:
@@ -276,7 +279,7 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
                 termination, name = ending.termination, ending.ending
             except HardStop:
                 termination, name = "hard_stop", "HardStop"
-        if spec.mcp is not None:
+        if spec.mcp is not None and log is not None:
             executed[:] = relay.executions(log, spec.mcp.results)
             if isinstance(tools, FrameworkMcp) and tools.recording is not None:
                 write_text_atomic(tools.recording,
