@@ -112,7 +112,7 @@ def test_the_overlay_runs_the_whole_suite_on_the_served_model() -> None:
     assert isinstance(bc, LiveBackend)
     assert (bc.provider, bc.mode, bc.model) == ("openai_chat", "live", SERVED)
     assert bc.base_url is not None and bc.base_url.startswith("http://127.0.0.1:")
-    assert (bc.max_tokens, bc.temperature, bc.max_in_flight) == (80, 0, 8)
+    assert (bc.max_tokens, bc.temperature, bc.max_in_flight) == (80, 0, 3)
     assert config.load_yaml(ROOT / "workflow" / "configs" / "replay.yaml")["live"] == {
         "enabled": True, "replay": True}
 
@@ -156,7 +156,7 @@ def test_live_slice_against_transformers_serve_records_and_replays(
     monkeypatch.chdir(ROOT)  # the model name is the folder's path relative to the checkout
     assert str(prepare(SOURCE, SERVED)) == SERVED
     live_dir = tmp_path / "live" / "bfcl" / "traces"
-    with TransformersServe(SERVED, threads=1, dtype="bfloat16", continuous_batching=True,
+    with TransformersServe(SERVED, threads=2, dtype="bfloat16", continuous_batching=True,
                            cb_batch_tokens=512, log=tmp_path / "serve.log") as server:
         monkeypatch.setenv(KEY_ENV, "local-server-key")
         shard = serve_shard(server.base_url)

@@ -252,7 +252,7 @@ TABLE: dict[str, Entry] = {
     "snakemake --cores 2 --configfile workflow/configs/agentdojo.yaml -- "
     "results/tables/agentdojo.csv": not_run("7,592 AgentDojo runs: many minutes"),
     "python -m reactlab.dev.serving serve --model data/models/SmolLM2-135M-Instruct-tools "
-    "--port 8011 --dtype bfloat16 --threads 1 --continuous-batching --cb-batch-tokens 512":
+    "--port 8011 --dtype bfloat16 --threads 2 --continuous-batching --cb-batch-tokens 512":
         not_run("a model server that runs until stopped; tests/test_bfcl_serve.py starts "
                 "it (slow) with the same options on a free port"),
     "REACTLAB_SERVE_KEY=local snakemake --cores 2 --configfile "
