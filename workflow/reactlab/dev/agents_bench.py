@@ -148,6 +148,20 @@ def in_process() -> dict[str, Any]:
             "model_requests": my_steps, "lesson_model_requests": same_steps,
             "per_request_ratio": round((mine / my_steps) / (same / same_steps), 2)
             if same and my_steps and same_steps else None,
+            # as shipped (the framework's own caps) and capped (the lesson's step limit in
+            # the framework's own setting): the capped runs stop where the lesson loop does
+            "per_condition_ratio": {
+                cond: round(sum(t for k, t in zip(fkeys, warm, strict=True)
+                                if k.endswith("_capped") == (cond == "capped"))
+                            / sum(by_key[k.split("__")[0]] for k in fkeys
+                                  if k.endswith("_capped") == (cond == "capped")), 1)
+                for cond in ("shipped", "capped")},
+            "per_condition_requests": {
+                cond: [sum(n for k, n in zip(fkeys, got["steps"], strict=True)
+                           if k.endswith("_capped") == (cond == "capped")),
+                       sum(steps_of[k.split("__")[0]] for k in fkeys
+                           if k.endswith("_capped") == (cond == "capped"))]
+                for cond in ("shipped", "capped")},
             "per_scenario_ratio": {
                 s: round(sum(t for k, t in zip(fkeys, warm, strict=True)
                              if f"/{s}__" in k)
