@@ -314,24 +314,23 @@ def main(argv: list[str] | None = None) -> int:
         print(prepare(args.model, args.out))
         return 0
     # Ctrl-C, and a TERM or HUP too (a job manager's stop, a closed terminal), ends the
-    # wait below and so stops the server: without this a TERM ended this process and left
-    # `transformers serve` running, and a shell's background job ignores SIGINT
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+    # wait below with a clean exit that stops the server on its way out of the block
+    # (while it starts, too: TransformersServe.start); without this a TERM ended this
+    # process and left `transformers serve` running, and a shell's background job
+    # ignores SIGINT
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, interrupt)
-    try:
-        with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
-                               dtype=args.dtype,
-                               continuous_batching=args.continuous_batching,
-                               cb_blocks=args.cb_blocks,
-                               cb_batch_tokens=args.cb_batch_tokens) as srv:
-            print(f"serving {args.model} at {srv.base_url}", flush=True)
-            while srv.process is not None and srv.process.poll() is None:
-                time.sleep(1)
-    except KeyboardInterrupt:  # the server was stopped on the way out of the block
-        pass
+        signal.signal(signum, stop)
+    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
+                           dtype=args.dtype,
+                           continuous_batching=args.continuous_batching,
+                           cb_blocks=args.cb_blocks,
+                           cb_batch_tokens=args.cb_batch_tokens) as srv:
+        print(f"serving {args.model} at {srv.base_url}", flush=True)
+        while srv.process is not None and srv.process.poll() is None:
+            time.sleep(1)
     return 0
 
 
