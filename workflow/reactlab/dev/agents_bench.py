@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,19 @@ def run_child(raw: dict[str, Any], keys: list[str], passes: int = 1) -> dict[str
     return out
 
 
+CONDITIONS = ("shipped", "capped")
+
+
+def capped(condition: str) -> Callable[[str], bool]:
+    """Whether a framework run's key is of ``condition`` (its agent named ``*_capped``)."""
+    return lambda key: key.endswith("_capped") == (condition == "capped")
+
+
+def scenario(name: str) -> Callable[[str], bool]:
+    """Whether a framework run's key is of scenario ``name``."""
+    return lambda key: f"/{name}__" in key
+
+
 def in_process() -> dict[str, Any]:
     """Part 1 (see the module docstring): each interpreter runs its runs twice over; the
     first pass pays the imports and set-up (the framework's, its SDKs', the tokenizer's,
@@ -133,6 +147,14 @@ def in_process() -> dict[str, Any]:
         if framework == "lesson":
             continue
         got = run_child(raw, fkeys, passes=2)
+
+        def sums(mine: list[Any], lesson_of: dict[str, Any], keep: Callable[[str], bool],
+                 fkeys: list[str] = fkeys) -> tuple[Any, Any]:
+            """Over the framework's runs ``keep`` selects: the sum of ``mine`` (by run, in
+            ``fkeys``' order) and of the lesson loop's same runs (``lesson_of``, by key)."""
+            return (sum(v for k, v in zip(fkeys, mine, strict=True) if keep(k)),
+                    sum(lesson_of[k.split("__")[0]] for k in fkeys if keep(k)))
+
         cold, warm = got["passes"]
         same = sum(by_key[k.split("__")[0]] for k in fkeys)  # once per agent
         same_steps = sum(steps_of[k.split("__")[0]] for k in fkeys)
@@ -150,23 +172,14 @@ def in_process() -> dict[str, Any]:
             if same and my_steps and same_steps else None,
             # as shipped (the framework's own caps) and capped (the lesson's step limit in
             # the framework's own setting): the capped runs stop where the lesson loop does
-            "per_condition_ratio": {
-                cond: round(sum(t for k, t in zip(fkeys, warm, strict=True)
-                                if k.endswith("_capped") == (cond == "capped"))
-                            / sum(by_key[k.split("__")[0]] for k in fkeys
-                                  if k.endswith("_capped") == (cond == "capped")), 1)
-                for cond in ("shipped", "capped")},
-            "per_condition_requests": {
-                cond: [sum(n for k, n in zip(fkeys, got["steps"], strict=True)
-                           if k.endswith("_capped") == (cond == "capped")),
-                       sum(steps_of[k.split("__")[0]] for k in fkeys
-                           if k.endswith("_capped") == (cond == "capped"))]
-                for cond in ("shipped", "capped")},
-            "per_scenario_ratio": {
-                s: round(sum(t for k, t in zip(fkeys, warm, strict=True)
-                             if f"/{s}__" in k)
-                         / sum(by_key[k.split("__")[0]] for k in fkeys if f"/{s}__" in k), 1)
-                for s in SCENARIOS},
+            "per_condition_ratio": {c: round(sums(warm, by_key, capped(c))[0]
+                                             / sums(warm, by_key, capped(c))[1], 1)
+                                    for c in CONDITIONS},
+            "per_condition_requests": {c: list(sums(got["steps"], steps_of, capped(c)))
+                                       for c in CONDITIONS},
+            "per_scenario_ratio": {s: round(sums(warm, by_key, scenario(s))[0]
+                                            / sums(warm, by_key, scenario(s))[1], 1)
+                                   for s in SCENARIOS},
             "slowest_warm": {k: round(t, 2) for k, t in sorted(
                 zip(fkeys, warm, strict=True), key=lambda kt: -kt[1])[:3]},
             "process_s": round(got["process_s"], 2)}
