@@ -2,7 +2,8 @@
 the system under test (docs/agents.md, section ``inspect_react``).
 
 One conversation is one ``inspect_ai.agent.run(react(...), question)`` with Inspect's own
-loop, outside ``eval()`` (so no eval log is written):
+loop, inside Inspect's own ``eval()`` of a one-sample ``Task`` (react() refuses to run
+outside a sample; the eval's log goes to a temporary directory removed with it):
 
 * the model is Inspect's own provider for the backend's wire API — ``openai`` with
   ``responses_api=True`` (``openai``: Responses) or ``False`` (``openai_chat``: Chat
@@ -26,9 +27,10 @@ loop, outside ``eval()`` (so no eval log is written):
   and the SDK client's own retries (``openai``/``anthropic``, inside each of Inspect's
   attempts) are the ``sdk_max_retries`` setting. Every attempt is a request on the wire
   (the trace's ``request`` records, ``agents.csv``'s attempts);
-* nothing phones home and nothing is written: no eval, hence no log file or log dir,
-  ``INSPECT_TELEMETRY`` and the hooks are Inspect's (none are installed); the bodies hold
-  no per-run id (the call ids are the simulator's).
+* nothing phones home and nothing is left in the working folder: no eval log or log
+  dir (Inspect's own trace log of actions goes to the user's data folder, as for every
+  Inspect run); ``INSPECT_TELEMETRY`` and the hooks are Inspect's (none are installed);
+  the bodies hold no per-run id (the call ids are the simulator's).
 
 Endings: a ``submit()`` → ``answer`` (``submit``); a ``LimitExceededError`` (turn,
 message or token limit) → ``framework_limit`` named by the limit's type
