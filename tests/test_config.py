@@ -359,3 +359,19 @@ def test_every_shipped_overlay_passes_check(stack: list[Path]) -> None:
     """Each overlay, on top of those it documents, is a valid config (as `reactlab
     check` and the Snakefile read it)."""
     load(Path(__file__).resolve().parents[1] / "config.yaml", stack)
+
+
+def test_the_full_overlay_holds_the_tour_and_the_breadth() -> None:
+    """Issue 38: the default config is the tour, workflow/configs/full.yaml the breadth
+    (the default matrix of earlier releases): every default run is in it, and its header
+    gives its number of runs."""
+    import re
+
+    from reactlab import config
+
+    overlay = ROOT / "workflow" / "configs" / "full.yaml"
+    tour = {spec.key for spec in config.load(ROOT / "config.yaml").runs}
+    breadth = {spec.key for spec in config.load(ROOT / "config.yaml", [overlay]).runs}
+    assert tour < breadth
+    said = re.search(r"\((\d+) runs:", overlay.read_text(encoding="utf-8"))
+    assert said is not None and int(said.group(1)) == len(breadth), len(breadth)
