@@ -35,25 +35,27 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS
                     "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
+#: How many of a failed command's last log lines its error repeats.
+FAILED_TAIL = 20
+
+
 def own_process(args: Sequence[str], log: str | Path, threads: int = 1, *,
                 module: str = "reactlab") -> None:
     """Run ``python -m MODULE ARGS`` with this interpreter; its output (stdout and
-    stderr) goes to ``log`` and to stderr. :class:`CommandFailed` when it fails."""
+    stderr: progress bars and library warnings included) goes to ``log`` only, so the
+    run's terminal shows one line per stage. :class:`CommandFailed` when it fails, with
+    the log's last lines."""
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
     cmd = [sys.executable, "-m", module, *args]
-    with open(log, "w", encoding="utf-8") as fh, subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=env) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
-            fh.flush()
-            sys.stderr.write(line)
-    if proc.returncode != 0:
-        raise CommandFailed(f"`{module} {args[0]}` exited with status {proc.returncode}; "
-                            f"its output is in {log}")
+    with open(log, "w", encoding="utf-8") as fh:
+        code = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                              check=False).returncode
+    if code != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-FAILED_TAIL:]
+        raise CommandFailed(f"`{module} {args[0]}` exited with status {code}; its output "
+                            f"is in {log}, ending:\n" + "\n".join(tail))
 
 
 def generate_data(prices: str, seed: int, log: str) -> None:

@@ -28,6 +28,7 @@ module: :mod:`reactlab.frameworks.registry`).
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterator
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from reactlab.tools import ToolBox
 
 __all__ = ["FrameworkMcp", "build_records", "run_framework"]
+
+logger = logging.getLogger(__name__)
 
 def _tools(spec: RunSpec, toolbox: ToolBox, executed: list[Any]) -> list[ToolDef]:
     from reactlab.tools import TOOLS, json_schema
@@ -281,6 +284,8 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
                 termination, name = "hard_stop", "HardStop"
         if spec.mcp is not None and log is not None:
             executed[:] = relay.executions(log, spec.mcp.results)
+            if noise := relay.server_stderr(log).strip():
+                logger.info("the MCP server's stderr:\n%s", noise)
             if isinstance(tools, FrameworkMcp) and tools.recording is not None:
                 write_text_atomic(tools.recording,
                                   log.read_text(encoding="utf-8") if log.exists() else "")

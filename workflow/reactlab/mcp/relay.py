@@ -13,7 +13,9 @@ request and its response are appended to ``CALLS.jsonl`` as one line ``{"name",
 "arguments", "result"}`` (``result``: the MCP result, or ``{"jsonrpc_error": ...}``), in
 the order the answers came. The framework's run is then traced from both wires: the model
 side from the simulator's exchanges, the tool side from this log
-(:func:`executions`). The child's stderr is the relay's. The relay ends when the client
+(:func:`executions`). The child's stderr is appended to ``CALLS.jsonl.stderr`` (a
+server's own warnings are the run's log, not the pipeline's terminal:
+:func:`server_stderr`). The relay ends when the client
 closes its stdin (the child's stdin is closed and the child waited for) or on SIGTERM /
 SIGINT (the child is terminated, then killed after :data:`GRACE` seconds): no server
 process outlives it.
@@ -31,7 +33,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["GRACE", "command", "environment", "executions", "main", "outcome"]
+__all__ = ["GRACE", "command", "environment", "executions", "main", "outcome",
+           "server_stderr"]
 
 #: Seconds a terminated child is given before it is killed.
 GRACE = 5.0
@@ -40,6 +43,17 @@ GRACE = 5.0
 def command(log: str | Path, server: list[str]) -> list[str]:
     """The command line that runs ``server`` behind the relay, logging to ``log``."""
     return [sys.executable, "-m", "reactlab.mcp.relay", "--log", str(log), "--", *server]
+
+
+def stderr_file(log: str | Path) -> Path:
+    """Where the relay appends its server's stderr: beside the calls' log."""
+    return Path(f"{log}.stderr")
+
+
+def server_stderr(log: str | Path) -> str:
+    """What the server behind a relay wrote on its stderr ("" if nothing)."""
+    path = stderr_file(log)
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -94,8 +108,9 @@ def _message(line: bytes) -> dict[str, Any] | None:
 
 class _Relay:
     def __init__(self, server: list[str], log: Path) -> None:
-        self.child = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      bufsize=0)
+        with stderr_file(log).open("ab") as err:
+            self.child = subprocess.Popen(server, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=err, bufsize=0)
         self.log: IO[str] = log.open("a", encoding="utf-8")
         self.pending: dict[Any, dict[str, Any]] = {}
         self.lock = threading.Lock()
