@@ -35,7 +35,7 @@ from reactlab.trace.integrity import MANIFEST, check_manifest
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
 
 __all__ = ["EPOCH", "EPOCH_NS", "STEP_NS", "ExportError", "ExportRun", "damaged_exports",
-           "derived_id", "find_pairs", "group_runs", "load_runs", "request_params", "require",
+           "derived_id", "find_pairs", "group_runs", "load_runs", "require",
            "step_window", "unrecorded_facts"]
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -144,6 +144,21 @@ class ExportRun:
         script = self.spec.get("script") or {}
         return str(script.get("model") or self.scenario)
 
+    def request_params(self) -> dict[str, int | float]:
+        """The request parameters the run's config sets, as both exports name them:
+        ``max_tokens`` (the backend's output-token cap, whichever config key sets it),
+        ``temperature``, ``top_p`` and ``seed``, in that order, each only when set."""
+        cfg = self.backend_config.to_dict()  # the fields the config gave, as it gave them
+        values: dict[str, int | float] = {}
+        if self.max_output_tokens is not None:
+            values["max_tokens"] = self.max_output_tokens
+        for name in ("temperature", "top_p"):
+            if cfg.get(name) is not None:
+                values[name] = float(cfg[name])
+        if self.spec.get("seed") is not None:
+            values["seed"] = int(self.spec["seed"])
+        return values
+
     def calls_by_step(self) -> dict[int, list[ToolCallRecord]]:
         out: dict[int, list[ToolCallRecord]] = {}
         for call in self.trace.tool_calls():
@@ -193,22 +208,6 @@ def step_window(step: int, slot: int | None = None, slots: int = 1) -> tuple[int
     width = half // max(slots, 1)
     start = base + half + slot * width
     return start, start + width
-
-
-def request_params(run: ExportRun) -> dict[str, int | float]:
-    """The request parameters a run's config sets, as both exports name them:
-    ``max_tokens`` (the backend's output-token cap, whichever config key sets it),
-    ``temperature``, ``top_p`` and ``seed``, in that order, each only when set."""
-    cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
-    values: dict[str, int | float] = {}
-    if run.max_output_tokens is not None:
-        values["max_tokens"] = run.max_output_tokens
-    for name in ("temperature", "top_p"):
-        if cfg.get(name) is not None:
-            values[name] = float(cfg[name])
-    if run.spec.get("seed") is not None:
-        values["seed"] = int(run.spec["seed"])
-    return values
 
 
 def load_runs(pairs: Iterable[tuple[str | Path, str | Path]]) -> list[ExportRun]:

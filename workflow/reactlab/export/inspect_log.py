@@ -48,7 +48,6 @@ from reactlab.export import (
     derived_id,
     group_runs,
     load_runs,
-    request_params,
     require,
     step_window,
 )
@@ -125,7 +124,7 @@ def _text(value: Any) -> str:
 def _generate_config(run: ExportRun) -> GenerateConfig:
     from inspect_ai.model import GenerateConfig  # lazy: optional (export extra)
 
-    return GenerateConfig.model_validate(request_params(run))
+    return GenerateConfig.model_validate(run.request_params())
 
 
 def _tools(run: ExportRun) -> list[ToolInfo]:

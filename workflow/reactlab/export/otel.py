@@ -53,12 +53,13 @@ from reactlab.export import (
     ExportRun,
     derived_id,
     load_runs,
-    request_params,
     require,
     step_window,
 )
 from reactlab.trace.integrity import publish_dir
 from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
+
+__all__ = ["AGENT_NAME", "export_job", "run_path", "spans_json", "write_spans"]
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.sdk.trace.id_generator import IdGenerator
     from opentelemetry.trace import Span, Tracer
-
-__all__ = ["AGENT_NAME", "export_job", "run_path", "spans_json", "write_spans"]
 
 AGENT_NAME = "reactlab"
 SCOPE = "reactlab.export.otel"
@@ -176,7 +175,7 @@ def _chat_attributes(run: ExportRun) -> dict[str, Any]:
     """What every ``chat`` span of the run says: the operation, provider, model and
     request parameters, and the conversation."""
     return {OP: "chat", PROVIDER: run.provider, MODEL: run.model,
-            **{f"gen_ai.request.{k}": v for k, v in request_params(run).items()},
+            **{f"gen_ai.request.{k}": v for k, v in run.request_params().items()},
             "gen_ai.conversation.id": run.key}
 
 
