@@ -24,19 +24,19 @@ VERDICT_COLOURS = {"verified": "#4caf50", "rejected": "#e57373", "no answer": "#
 
 
 def _plt() -> Any:
-    import matplotlib
+    import matplotlib  # lazy: heavy (matplotlib)
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "reactlab"
     matplotlib.rcParams["font.family"] = "DejaVu Sans"
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: heavy (matplotlib)
 
     return plt
 
 
 def save(fig: Figure, out: str | Path) -> list[Path]:
     """Write ``out`` (PNG) and its SVG twin atomically; return both paths."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: heavy (matplotlib)
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +70,7 @@ def check_source(table_csv: str | Path) -> None:
 def cumulative_tokens(table_csv: str | Path, out_png: str | Path,
                       figure: Mapping[str, Any]) -> Path:
     """The lesson's figure: tokens sent, cumulative by step, loop vs correct case."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     df = pd.read_csv(table_csv)
@@ -105,7 +105,7 @@ def agents_tokens(steps_csv: str | Path, out_png: str | Path,
     under ``figure.agents_scenario`` (default ``bucle``), the lesson loop's and each agent
     framework's (as shipped, capped), one line per backend and agent, to where each run
     stopped (docs/agents.md)."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     base = str(figure.get("agents_scenario", "bucle"))
@@ -140,8 +140,8 @@ def _verdict(row: pd.Series) -> str:
 def outcomes(runs_csv: str | Path, out_png: str | Path) -> Path:
     """Outcome matrix: one row per task/scenario, one column per backend, coloured by
     verdict, with the termination reason in each cell."""
-    import pandas as pd
-    from matplotlib.patches import Patch
+    import pandas as pd  # lazy: heavy (pandas)
+    from matplotlib.patches import Patch  # lazy: heavy (matplotlib)
 
     plt = _plt()
     runs = pd.read_csv(runs_csv)
@@ -171,8 +171,8 @@ def outcomes(runs_csv: str | Path, out_png: str | Path) -> Path:
 
 def tokens(runs_csv: str | Path, out_png: str | Path) -> Path:
     """Tokens sent per run, by scenario (rows) and backend (bars)."""
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # lazy: heavy (numpy)
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     runs = pd.read_csv(runs_csv)
@@ -198,8 +198,8 @@ def tokens(runs_csv: str | Path, out_png: str | Path) -> Path:
 
 def defences(summary_csv: str | Path, out_png: str | Path) -> Path:
     """Utility and attack success rate of the attacked runs, by set of defences."""
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # lazy: heavy (numpy)
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     df = pd.read_csv(summary_csv)

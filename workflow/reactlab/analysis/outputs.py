@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reactlab.analysis import figures
+from reactlab.analysis.suite_figures import agentdojo_rates, bfcl_accuracy
+from reactlab.analysis.trial_figures import success_rates
 from reactlab.core.errors import UsageError
 
 #: ``draw(table_csv, out_png, figure_section) -> out_png``: writes the PNG and its SVG.
@@ -53,52 +56,13 @@ class Figure:
         return (f"results/figures/{self.kind}.png", f"results/figures/{self.kind}.svg")
 
 
-def _cumulative_tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import figures
+def _without_section(draw: Callable[[str | Path, str | Path], Path]) -> Draw:
+    """A drawing function that does not read the config's ``figure`` section, as a
+    :data:`Draw`."""
+    def drawn(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
+        return draw(table, out)
 
-    return figures.cumulative_tokens(table, out, figure)
-
-
-def _agents_tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import figures
-
-    return figures.agents_tokens(table, out, figure)
-
-
-def _outcomes(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import figures
-
-    return figures.outcomes(table, out)
-
-
-def _tokens(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import figures
-
-    return figures.tokens(table, out)
-
-
-def _defences(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import figures
-
-    return figures.defences(table, out)
-
-
-def _success_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import trial_figures
-
-    return trial_figures.success_rates(table, out)
-
-
-def _bfcl_accuracy(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import suite_figures
-
-    return suite_figures.bfcl_accuracy(table, out)
-
-
-def _agentdojo_rates(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-    from reactlab.analysis import suite_figures
-
-    return suite_figures.agentdojo_rates(table, out)
+    return drawn
 
 
 #: Every table, in the order ``tables.build`` writes them.
@@ -117,20 +81,20 @@ TABLES: tuple[Table, ...] = (
 
 #: Every figure by kind, with the table it is drawn from.
 FIGURES: dict[str, Figure] = {f.kind: f for f in (
-    Figure("cumulative_tokens", "cumulative_tokens", _cumulative_tokens,
+    Figure("cumulative_tokens", "cumulative_tokens", figures.cumulative_tokens,
            uses_figure_section=True),
-    Figure("outcomes", "runs", _outcomes),
-    Figure("tokens", "runs", _tokens),
-    Figure("defences", "summary_by_defences", _defences),
-    Figure("success_rates", "summary_trials", _success_rates),
-    Figure("agents_tokens", "steps", _agents_tokens, uses_figure_section=True),
+    Figure("outcomes", "runs", _without_section(figures.outcomes)),
+    Figure("tokens", "runs", _without_section(figures.tokens)),
+    Figure("defences", "summary_by_defences", _without_section(figures.defences)),
+    Figure("success_rates", "summary_trials", _without_section(success_rates)),
+    Figure("agents_tokens", "steps", figures.agents_tokens, uses_figure_section=True),
 )}
 
 #: The figures of the outside suites, drawn from a suite table (``results/tables/bfcl.csv``
 #: ...): made only when the config runs that suite (``workflow/rules/suites.smk``).
 SUITE_FIGURES: dict[str, Figure] = {f.kind: f for f in (
-    Figure("bfcl_accuracy", "bfcl", _bfcl_accuracy),
-    Figure("agentdojo_rates", "agentdojo", _agentdojo_rates),
+    Figure("bfcl_accuracy", "bfcl", _without_section(bfcl_accuracy)),
+    Figure("agentdojo_rates", "agentdojo", _without_section(agentdojo_rates)),
 )}
 
 #: Every figure the CLI can draw.
@@ -156,12 +120,10 @@ def draw(kind: str, table_csv: str | Path, out_png: str | Path,
          figure: Mapping[str, Any]) -> Path:
     """Draw figure ``kind`` from ``table_csv`` into ``out_png`` (and its SVG twin), after
     checking that the table is the one the tables job published."""
-    from reactlab.analysis.figures import check_source
-
     try:
         entry = ALL_FIGURES[kind]
     except KeyError:
         raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(ALL_FIGURES)})"
                          ) from None
-    check_source(table_csv)
+    figures.check_source(table_csv)
     return entry.draw(table_csv, out_png, figure)

@@ -155,41 +155,56 @@ def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str
     keys = list(keys)
     stale = False  # the tables (and so figures and viewer) must be rebuilt
     for key in keys:
-        trace_path = results / "traces" / f"{key}.jsonl"
-        verified = results / "verified" / f"{key}.json"
-        if not trace_path.is_file():
-            if verified.exists():  # deleted after it was verified; else not yet made
-                report.messages.append(f"{trace_path} is missing: it will be regenerated")
-                _remove(verified, report)
-                stale = True
-            continue
-        try:
-            tr = tracemod.read(trace_path)
-        except TraceError as exc:
-            if key in costly:
-                raise DamagedResult(
-                    f"{exc}. It is a live run (real API calls), so it is not regenerated "
-                    f"automatically. To rebuild it offline from its recording: "
-                    f"`rm {trace_path} {verified}` and run `snakemake --cores 4 "
-                    f"--configfile workflow/configs/replay.yaml`; to buy it again: `rm "
-                    f"{trace_path} {verified}` and run `snakemake --cores 4 --configfile "
-                    f"workflow/configs/live.yaml`") from None
-            report.messages.append(f"{exc}: removed, it will be regenerated")
-            _remove(trace_path, report)
-            _remove(verified, report)
-            stale = True
-            continue
-        if not verified.is_file():
-            stale = True
-            continue
-        try:
-            load_verification(tr, verified, str(trace_path))
-        except TraceError as exc:
-            report.messages.append(f"{str(exc).split('; run the pipeline')[0]}: removed, "
-                                   f"it will be regenerated")
-            _remove(verified, report)
-            stale = True
+        stale = _check_run(results, key, key in costly, report) or stale
+    stale = _check_tables(tables, stale, report)
+    _check_figures(figures, stale, report)
+    _check_viewer(Path(viewer), report)
+    _remove_temporaries(results, report)
+    report.stray = stray_files(results, keys)
+    return report
 
+
+def _check_run(results: Path, key: str, costly: bool, report: Recovery) -> bool:
+    """Check one run's trace and verification, removing what is damaged; whether the
+    tables must be rebuilt for it. A damaged ``costly`` trace is :class:`DamagedResult`."""
+    trace_path = results / "traces" / f"{key}.jsonl"
+    verified = results / "verified" / f"{key}.json"
+    if not trace_path.is_file():
+        if verified.exists():  # deleted after it was verified; else not yet made
+            report.messages.append(f"{trace_path} is missing: it will be regenerated")
+            _remove(verified, report)
+            return True
+        return False
+    try:
+        tr = tracemod.read(trace_path)
+    except TraceError as exc:
+        if costly:
+            raise DamagedResult(
+                f"{exc}. It is a live run (real API calls), so it is not regenerated "
+                f"automatically. To rebuild it offline from its recording: "
+                f"`rm {trace_path} {verified}` and run `snakemake --cores 4 "
+                f"--configfile workflow/configs/replay.yaml`; to buy it again: `rm "
+                f"{trace_path} {verified}` and run `snakemake --cores 4 --configfile "
+                f"workflow/configs/live.yaml`") from None
+        report.messages.append(f"{exc}: removed, it will be regenerated")
+        _remove(trace_path, report)
+        _remove(verified, report)
+        return True
+    if not verified.is_file():
+        return True
+    try:
+        load_verification(tr, verified, str(trace_path))
+    except TraceError as exc:
+        report.messages.append(f"{str(exc).split('; run the pipeline')[0]}: removed, "
+                               f"it will be regenerated")
+        _remove(verified, report)
+        return True
+    return False
+
+
+def _check_tables(tables: Sequence[str], stale: bool, report: Recovery) -> bool:
+    """Remove the tables when ``stale`` or damaged (their manifest fails, one is missing);
+    whether they are stale (to be rebuilt)."""
     existing = [Path(t) for t in tables if Path(t).exists()]
     if existing and not stale:
         problems = check_manifest(Path(tables[0]).parent / MANIFEST)
@@ -202,7 +217,11 @@ def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str
         for t in tables:
             _remove(Path(t), report)
         _remove(Path(tables[0]).parent / MANIFEST, report)
+    return stale
 
+
+def _check_figures(figures: Sequence[str], stale: bool, report: Recovery) -> None:
+    """Remove each figure (PNG, SVG, manifest) when the tables are stale or it is damaged."""
     for png in (f for f in figures if f.endswith(".png")):
         pair = [Path(png), Path(png).with_suffix(".svg")]
         if not any(p.exists() for p in pair):
@@ -214,15 +233,14 @@ def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str
             for p in (*pair, manifest_path(png)):
                 _remove(p, report)
 
-    view = Path(viewer)
+
+def _check_viewer(view: Path, report: Recovery) -> None:
+    """Remove the viewer folder when its files no longer match its manifest."""
     if view.exists():
         problems = check_manifest(view / MANIFEST)
         if problems:
             report.messages.append(f"{problems[0]}: the viewer will be rebuilt")
             _remove(view, report)
-    _remove_temporaries(results, report)
-    report.stray = stray_files(results, keys)
-    return report
 
 
 def _remove_temporaries(results: Path, report: Recovery) -> None:

@@ -72,7 +72,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 def bootstrap_mean(values: Sequence[float], *, seed: int = BOOTSTRAP_SEED,
                    resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95) -> Interval:
     """Mean of ``values`` with a percentile bootstrap interval (NaN when empty)."""
-    import numpy as np
+    import numpy as np  # lazy: heavy (numpy)
 
     x = np.asarray(values, dtype=float)
     if x.size == 0:

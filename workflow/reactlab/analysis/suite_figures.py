@@ -29,7 +29,7 @@ MEASURED = "measured"
 
 
 def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     df = pd.read_csv(bfcl_csv, keep_default_na=False, na_values=[""])
@@ -98,7 +98,7 @@ AGENTDOJO_COLUMNS = ("suite", "backend", "policy", "defence", "pairs", "utility"
 
 
 def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     plt = _plt()
     df = pd.read_csv(agentdojo_csv, keep_default_na=False, na_values=[""])

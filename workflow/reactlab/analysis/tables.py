@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
+from reactlab.agent.defences import out_of_scope, question_tickers
+from reactlab.analysis import trials
 from reactlab.analysis.verify import VerifiedRun, load_verified
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
+from reactlab.data import INJECTION_FIGURE, INJECTION_MARKER
 from reactlab.trace.integrity import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
@@ -40,9 +43,6 @@ def attack_outcome(tr: tracemod.Trace, delivered: str | None) -> tuple[bool, boo
     when, after it, the delivered answer carries the planted figure, or a tool call on a
     ticker the question does not name was executed (blocked calls do not count).
     """
-    from reactlab.agent.defences import out_of_scope, question_tickers
-    from reactlab.data import INJECTION_FIGURE, INJECTION_MARKER
-
     calls = tr.tool_calls()
     present = any(INJECTION_MARKER in json.dumps(c.result, ensure_ascii=False)
                   for c in calls)
@@ -106,7 +106,7 @@ def agent_row(tr: tracemod.Trace, row: Mapping[str, Any]) -> dict[str, Any]:
 def agents_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """agents.csv: the runs of every (task, backend, scenario) that an agent framework
     runs, the lesson loop's among them, sorted by those keys and the agent."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     keys = ["task", "backend", "scenario"]
     framed = {tuple(r[k] for k in keys) for r in rows if r["agent"] != "lesson"}
@@ -149,9 +149,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     the figures drawn from them) hold the runs without repeated trials; every run,
     trials included, is in trials.csv and summary_trials.csv.
     """
-    import pandas as pd
-
-    from reactlab.analysis import trials
+    import pandas as pd  # lazy: heavy (pandas)
 
     runs, steps, trial_rows, agent_rows = [], [], [], []
     lesson: list[bool] = []  # per row of runs: the lesson loop's (not a framework's)
@@ -200,7 +198,7 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
 
 def figure_table(steps: pd.DataFrame, figure: Mapping[str, Any]) -> pd.DataFrame:
     """The table behind the cumulative-token figure: loop and reference series."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     parts = []
     for role in ("loop", "reference"):

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from reactlab.analysis.figures import _plt, save
+from reactlab.analysis.stats import wilson
 
 #: Backend panels side by side before wrapping to another row of panels.
 PANELS_PER_ROW = 4
@@ -21,7 +22,7 @@ PANELS_PER_ROW = 4
 
 def pooled(summary_csv: str | Path) -> dict[tuple[str, str], tuple[int, int]]:
     """(backend, scenario) -> (successes, trials), summed over the tasks."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     df = pd.read_csv(summary_csv)
     out: dict[tuple[str, str], tuple[int, int]] = {}
@@ -31,8 +32,6 @@ def pooled(summary_csv: str | Path) -> dict[tuple[str, str], tuple[int, int]]:
 
 
 def success_rates(summary_csv: str | Path, out_png: str | Path) -> Path:
-    from reactlab.analysis.stats import wilson
-
     plt = _plt()
     groups = pooled(summary_csv)
     backends = sorted({b for b, _ in groups})

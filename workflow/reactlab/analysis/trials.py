@@ -63,7 +63,7 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
 
 
 def trials_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     df = pd.DataFrame(list(rows), columns=TRIAL_COLUMNS)
     # from the Python ints (a column with empty cells would go through float64 and
@@ -83,7 +83,7 @@ def _mean_or_none(values: Sequence[Any]) -> float | None:
 
 
 def summary_table(trials: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     rows = []
     for key, g in trials.groupby(KEYS, sort=True):
@@ -122,7 +122,7 @@ PAIRED_COLUMNS = ["comparison", "vary", "a", "b", "pairs", "a_successes", "b_suc
 def paired_table(trials: pd.DataFrame,
                  comparisons: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per comparison: runs paired on (task, the other factor, trial)."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas)
 
     rows = []
     for comp in comparisons:

@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab import trace as tracemod
+from reactlab.core import io as core_io
 from reactlab.core.errors import TraceError
 from reactlab.trace.records import Termination, ToolCallRecord
 
@@ -393,9 +395,7 @@ class VerifiedRun:
 def load_verified(trace_path: str, verified_path: str | Path) -> VerifiedRun:
     """Read the trace at ``trace_path`` and its verification at ``verified_path``:
     the trace's checks (:func:`reactlab.trace.read`), then :func:`load_verification`."""
-    from reactlab import trace
-
-    tr = trace.read(trace_path)
+    tr = tracemod.read(trace_path)
     return VerifiedRun(tr, load_verification(tr, verified_path, trace_path))
 
 
@@ -403,12 +403,9 @@ def verify_job(trace_path: str, out: str) -> str:
     """One verify job of the pipeline (the ``verify`` command and the Snakemake rule):
     read and check the trace, write its verification record atomically; returns the
     summary line for the job's log. Holds no state between calls (jobs may be threads)."""
-    from reactlab import trace
-    from reactlab.core.io import write_json_atomic
-
-    tr = trace.read(trace_path)
+    tr = tracemod.read(trace_path)
     v = Verification.of(tr, trace_path)
-    write_json_atomic(out, v.to_json())
+    core_io.write_json_atomic(out, v.to_json())  # by the module: a test fakes a full disk
     verdict_ = "verified" if v.verified else "REJECTED: " + "; ".join(
         f.message for f in v.findings)
     return (f"{tr.header.key}: {tr.end.termination}, {tr.end.steps} steps, "

@@ -19,23 +19,24 @@ checksum (:func:`derived_id`), so exporting the same traces twice writes the sam
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Verification, load_verification
-from reactlab.core.errors import ExportError, TraceError
+from reactlab.backends import API_RESULTS_ASCII, registry
+from reactlab.config.settings import BackendSettings, backend_settings
+from reactlab.core.errors import ExportError, TraceError, UsageError
+from reactlab.trace.integrity import MANIFEST, check_manifest
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
 
-if TYPE_CHECKING:
-    from reactlab.config.settings import BackendSettings
-
 __all__ = ["EPOCH", "EPOCH_NS", "STEP_NS", "ExportError", "ExportRun", "damaged_exports",
-           "derived_id", "find_pairs", "group_runs", "load_runs", "require", "step_window",
-           "unrecorded_facts"]
+           "derived_id", "find_pairs", "group_runs", "load_runs", "require",
+           "step_window", "unrecorded_facts"]
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """The instant that stands for the start of every run (traces carry no clock)."""
@@ -46,8 +47,6 @@ STEP_NS = 1_000_000_000
 
 def require(module: str, what: str) -> None:
     """Raise :class:`ExportError` naming the extra when ``module`` cannot be imported."""
-    import importlib.util
-
     if importlib.util.find_spec(module) is None:
         raise ExportError(f"{what} needs the package {module!r}, which is not installed: "
                           f"install the export extra (`pip install -e \".[export]\"`; "
@@ -109,8 +108,6 @@ class ExportRun:
     @property
     def backend_config(self) -> BackendSettings:
         """The run's backend settings, typed (validated from the trace header's spec)."""
-        from reactlab.config.settings import backend_settings
-
         return backend_settings(self.spec["backend_config"])
 
     @property
@@ -147,6 +144,21 @@ class ExportRun:
         script = self.spec.get("script") or {}
         return str(script.get("model") or self.scenario)
 
+    def request_params(self) -> dict[str, int | float]:
+        """The request parameters the run's config sets, as both exports name them:
+        ``max_tokens`` (the backend's output-token cap, whichever config key sets it),
+        ``temperature``, ``top_p`` and ``seed``, in that order, each only when set."""
+        cfg = self.backend_config.to_dict()  # the fields the config gave, as it gave them
+        values: dict[str, int | float] = {}
+        if self.max_output_tokens is not None:
+            values["max_tokens"] = self.max_output_tokens
+        for name in ("temperature", "top_p"):
+            if cfg.get(name) is not None:
+                values[name] = float(cfg[name])
+        if self.spec.get("seed") is not None:
+            values["seed"] = int(self.spec["seed"])
+        return values
+
     def calls_by_step(self) -> dict[int, list[ToolCallRecord]]:
         out: dict[int, list[ToolCallRecord]] = {}
         for call in self.trace.tool_calls():
@@ -172,12 +184,8 @@ def unrecorded_facts(run: ExportRun) -> tuple[bool, bool]:
     TraceError: nothing says what its session sent.
 
     Only old traces take this path; drop it once no kept trace lacks the two fields."""
-    from reactlab.backends import API_RESULTS_ASCII
-    from reactlab.backends.registry import provider
-    from reactlab.core.errors import UsageError
-
     try:
-        http = provider(run.provider).http
+        http = registry.provider(run.provider).http
     except UsageError as exc:
         raise TraceError(f"{run.trace.path}: the header does not record what its session "
                          f"sent, and {exc}: run it again") from exc
@@ -250,8 +258,6 @@ def find_pairs(results: str | Path = "results") -> list[tuple[Path, Path]]:
 def damaged_exports(folders: Iterable[str | Path]) -> list[tuple[Path, str]]:
     """The export folders whose files no longer match their checksum manifest, with the
     first problem found (the pipeline removes them before a run, so they are rebuilt)."""
-    from reactlab.trace.integrity import MANIFEST, check_manifest
-
     found = []
     for folder in map(Path, folders):
         if folder.exists():

@@ -38,7 +38,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactlab.export import (
     EPOCH,
@@ -51,12 +51,17 @@ from reactlab.export import (
     require,
     step_window,
 )
+from reactlab.tools import TOOLS, json_schema
+from reactlab.tools.messages import tool_message
 from reactlab.trace.integrity import publish_dir
-from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRecord
+from reactlab.trace.records import Answer, Error, Guardrail, Record, Request, ToolCallRecord
 from reactlab.views.common import GUARDRAIL_TEXT
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.log import EvalError, EvalLog, EvalSample, EvalSampleLimit
+    from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput
+    from inspect_ai.scorer import Score
+    from inspect_ai.tool import ToolInfo
 
 __all__ = ["STAMP", "build_log", "export_job", "log_name", "write_logs"]
 
@@ -66,11 +71,17 @@ STAMP = EPOCH.strftime("%Y-%m-%dT%H-%M-%S+00-00")
 SCORER = "verifier"
 GUARDRAIL_SOURCE = "reactlab guardrail"
 
+#: The ToolCallError types this export uses (a subset of Inspect's).
+ErrorType = Literal["parsing", "unknown", "limit", "approval"]
+#: The sample limits this export uses (a subset of Inspect's).
+LimitType = Literal["turn", "token"]
+
 # Why a call's result is an error, in Inspect's ToolCallError types.
-_ERROR_TYPES = {"invalid": "parsing", "unknown": "unknown", "error": "unknown",
-                "repeated": "limit", "blocked": "approval"}
+_ERROR_TYPES: dict[str, ErrorType] = {"invalid": "parsing", "unknown": "unknown",
+                                      "error": "unknown", "repeated": "limit",
+                                      "blocked": "approval"}
 # The guardrails that end a run, as Inspect's sample limits.
-_LIMITS = {"step_limit": "turn", "token_budget": "token"}
+_LIMITS: dict[str, LimitType] = {"step_limit": "turn", "token_budget": "token"}
 
 
 def _clean(name: str) -> str:
@@ -110,26 +121,15 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _generate_config(run: ExportRun) -> Any:
-    from inspect_ai.model import GenerateConfig
+def _generate_config(run: ExportRun) -> GenerateConfig:
+    from inspect_ai.model import GenerateConfig  # lazy: optional (export extra)
 
-    cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
-    values: dict[str, Any] = {}
-    if run.max_output_tokens is not None:
-        values["max_tokens"] = run.max_output_tokens
-    for name in ("temperature", "top_p"):
-        if cfg.get(name) is not None:
-            values[name] = float(cfg[name])
-    if run.spec.get("seed") is not None:
-        values["seed"] = int(run.spec["seed"])
-    return GenerateConfig(**values)
+    return GenerateConfig.model_validate(run.request_params())
 
 
-def _tools(run: ExportRun) -> list[Any]:
+def _tools(run: ExportRun) -> list[ToolInfo]:
     """The tools offered to the model (none when the config does not send them)."""
-    from inspect_ai.tool import ToolInfo, ToolParams
-
-    from reactlab.tools import TOOLS, json_schema
+    from inspect_ai.tool import ToolInfo, ToolParams  # lazy: optional (export extra)
 
     if not run.spec["agent"].get("send_tools", True):
         return []
@@ -143,8 +143,8 @@ def _tools(run: ExportRun) -> list[Any]:
             for n in run.spec["tools"] if n in TOOLS]
 
 
-def _score(run: ExportRun) -> Any:
-    from inspect_ai.scorer import Score
+def _score(run: ExportRun) -> Score:
+    from inspect_ai.scorer import Score  # lazy: optional (export extra)
 
     v = run.verification
     findings = [f.to_json() for f in v.findings]
@@ -161,201 +161,245 @@ def _guardrail_data(rec: Guardrail) -> dict[str, Any]:
     return data
 
 
-def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
-    """The sample (one epoch) of one run."""
-    from inspect_ai.dataset import Sample
-    from inspect_ai.event import (
-        InfoEvent,
-        ModelEvent,
-        SampleInitEvent,
-        SampleLimitEvent,
-        ScoreEvent,
-        SpanBeginEvent,
-        SpanEndEvent,
-        ToolEvent,
-    )
-    from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit, condense_events
-    from inspect_ai.model import (
-        ChatCompletionChoice,
-        ChatMessageAssistant,
-        ChatMessageSystem,
-        ChatMessageTool,
-        ChatMessageUser,
-        ModelOutput,
-        ModelUsage,
-    )
-    from inspect_ai.tool import ToolCall, ToolCallError
+class _Sample:
+    """One sample's messages and events as they are built, record by record, in Inspect's
+    own span layout; the identifiers come from one counter (:class:`_Ids`), in the order
+    the messages and events are made."""
 
-    from reactlab.tools.messages import tool_message
+    def __init__(self, run: ExportRun, eval_id: str) -> None:
+        from inspect_ai.model import (  # lazy: optional (export extra)
+            ChatMessageSystem,
+            ChatMessageUser,
+            ModelOutput,
+            ModelUsage,
+        )
 
-    next_id = _Ids("inspect", eval_id, run.key)
-    tr = run.trace
-    spec = run.spec
-    model = f"{run.provider}/{run.model}"
-    tools = _tools(run)
-    config = _generate_config(run)
-    delimit = bool(spec["agent"].get("defences", {}).get("delimit_tool_output"))
-    ensure_ascii = run.tool_results_ascii  # as the session wrote them (trace header)
-    calls = run.calls_by_step()
+        self.run = run
+        self.next_id = _Ids("inspect", eval_id, run.key)
+        self.model = f"{run.provider}/{run.model}"
+        self.tools = _tools(run)
+        self.config = _generate_config(run)
+        self.delimit = bool(run.spec["agent"].get("defences", {}).get("delimit_tool_output"))
+        self.ensure_ascii = run.tool_results_ascii  # as the session wrote them (trace header)
+        self.calls = run.calls_by_step()
+        self.first: list[ChatMessage] = []
+        if run.system_prompt_sent:  # as the session said (trace header)
+            self.first.append(ChatMessageSystem(
+                id=self.next_id(), content=run.spec["agent"]["system_prompt"], source="input"))
+        self.first.append(ChatMessageUser(id=self.next_id(), content=run.trace.header.question,
+                                          source="input"))
+        self.messages: list[ChatMessage] = list(self.first)
+        self.events: list[Any] = []
+        self.spans: list[str] = []  # the open spans, innermost last
+        self.usage = ModelUsage()
+        self.output: ModelOutput = ModelOutput(model=self.model)
+        self.error: EvalError | None = None
+        self.limit: EvalSampleLimit | None = None
+        self.cursor = 0  # ns after the run's start: events never go back in time
 
-    first: list[Any] = []
-    if run.system_prompt_sent:  # as the session said (trace header)
-        first.append(ChatMessageSystem(id=next_id(), content=spec["agent"]["system_prompt"],
-                                       source="input"))
-    first.append(ChatMessageUser(id=next_id(), content=tr.header.question, source="input"))
-    messages: list[Any] = list(first)
-    events: list[Any] = []
-    spans: list[str] = []  # the open spans, innermost last
+    def begin(self, name: str, kind: str, ns: int) -> None:
+        from inspect_ai.event import SpanBeginEvent  # lazy: optional (export extra)
 
-    def begin(name: str, kind: str, ns: int) -> None:
-        span = next_id()
-        events.append(SpanBeginEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
-                                     working_start=ns / 1e9, id=span, name=name, type=kind,
-                                     parent_id=spans[-1] if spans else None))
-        spans.append(span)
+        span = self.next_id()
+        self.events.append(SpanBeginEvent(
+            uuid=self.next_id(), span_id=span, timestamp=_at(ns), working_start=ns / 1e9,
+            id=span, name=name, type=kind, parent_id=self.spans[-1] if self.spans else None))
+        self.spans.append(span)
 
-    def finish(ns: int) -> None:
-        span = spans.pop()
-        events.append(SpanEndEvent(uuid=next_id(), span_id=span, timestamp=_at(ns),
-                                   working_start=ns / 1e9, id=span))
+    def finish(self, ns: int) -> None:
+        from inspect_ai.event import SpanEndEvent  # lazy: optional (export extra)
 
-    def add(event: Any) -> None:
-        event.span_id = spans[-1]
-        events.append(event)
+        span = self.spans.pop()
+        self.events.append(SpanEndEvent(uuid=self.next_id(), span_id=span, timestamp=_at(ns),
+                                        working_start=ns / 1e9, id=span))
 
-    # Inspect's own layout of a sample's events: init, then the solvers (here the agent
-    # loop), then the scorers, each a span.
-    begin("init", "init", 0)
-    add(SampleInitEvent(uuid=next_id(), timestamp=_at(0), working_start=0.0,
-                        sample=Sample(id=run.scenario, input=list(first), target="")))
-    finish(0)
-    begin("solvers", "solvers", 0)
-    begin("reactlab_agent_loop", "solver", 0)
-    usage = ModelUsage()
-    output = ModelOutput(model=model)
-    error = None
-    limit = None
-    cursor = 0  # ns after the run's start: events never go back in time
+    def add(self, event: Any) -> None:
+        event.span_id = self.spans[-1]
+        self.events.append(event)
 
-    def when(ns: int) -> int:
-        nonlocal cursor
-        cursor = max(cursor, ns)
-        return cursor
+    def when(self, ns: int) -> int:
+        self.cursor = max(self.cursor, ns)
+        return self.cursor
 
-    for rec in tr.records:
+    def record(self, rec: Record) -> None:
+        """Add the messages and events of one trace record."""
         if isinstance(rec, Request):
-            step_calls = calls.get(rec.step, [])
-            assistant = ChatMessageAssistant(
-                id=next_id(), content=rec.text, source="generate", model=run.model,
-                tool_calls=[ToolCall(id=c.id, function=c.name or "",
-                                     arguments=c.arguments or {},
-                                     parse_error=(None if c.arguments is not None
-                                                  else f"arguments not a JSON object: "
-                                                       f"{c.raw!r}"))
-                            for c in step_calls] or None)
-            turn = ModelUsage(input_tokens=rec.tokens_sent, output_tokens=rec.tokens_out,
-                              total_tokens=rec.tokens_sent + rec.tokens_out)
-            usage = usage + turn
-            output = ModelOutput(
-                model=model, completion=rec.text, usage=turn, time=0.5,
-                choices=[ChatCompletionChoice(
-                    message=assistant,
-                    stop_reason="tool_calls" if step_calls else "stop")])
-            start, end = step_window(rec.step)
-            meta: dict[str, Any] = {"step": rec.step, "attempts": rec.attempts,
-                                    "cumulative_tokens": rec.cumulative_tokens}
-            if rec.decoding is not None:
-                meta["decoding"] = rec.decoding
-            add(ModelEvent(
-                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
-                completed=_at(end), working_time=(end - start) / 1e9, model=model,
-                input=list(messages), tools=tools, tool_choice="auto", config=config,
-                output=output, retries=rec.attempts - 1 or None, metadata=meta))
-            messages.append(assistant)
+            self.request(rec)
         elif isinstance(rec, ToolCallRecord):
-            step_calls = calls[rec.step]
-            slot = next(i for i, c in enumerate(step_calls) if c is rec)
-            start, end = step_window(rec.step, slot, len(step_calls))
-            content = tool_message(rec.result, delimit=delimit, ensure_ascii=ensure_ascii)
-            failure = None
-            if rec.status != "ok":
-                failure = ToolCallError(type=_ERROR_TYPES.get(rec.status, "unknown"),  # type: ignore[arg-type]
-                                        message=_text(rec.result.get("error", rec.result)))
-            meta = {"step": rec.step, "status": rec.status}
-            if rec.raw is not None:
-                meta["raw"] = rec.raw
-            add(ToolEvent(
-                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
-                completed=_at(end), working_time=(end - start) / 1e9, id=rec.id,
-                function=rec.name or "", arguments=rec.arguments or {}, result=content,
-                error=failure, failed=True if failure else None, metadata=meta))
-            messages.append(ChatMessageTool(id=next_id(), content=content, tool_call_id=rec.id,
-                                            function=rec.name or "", error=failure))
+            self.tool_call(rec)
         elif isinstance(rec, Guardrail):
-            ns = when((rec.step - 1) * STEP_NS)
-            data = _guardrail_data(rec)
-            add(InfoEvent(uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
-                                    source=GUARDRAIL_SOURCE, data=data))
-            if rec.rule in _LIMITS:
-                value = (rec.step if rec.rule == "step_limit"
-                         else spec["limits"].get("token_budget") or 0)
-                add(SampleLimitEvent(
-                    uuid=next_id(), timestamp=_at(ns), working_start=ns / 1e9,
-                    type=_LIMITS[rec.rule], message=data["text"],  # type: ignore[arg-type]
-                    limit=float(value)))
-                limit = EvalSampleLimit(type=_LIMITS[rec.rule], limit=float(value),  # type: ignore[arg-type]
-                                        reason=data["text"])
+            self.guardrail(rec)
         elif isinstance(rec, Error):
-            start, end = step_window(rec.step)
-            text = (f"{rec.kind}" + (f" (HTTP {rec.status})" if rec.status is not None else "")
-                    + f" after {rec.attempts} attempt(s): {rec.message}")
-            add(ModelEvent(
-                uuid=next_id(), timestamp=_at(when(start)), working_start=start / 1e9,
-                completed=_at(end), working_time=(end - start) / 1e9, model=model,
-                input=list(messages), tools=tools, tool_choice="auto", config=config,
-                output=ModelOutput(model=model, error=text), error=text,
-                retries=rec.attempts - 1 or None,
-                metadata={"step": rec.step, "kind": rec.kind, "status": rec.status,
-                          "retryable": rec.retryable, "history": rec.history}))
-            error = EvalError(message=text, traceback="", traceback_ansi="")
+            self.backend_error(rec)
         elif not isinstance(rec, Answer):  # the answer is the last assistant message
             raise TypeError(f"unexpected record {rec!r:.80}")
 
-    end_ns = when(tr.end.steps * STEP_NS)
-    finish(end_ns)
-    finish(end_ns)
-    score = _score(run)
-    begin("scorers", "scorers", end_ns)
-    begin(SCORER, "scorer", end_ns)
-    add(ScoreEvent(uuid=next_id(), timestamp=_at(end_ns), working_start=end_ns / 1e9,
-                   score=score, target="", scorer=SCORER))
-    finish(end_ns)
-    finish(end_ns)
-    condensed, pools = condense_events(events)
-    v = run.verification
-    metadata = {
+    def request(self, rec: Request) -> None:
+        """A model turn: the assistant message and its ``ModelEvent``."""
+        from inspect_ai.event import ModelEvent  # lazy: optional (export extra)
+        from inspect_ai.model import (  # lazy: optional (export extra)
+            ChatCompletionChoice,
+            ChatMessageAssistant,
+            ModelOutput,
+            ModelUsage,
+        )
+        from inspect_ai.tool import ToolCall  # lazy: optional (export extra)
+
+        run = self.run
+        step_calls = self.calls.get(rec.step, [])
+        assistant = ChatMessageAssistant(
+            id=self.next_id(), content=rec.text, source="generate", model=run.model,
+            tool_calls=[ToolCall(id=c.id, function=c.name or "",
+                                 arguments=c.arguments or {},
+                                 parse_error=(None if c.arguments is not None
+                                              else f"arguments not a JSON object: "
+                                                   f"{c.raw!r}"))
+                        for c in step_calls] or None)
+        turn = ModelUsage(input_tokens=rec.tokens_sent, output_tokens=rec.tokens_out,
+                          total_tokens=rec.tokens_sent + rec.tokens_out)
+        self.usage = self.usage + turn
+        self.output = ModelOutput(
+            model=self.model, completion=rec.text, usage=turn, time=0.5,
+            choices=[ChatCompletionChoice(
+                message=assistant,
+                stop_reason="tool_calls" if step_calls else "stop")])
+        start, end = step_window(rec.step)
+        meta: dict[str, Any] = {"step": rec.step, "attempts": rec.attempts,
+                                "cumulative_tokens": rec.cumulative_tokens}
+        if rec.decoding is not None:
+            meta["decoding"] = rec.decoding
+        self.add(ModelEvent(
+            uuid=self.next_id(), timestamp=_at(self.when(start)), working_start=start / 1e9,
+            completed=_at(end), working_time=(end - start) / 1e9, model=self.model,
+            input=list(self.messages), tools=self.tools, tool_choice="auto",
+            config=self.config, output=self.output, retries=rec.attempts - 1 or None,
+            metadata=meta))
+        self.messages.append(assistant)
+
+    def tool_call(self, rec: ToolCallRecord) -> None:
+        """A tool call: its ``ToolEvent`` and the tool message, as the session wrote it."""
+        from inspect_ai.event import ToolEvent  # lazy: optional (export extra)
+        from inspect_ai.model import ChatMessageTool  # lazy: optional (export extra)
+        from inspect_ai.tool import ToolCallError  # lazy: optional (export extra)
+
+        step_calls = self.calls[rec.step]
+        slot = next(i for i, c in enumerate(step_calls) if c is rec)
+        start, end = step_window(rec.step, slot, len(step_calls))
+        content = tool_message(rec.result, delimit=self.delimit, ensure_ascii=self.ensure_ascii)
+        failure = None
+        if rec.status != "ok":
+            failure = ToolCallError(type=_ERROR_TYPES.get(rec.status, "unknown"),
+                                    message=_text(rec.result.get("error", rec.result)))
+        meta: dict[str, Any] = {"step": rec.step, "status": rec.status}
+        if rec.raw is not None:
+            meta["raw"] = rec.raw
+        self.add(ToolEvent(
+            uuid=self.next_id(), timestamp=_at(self.when(start)), working_start=start / 1e9,
+            completed=_at(end), working_time=(end - start) / 1e9, id=rec.id,
+            function=rec.name or "", arguments=rec.arguments or {}, result=content,
+            error=failure, failed=True if failure else None, metadata=meta))
+        self.messages.append(ChatMessageTool(id=self.next_id(), content=content,
+                                             tool_call_id=rec.id, function=rec.name or "",
+                                             error=failure))
+
+    def guardrail(self, rec: Guardrail) -> None:
+        """A guardrail event: an ``InfoEvent``, and the sample's limit when it ended the
+        run (the step limit or the token budget)."""
+        from inspect_ai.event import InfoEvent, SampleLimitEvent  # lazy: optional (export extra)
+        from inspect_ai.log import EvalSampleLimit  # lazy: optional (export extra)
+
+        ns = self.when((rec.step - 1) * STEP_NS)
+        data = _guardrail_data(rec)
+        self.add(InfoEvent(uuid=self.next_id(), timestamp=_at(ns), working_start=ns / 1e9,
+                           source=GUARDRAIL_SOURCE, data=data))
+        limit_type = _LIMITS.get(rec.rule)
+        if limit_type is not None:
+            value = (rec.step if rec.rule == "step_limit"
+                     else self.run.spec["limits"].get("token_budget") or 0)
+            self.add(SampleLimitEvent(
+                uuid=self.next_id(), timestamp=_at(ns), working_start=ns / 1e9,
+                type=limit_type, message=data["text"], limit=float(value)))
+            self.limit = EvalSampleLimit(type=limit_type, limit=float(value),
+                                         reason=data["text"])
+
+    def backend_error(self, rec: Error) -> None:
+        """A backend error: a ``ModelEvent`` with the error, and the sample's error."""
+        from inspect_ai.event import ModelEvent  # lazy: optional (export extra)
+        from inspect_ai.log import EvalError  # lazy: optional (export extra)
+        from inspect_ai.model import ModelOutput  # lazy: optional (export extra)
+
+        start, end = step_window(rec.step)
+        text = (f"{rec.kind}" + (f" (HTTP {rec.status})" if rec.status is not None else "")
+                + f" after {rec.attempts} attempt(s): {rec.message}")
+        self.add(ModelEvent(
+            uuid=self.next_id(), timestamp=_at(self.when(start)), working_start=start / 1e9,
+            completed=_at(end), working_time=(end - start) / 1e9, model=self.model,
+            input=list(self.messages), tools=self.tools, tool_choice="auto",
+            config=self.config, output=ModelOutput(model=self.model, error=text), error=text,
+            retries=rec.attempts - 1 or None,
+            metadata={"step": rec.step, "kind": rec.kind, "status": rec.status,
+                      "retryable": rec.retryable, "history": rec.history}))
+        self.error = EvalError(message=text, traceback="", traceback_ansi="")
+
+
+def _sample_metadata(run: ExportRun) -> dict[str, Any]:
+    """The sample's metadata: the run's keys and outcome, and its guardrail events."""
+    tr = run.trace
+    return {
         "run": run.key, "task": run.task, "backend": run.backend, "scenario": run.scenario,
         "trial": run.trial, "termination": tr.end.termination, "steps": tr.end.steps,
         "tokens_sent": tr.end.tokens_sent, "calls": tr.end.calls, "errors": tr.end.errors,
-        "verified": v.verified, "defences": tr.header.defences,
+        "verified": run.verification.verified, "defences": tr.header.defences,
         "guardrails": [_guardrail_data(g) for g in run.guardrails()],
         "config_hash": tr.header.config_hash, "trace_sha256": tr.end.sha256,
         # a framework's run names its agent and ending (the lesson loop's runs: neither)
         **({"agent": run.agent, "ending": tr.end.ending} if run.agent is not None else {}),
     }
+
+
+def build_sample(run: ExportRun, eval_id: str) -> EvalSample:
+    """The sample (one epoch) of one run."""
+    from inspect_ai.dataset import Sample  # lazy: optional (export extra)
+    from inspect_ai.event import SampleInitEvent, ScoreEvent  # lazy: optional (export extra)
+    from inspect_ai.log import EvalSample, condense_events  # lazy: optional (export extra)
+
+    tr = run.trace
+    b = _Sample(run, eval_id)
+    # Inspect's own layout of a sample's events: init, then the solvers (here the agent
+    # loop), then the scorers, each a span.
+    b.begin("init", "init", 0)
+    b.add(SampleInitEvent(uuid=b.next_id(), timestamp=_at(0), working_start=0.0,
+                          sample=Sample(id=run.scenario, input=list(b.first), target="")))
+    b.finish(0)
+    b.begin("solvers", "solvers", 0)
+    b.begin("reactlab_agent_loop", "solver", 0)
+    for rec in tr.records:
+        b.record(rec)
+    end_ns = b.when(tr.end.steps * STEP_NS)
+    b.finish(end_ns)
+    b.finish(end_ns)
+    score = _score(run)
+    b.begin("scorers", "scorers", end_ns)
+    b.begin(SCORER, "scorer", end_ns)
+    b.add(ScoreEvent(uuid=b.next_id(), timestamp=_at(end_ns), working_start=end_ns / 1e9,
+                     score=score, target="", scorer=SCORER))
+    b.finish(end_ns)
+    b.finish(end_ns)
+    condensed, pools = condense_events(b.events)
     return EvalSample(
-        id=run.scenario, epoch=run.trial or 1, input=first, target="", messages=messages,
-        output=output, scores={SCORER: score}, metadata=metadata, events=condensed,
-        events_data=pools, model_usage={model: usage} if tr.requests() else {},
+        id=run.scenario, epoch=run.trial or 1, input=b.first, target="", messages=b.messages,
+        output=b.output, scores={SCORER: score}, metadata=_sample_metadata(run),
+        events=condensed, events_data=pools,
+        model_usage={b.model: b.usage} if tr.requests() else {},
         started_at=EPOCH.isoformat(), completed_at=_iso(end_ns),
         total_time=end_ns / 1e9, working_time=end_ns / 1e9,
-        uuid=derived_id("inspect-sample", eval_id, run.key, length=22), error=error,
-        limit=limit)
+        uuid=derived_id("inspect-sample", eval_id, run.key, length=22), error=b.error,
+        limit=b.limit)
 
 
 def build_log(runs: Sequence[ExportRun]) -> EvalLog:
     """The eval log of one (task, backend) group of runs."""
-    from inspect_ai.log import (
+    from inspect_ai.log import (  # lazy: optional (export extra)
         EvalConfig,
         EvalDataset,
         EvalLog,
@@ -367,7 +411,7 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
         EvalSpec,
         EvalStats,
     )
-    from inspect_ai.model import ModelUsage
+    from inspect_ai.model import ModelUsage  # lazy: optional (export extra)
 
     if not runs or len({(r.task, r.backend) for r in runs}) != 1:
         raise ExportError("an Inspect log holds the runs of one (task, backend)")
@@ -427,7 +471,7 @@ def write_logs(pairs: Iterable[tuple[str | Path, str | Path]], out_dir: str | Pa
     """Write one log per (task, backend) of the (trace, verification) pairs into
     ``out_dir`` (published whole, with a checksum manifest); returns the paths written."""
     require("inspect_ai", "the Inspect export")
-    from inspect_ai.log import write_eval_log
+    from inspect_ai.log import write_eval_log  # lazy: optional (export extra)
 
     groups = group_runs(load_runs(pairs))
     out_dir = Path(out_dir)

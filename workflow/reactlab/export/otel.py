@@ -39,11 +39,13 @@ and the span limits are explicit too, so ``OTEL_*`` variables cannot change the 
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reactlab.core.io import write_text_atomic
 from reactlab.export import (
     EPOCH_NS,
     STEP_NS,
@@ -59,6 +61,13 @@ from reactlab.trace.records import Answer, Error, Guardrail, Request, ToolCallRe
 
 __all__ = ["AGENT_NAME", "export_job", "run_path", "spans_json", "write_spans"]
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+    from opentelemetry.trace import Span, Tracer
+
 AGENT_NAME = "reactlab"
 SCOPE = "reactlab.export.otel"
 # Attribute keys: every one is in opentelemetry-semantic-conventions (tests check them).
@@ -72,22 +81,28 @@ def run_path(key: str) -> str:
     return f"{key}.jsonl"
 
 
-class _Ids:
-    """The SDK's id generator, deterministic: ids are hashes of the run and a counter."""
+def _id_generator(scope: str) -> IdGenerator:
+    """The SDK's id generator, deterministic: ids are hashes of ``scope`` (the run) and a
+    counter. The class is made here: subclassing the SDK's at module top would import
+    opentelemetry with this module."""
+    # lazy: optional (export extra)
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-    def __init__(self, scope: str) -> None:
-        self.scope = scope
-        self.spans = 0
+    class Ids(IdGenerator):
+        def __init__(self) -> None:
+            self.spans = 0
 
-    def generate_trace_id(self) -> int:
-        return int(derived_id("otel-trace", self.scope, length=32), 16) or 1
+        def generate_trace_id(self) -> int:
+            return int(derived_id("otel-trace", scope, length=32), 16) or 1
 
-    def generate_span_id(self) -> int:
-        self.spans += 1
-        return int(derived_id("otel-span", self.scope, self.spans, length=16), 16) or 1
+        def generate_span_id(self) -> int:
+            self.spans += 1
+            return int(derived_id("otel-span", scope, self.spans, length=16), 16) or 1
 
-    def is_trace_id_random(self) -> bool:
-        return False
+        def is_trace_id_random(self) -> bool:
+            return False
+
+    return Ids()
 
 
 def _json(value: Any) -> str:
@@ -109,24 +124,11 @@ def _messages(role: str, text: str | None, calls: Sequence[ToolCallRecord] = (),
     return _json([message])
 
 
-def _request_attributes(run: ExportRun) -> dict[str, Any]:
-    cfg = run.backend_config.to_dict()  # the fields the config gave, as it gave them
-    out: dict[str, Any] = {}
-    if run.max_output_tokens is not None:
-        out["gen_ai.request.max_tokens"] = run.max_output_tokens
-    for name in ("temperature", "top_p"):
-        if cfg.get(name) is not None:
-            out[f"gen_ai.request.{name}"] = float(cfg[name])
-    if run.spec.get("seed") is not None:
-        out["gen_ai.request.seed"] = int(run.spec["seed"])
-    return out
-
-
-def _tracer(run: ExportRun, exporter: Any) -> tuple[Any, Any]:
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+def _tracer(run: ExportRun, exporter: SpanExporter) -> tuple[TracerProvider, Tracer]:
+    from opentelemetry.sdk.resources import Resource  # lazy: optional (export extra)
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider  # lazy: optional (export extra)
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # lazy: optional (export extra)
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON  # lazy: optional (export extra)
 
     resource = Resource({
         "service.name": "reactlab",
@@ -138,22 +140,17 @@ def _tracer(run: ExportRun, exporter: Any) -> tuple[Any, Any]:
                         max_attribute_length=SpanLimits.UNSET,
                         max_span_attribute_length=SpanLimits.UNSET)
     provider = TracerProvider(sampler=ALWAYS_ON, resource=resource, shutdown_on_exit=False,
-                              # IdGenerator is an abstract class; _Ids has its two methods
-                              # (subclassing it would import opentelemetry at module top)
-                              id_generator=_Ids(  # type: ignore[arg-type]
-                                  f"{run.key}:{run.trace.end.sha256}"),
+                              id_generator=_id_generator(f"{run.key}:{run.trace.end.sha256}"),
                               span_limits=limits)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, provider.get_tracer(SCOPE, run.trace.header.versions.get("reactlab"))
 
 
-def _record_spans(run: ExportRun, tracer: Any) -> None:
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode, set_span_in_context
+def _agent_span(run: ExportRun, tracer: Tracer) -> Span:
+    """The run's ``invoke_agent`` span, started: the question in, the run's tokens."""
+    from opentelemetry.trace import SpanKind  # lazy: optional (export extra)
 
     tr = run.trace
-    base = {PROVIDER: run.provider, MODEL: run.model}
-    end = tr.end
-    out_tokens = sum(r.tokens_out for r in tr.requests())
     question: list[dict[str, Any]] = []
     agent = tr.header.spec["agent"]
     if run.system_prompt_sent:  # as the session said (trace header)
@@ -161,73 +158,106 @@ def _record_spans(run: ExportRun, tracer: Any) -> None:
                                                       "content": agent["system_prompt"]}]})
     question.append({"role": "user", "parts": [{"type": "text", "content": tr.header.question}]})
     agent_name = run.agent or AGENT_NAME  # a framework's agent, or the lesson's loop
+    out_tokens = sum(r.tokens_out for r in tr.requests())
     root = tracer.start_span(
         f"invoke_agent {agent_name}", kind=SpanKind.INTERNAL, start_time=EPOCH_NS,
-        attributes={OP: "invoke_agent", **base, "gen_ai.agent.name": agent_name,
-                    "gen_ai.conversation.id": run.key, IN_TOKENS: end.tokens_sent,
+        attributes={OP: "invoke_agent", PROVIDER: run.provider, MODEL: run.model,
+                    "gen_ai.agent.name": agent_name,
+                    "gen_ai.conversation.id": run.key, IN_TOKENS: tr.end.tokens_sent,
                     OUT_TOKENS: out_tokens, "gen_ai.input.messages": _json(question)})
     if not root.is_recording():
         raise ExportError("the OpenTelemetry SDK is disabled (OTEL_SDK_DISABLED is set): "
                           "no span can be recorded")
-    parent = set_span_in_context(root)
-    calls = run.calls_by_step()
-    chats: dict[int, Any] = {}
-    for rec in tr.records:
-        if isinstance(rec, Request):
-            start, stop = step_window(rec.step)
-            step_calls = calls.get(rec.step, [])
-            finish = "tool_call" if step_calls else "stop"
-            span = tracer.start_span(
-                f"chat {run.model}", context=parent, kind=SpanKind.CLIENT,
-                start_time=EPOCH_NS + start,
-                attributes={OP: "chat", **base, **_request_attributes(run),
-                            "gen_ai.conversation.id": run.key, IN_TOKENS: rec.tokens_sent,
-                            OUT_TOKENS: rec.tokens_out, "gen_ai.response.model": run.model,
-                            "gen_ai.response.finish_reasons": [finish],
-                            "gen_ai.output.messages": _messages("assistant", rec.text,
-                                                                step_calls, finish)})
-            span.end(end_time=EPOCH_NS + stop)
-            chats[rec.step] = span
-        elif isinstance(rec, ToolCallRecord):
-            step_calls = calls[rec.step]
-            slot = next(i for i, c in enumerate(step_calls) if c is rec)
-            start, stop = step_window(rec.step, slot, len(step_calls))
-            name = rec.name or ""
-            attributes: dict[str, Any] = {
-                OP: "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
-                "gen_ai.tool.call.id": rec.id,
-                "gen_ai.tool.call.arguments": (_json(rec.arguments) if rec.arguments is not None
-                                               else str(rec.raw)),
-                "gen_ai.tool.call.result": _json(rec.result)}
-            if rec.status != "ok":
-                attributes[ERROR_TYPE] = rec.status
-            chat = chats.get(rec.step)
-            links = [Link(chat.get_span_context())] if chat is not None else []
-            span = tracer.start_span(f"execute_tool {name}".rstrip(), context=parent,
-                                     kind=SpanKind.INTERNAL, start_time=EPOCH_NS + start,
-                                     attributes=attributes, links=links)
-            if rec.status != "ok":
-                span.set_status(Status(StatusCode.ERROR, rec.status))
-            span.end(end_time=EPOCH_NS + stop)
-        elif isinstance(rec, Guardrail):
-            event: dict[str, Any] = {ERROR_TYPE: rec.rule}
-            if rec.id is not None:
-                event["gen_ai.tool.call.id"] = rec.id
-            root.add_event("reactlab.guardrail", event,
-                           timestamp=EPOCH_NS + max(rec.step - 1, 0) * STEP_NS + STEP_NS - 1)
-        elif isinstance(rec, Error):
-            start, stop = step_window(rec.step)
-            attributes = {OP: "chat", **base, **_request_attributes(run),
-                          "gen_ai.conversation.id": run.key, ERROR_TYPE: rec.kind}
-            if rec.status is not None:
-                attributes["http.response.status_code"] = rec.status
-            span = tracer.start_span(f"chat {run.model}", context=parent,
-                                     kind=SpanKind.CLIENT, start_time=EPOCH_NS + start,
-                                     attributes=attributes)
-            span.set_status(Status(StatusCode.ERROR, rec.message))
-            span.end(end_time=EPOCH_NS + stop)
-        elif not isinstance(rec, Answer):
-            raise TypeError(f"unexpected record {rec!r:.80}")
+    return root
+
+
+def _chat_attributes(run: ExportRun) -> dict[str, Any]:
+    """What every ``chat`` span of the run says: the operation, provider, model and
+    request parameters, and the conversation."""
+    return {OP: "chat", PROVIDER: run.provider, MODEL: run.model,
+            **{f"gen_ai.request.{k}": v for k, v in run.request_params().items()},
+            "gen_ai.conversation.id": run.key}
+
+
+def _chat_span(run: ExportRun, tracer: Tracer, parent: Context, rec: Request,
+               step_calls: Sequence[ToolCallRecord]) -> Span:
+    """One request's ``chat`` span (ended): tokens, finish reason, the model's turn."""
+    from opentelemetry.trace import SpanKind  # lazy: optional (export extra)
+
+    start, stop = step_window(rec.step)
+    finish = "tool_call" if step_calls else "stop"
+    span = tracer.start_span(
+        f"chat {run.model}", context=parent, kind=SpanKind.CLIENT,
+        start_time=EPOCH_NS + start,
+        attributes={**_chat_attributes(run), IN_TOKENS: rec.tokens_sent,
+                    OUT_TOKENS: rec.tokens_out, "gen_ai.response.model": run.model,
+                    "gen_ai.response.finish_reasons": [finish],
+                    "gen_ai.output.messages": _messages("assistant", rec.text,
+                                                        step_calls, finish)})
+    span.end(end_time=EPOCH_NS + stop)
+    return span
+
+
+def _tool_span(tracer: Tracer, parent: Context, rec: ToolCallRecord,
+               step_calls: Sequence[ToolCallRecord], chat: Span | None) -> None:
+    """One call's ``execute_tool`` span, linked to the ``chat`` span that asked for it;
+    an ERROR when the call was not executed as asked."""
+    from opentelemetry.trace import (  # lazy: optional (export extra)
+        Link,
+        SpanKind,
+        Status,
+        StatusCode,
+    )
+
+    slot = next(i for i, c in enumerate(step_calls) if c is rec)
+    start, stop = step_window(rec.step, slot, len(step_calls))
+    name = rec.name or ""
+    attributes: dict[str, Any] = {
+        OP: "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
+        "gen_ai.tool.call.id": rec.id,
+        "gen_ai.tool.call.arguments": (_json(rec.arguments) if rec.arguments is not None
+                                       else str(rec.raw)),
+        "gen_ai.tool.call.result": _json(rec.result)}
+    if rec.status != "ok":
+        attributes[ERROR_TYPE] = rec.status
+    links = [Link(chat.get_span_context())] if chat is not None else []
+    span = tracer.start_span(f"execute_tool {name}".rstrip(), context=parent,
+                             kind=SpanKind.INTERNAL, start_time=EPOCH_NS + start,
+                             attributes=attributes, links=links)
+    if rec.status != "ok":
+        span.set_status(Status(StatusCode.ERROR, rec.status))
+    span.end(end_time=EPOCH_NS + stop)
+
+
+def _error_span(run: ExportRun, tracer: Tracer, parent: Context, rec: Error) -> None:
+    """A backend error: a ``chat`` span with an ERROR status, its kind and HTTP status."""
+    from opentelemetry.trace import SpanKind, Status, StatusCode  # lazy: optional (export extra)
+
+    start, stop = step_window(rec.step)
+    attributes = {**_chat_attributes(run), ERROR_TYPE: rec.kind}
+    if rec.status is not None:
+        attributes["http.response.status_code"] = rec.status
+    span = tracer.start_span(f"chat {run.model}", context=parent,
+                             kind=SpanKind.CLIENT, start_time=EPOCH_NS + start,
+                             attributes=attributes)
+    span.set_status(Status(StatusCode.ERROR, rec.message))
+    span.end(end_time=EPOCH_NS + stop)
+
+
+def _guardrail_event(root: Span, rec: Guardrail) -> None:
+    """A guardrail event on the agent span, at the end of its step."""
+    event: dict[str, Any] = {ERROR_TYPE: rec.rule}
+    if rec.id is not None:
+        event["gen_ai.tool.call.id"] = rec.id
+    root.add_event("reactlab.guardrail", event,
+                   timestamp=EPOCH_NS + max(rec.step - 1, 0) * STEP_NS + STEP_NS - 1)
+
+
+def _end_agent_span(run: ExportRun, root: Span) -> None:
+    """The verifier's verdict, the answer and the run's ending, then the span's end."""
+    from opentelemetry.trace import Status, StatusCode  # lazy: optional (export extra)
+
+    end = run.trace.end
     v = run.verification
     root.add_event("gen_ai.evaluation.result", {
         "gen_ai.evaluation.name": "verifier",
@@ -244,11 +274,34 @@ def _record_spans(run: ExportRun, tracer: Any) -> None:
     root.end(end_time=EPOCH_NS + end.steps * STEP_NS)
 
 
+def _record_spans(run: ExportRun, tracer: Tracer) -> None:
+    """Every span of the run, in the order of its trace's records."""
+    from opentelemetry.trace import set_span_in_context  # lazy: optional (export extra)
+
+    root = _agent_span(run, tracer)
+    parent = set_span_in_context(root)
+    calls = run.calls_by_step()
+    chats: dict[int, Span] = {}
+    for rec in run.trace.records:
+        if isinstance(rec, Request):
+            chats[rec.step] = _chat_span(run, tracer, parent, rec, calls.get(rec.step, []))
+        elif isinstance(rec, ToolCallRecord):
+            _tool_span(tracer, parent, rec, calls[rec.step], chats.get(rec.step))
+        elif isinstance(rec, Guardrail):
+            _guardrail_event(root, rec)
+        elif isinstance(rec, Error):
+            _error_span(run, tracer, parent, rec)
+        elif not isinstance(rec, Answer):
+            raise TypeError(f"unexpected record {rec!r:.80}")
+    _end_agent_span(run, root)
+
+
 def spans_json(run: ExportRun) -> str:
     """The OTLP JSON line of one run (the file exporter's bytes)."""
-    import io
-
+    # lazy: optional (export extra)
     from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
+
+    # lazy: optional (export extra)
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     memory = InMemorySpanExporter()
@@ -273,8 +326,6 @@ def write_spans(pairs: Iterable[tuple[str | Path, str | Path]], out_dir: str | P
     manifest); returns the paths written."""
     require("opentelemetry.sdk", "the OpenTelemetry export")
     require("opentelemetry.exporter.otlp.json.file", "the OpenTelemetry export")
-    from reactlab.core.io import write_text_atomic
-
     runs = load_runs(pairs)
     out_dir = Path(out_dir)
     texts = [(run_path(r.key), spans_json(r)) for r in runs]

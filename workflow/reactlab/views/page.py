@@ -1,5 +1,6 @@
 """The HTML skeleton the viewer's pages share (run pages, suite case pages, the index):
-escaping, the style sheet, the document with its Content-Security-Policy, badges.
+escaping, the style sheet, the document with its Content-Security-Policy, badges, and the
+small pieces of a page (JSON for display, a table cell, a metadata list).
 
 Every piece of text that comes from a trace or a table is escaped here: :func:`h` for
 element text (hidden characters such as control characters, bidirectional overrides and
@@ -12,14 +13,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reactlab.core.errors import TraceError
 from reactlab.views.common import escape_char, is_hidden, visible
 
-__all__ = ["CSS", "attr", "badge", "doc", "h", "page_path", "script_hash", "verdict_badge"]
+__all__ = ["CSS", "attr", "badge", "cell", "doc", "h", "json_text", "meta", "page_path",
+           "script_hash", "verdict_badge"]
 
 _NEWLINE_TAB = str.maketrans("", "", "\n\t")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -149,6 +152,23 @@ def badge(cls: str, text: str) -> str:
 
 def verdict_badge(verified: bool) -> str:
     return badge("v-verified", "verified") if verified else badge("v-rejected", "rejected")
+
+
+def json_text(value: Any) -> str:
+    """JSON for display: on one line when short, indented otherwise."""
+    compact = json.dumps(value, ensure_ascii=False)
+    return compact if len(compact) <= 100 else json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def cell(value: object) -> str:
+    """A value for a table cell; ``None`` is a dash."""
+    return "—" if value is None else h(value)
+
+
+def meta(items: Iterable[tuple[str, str]]) -> str:
+    """A definition list of (name, HTML value) pairs; the names are escaped here."""
+    rows = "".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in items)
+    return f'<dl class="meta">{rows}</dl>\n'
 
 
 def page_path(run: Mapping[str, Any]) -> str:
