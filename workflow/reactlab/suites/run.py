@@ -23,24 +23,16 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import ModelTurn
 from reactlab.config import RunSpec
 from reactlab.config.settings import LiveBackend
 from reactlab.core.errors import UsageError
+from reactlab.suites.types import RunCase
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
-
-
-class RunCase(Protocol):
-    """How one case runs (:meth:`reactlab.suites.registry.Benchmark.run_case`): the spec,
-    its trace path, the shard's model and the case's batched first turn → the end
-    record's data."""
-
-    def __call__(self, spec: RunSpec, out: str, *, model: LocalModel | None = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]: ...
 
 
 __all__ = ["CONTRACT", "RunCase", "reproduction_record", "run_shard"]
