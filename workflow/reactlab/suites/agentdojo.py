@@ -101,7 +101,7 @@ from reactlab.suites.agentdojo_score import (
     suite_record,
     table,
 )
-from reactlab.suites.types import BenchmarkEntry
+from reactlab.suites.entry import BenchmarkEntry
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",

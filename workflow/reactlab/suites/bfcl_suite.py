@@ -31,7 +31,8 @@ from reactlab.config.settings import (
 from reactlab.config.settings import limits as limits_settings
 from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
 from reactlab.suites.bfcl_score import NAME
-from reactlab.suites.types import SCENARIO_MODEL, BenchmarkEntry, sample_cases
+from reactlab.suites.entry import BenchmarkEntry
+from reactlab.suites.types import SCENARIO_MODEL, sample_cases
 
 __all__ = ["BFCL", "case_specs"]
 

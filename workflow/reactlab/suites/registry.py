@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from reactlab.config import declare_benchmark
 from reactlab.core.errors import TraceError, UsageError
 from reactlab.core.registry import Registry
+from reactlab.suites.agentdojo import AGENTDOJO
+from reactlab.suites.bfcl_suite import BFCL
 from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
@@ -163,12 +165,6 @@ def load_suite_verification(tr: Trace, verified_path: str | Path,
     return checked_record(tr, verified_path, trace_path, suite_record)
 
 
-def _register_builtins() -> None:
-    from reactlab.suites.agentdojo import AGENTDOJO
-    from reactlab.suites.bfcl_suite import BFCL
-
-    register(BFCL)
-    register(AGENTDOJO)
-
-
-_register_builtins()
+# the built-in benchmarks (BFCL first: the registry's order is the tables' and the rules')
+register(BFCL)
+register(AGENTDOJO)

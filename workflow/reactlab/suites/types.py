@@ -6,10 +6,8 @@ scenario (its ``to_dict`` is the trace header's spec). :class:`Shard` holds the 
 one (suite, backend, scenario) that one job runs; :func:`played` writes a scripted
 policy's steps into a case's spec when it runs. :func:`case_paths` and the helpers after
 it place a case's trace and verification; :func:`sample_cases` is the seeded sample every
-benchmark takes of its cases; :class:`RunCase` is how one case runs and
-:class:`BenchmarkEntry` a benchmark made of its own modules' functions (a built-in one's
-registry entry). Every benchmark (:mod:`reactlab.suites.registry`) builds these, and
-nothing here knows a benchmark.
+benchmark takes of its cases. Every benchmark (:mod:`reactlab.suites.registry`) builds
+these, and nothing here knows a benchmark.
 
 The sample is a pure function of the seed and the case ids: the cases of a category are
 ordered by ``sha256(f"{seed}:{case id}")`` and the first ``sample`` taken, so adding a
@@ -21,56 +19,26 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.verify import REPAIR
 from reactlab.config import RunSpec
-from reactlab.config.settings import PolicyScript, SuiteSettings, script_settings
+from reactlab.config.settings import PolicyScript, script_settings
 from reactlab.core.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
-    from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
     from reactlab.trace import Trace
 
-__all__ = ["SCENARIO_MODEL", "BenchmarkEntry", "RunCase", "Shard", "case_paths",
-           "checked_record", "digest_shards", "played", "recording_path", "sample_cases",
-           "shard_paths", "spec_traces", "verified_path"]
+__all__ = ["SCENARIO_MODEL", "Shard", "case_paths", "checked_record", "digest_shards",
+           "played", "recording_path", "sample_cases", "shard_paths", "spec_traces",
+           "verified_path"]
 
 #: The scenario of a model backend's case (a scripted backend's is its policy's name).
 SCENARIO_MODEL = "react"
-
-
-class RunCase(Protocol):
-    """How one case runs (:meth:`reactlab.suites.registry.Benchmark.run_case`): the spec,
-    its trace path, the shard's model, the case's batched first turn and an HTTP case's
-    recording to write or to answer from → the end record's data."""
-
-    def __call__(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
-                 turn: ModelTurn | None = None, recording: str | None = None,
-                 replay: str | None = None) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class BenchmarkEntry:
-    """A benchmark whose steps are functions of its own modules (a built-in one's registry
-    entry): the members of :class:`reactlab.suites.registry.Benchmark`, each step the
-    function that does it."""
-
-    name: str
-    tables: tuple[str, ...]
-    categories: tuple[str, ...]
-    policies: tuple[str, ...]
-    only: tuple[str, ...]
-    code: Mapping[str, str]
-    specs: Callable[[str, SuiteSettings, Mapping[str, Any]], list[RunSpec]]
-    run_case: RunCase
-    record: Callable[[Trace, str], dict[str, Any]]
-    build_tables: Callable[[Iterable[tuple[str, str]], str | Path], dict[str, Path]]
 
 
 def _natural(case_id: str) -> tuple[str, int]:
