@@ -38,11 +38,11 @@ class RunCase(Protocol):
                  replay: str | None = None) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BenchmarkEntry:
     """A benchmark whose steps are functions of its own modules (a built-in one's registry
     entry): the members of :class:`reactlab.suites.registry.Benchmark`, each step the
-    function that does it."""
+    function that does it. Compared and hashed by identity, as an entry object is."""
 
     name: str
     tables: tuple[str, ...]
