@@ -34,6 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reactlab.config import load_yaml
+from reactlab.config.agents import BUILTIN
+from reactlab.dev.bench import slice_adds
+
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ("correcto", "argumentos_inventados", "bucle", "fallo_429_recupera")
 
@@ -71,9 +75,6 @@ def bench_config() -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The config with one block per framework (every API it speaks, both conditions)
     and the lesson's loop on every API, and the run keys of each framework and of the
     lesson."""
-    from reactlab.config import load_yaml
-    from reactlab.config.agents import BUILTIN
-
     raw = load_yaml(ROOT / "config.yaml")
     raw.pop("suites", None)
     agents = raw["agents"]
@@ -194,9 +195,6 @@ def faults() -> dict[str, Any]:
     ``fallo_*`` scenario on every API it speaks, after a warm-up run (``correcto``) on each
     API in the same interpreter: the wall time of each run (its retries' waits, mostly) and its
     requests on the wire."""
-    from reactlab.config import load_yaml
-    from reactlab.config.agents import BUILTIN
-
     raw = load_yaml(ROOT / "config.yaml")
     raw.pop("suites", None)
     out: dict[str, Any] = {}
@@ -243,8 +241,6 @@ def _dedupe(matrix: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def pipeline(cores: int) -> dict[str, float]:
     """Part 2 (see the module docstring)."""
-    from reactlab.dev.bench import slice_adds
-
     def lesson_only(raw: dict[str, Any]) -> None:
         for block in raw["matrix"]:
             if "agents" in block:

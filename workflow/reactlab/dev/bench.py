@@ -32,7 +32,9 @@ from typing import Any
 
 import yaml
 
+from reactlab import config
 from reactlab.core.errors import CommandFailed
+from reactlab.dev import mcp_bench
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -202,8 +204,6 @@ viewer.build(pairs, Path("results/viewer"))
 
 
 def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
-    from reactlab import config
-
     def say(text: str) -> None:
         print(text, flush=True)
 
@@ -245,6 +245,5 @@ def main(cores: int = 4, repeat: int = 1, options: bool = False) -> None:
             say(f"jobs rerun after editing {rel}: {sum(jobs.values())} ({detail})")
         t_viewer = after_edit(full, EDITS["viewer"], lambda: snakemake(full, cores))
         say(f"rerun after the viewer edit:               {t_viewer:7.2f} s")
-    from reactlab.dev import mcp_bench
 
     mcp_bench.main(say=say)

@@ -32,8 +32,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from reactlab.analysis.verify import verification_record
+from reactlab.backends.local.grammar import (
+    Decoder,
+    GrammarFactory,
+    generate_with,
+    make_processor,
+    xgrammar_version,
+)
+from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
+from reactlab.config.settings import ModelBackend, backend_settings
 from reactlab.core.errors import InternalError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, tool_schemas
+from reactlab.tools import json_schema
+from reactlab.trace import read
 
 MODES_BENCHED = ("forced", "union", "structural", "forced_scored")
 
@@ -44,9 +56,6 @@ def _ms(xs: list[float]) -> str:
 
 def compile_times(lm: Any, repeats: int) -> list[tuple[str, list[float], int]]:
     """(grammar, compile seconds per repeat, EBNF length) for every grammar the modes use."""
-    from reactlab.backends.local.grammar import GrammarFactory
-    from reactlab.tools import json_schema
-
     tools = tool_schemas()
     kinds: list[tuple[str, Any]] = [
         ("call (forced)", lambda f: f.call(tools)),
@@ -74,10 +83,8 @@ def replay(lm: Any, prompt: list[int], tokens: list[int], grammar: Any) -> tuple
     """(decode-step forward seconds, processor seconds) of feeding ``tokens`` after
     ``prompt`` one by one, choosing each by argmax of the (masked, when ``grammar``)
     logits. The prefill of the prompt is not counted."""
-    import torch
-    from transformers import DynamicCache
-
-    from reactlab.backends.local.grammar import make_processor
+    import torch  # lazy: heavy (torch)
+    from transformers import DynamicCache  # lazy: heavy (transformers)
 
     proc = make_processor(grammar) if grammar is not None else None
     cache = DynamicCache(config=lm.model.config)
@@ -106,9 +113,6 @@ def replay(lm: Any, prompt: list[int], tokens: list[int], grammar: Any) -> tuple
 
 
 def bench(args: argparse.Namespace) -> int:
-    from reactlab.backends.local.grammar import Decoder, generate_with, xgrammar_version
-    from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
-
     model = args.model or str(ensure_converted(args.cache_dir or default_cache_dir()))
     lm = LocalModel.load(model, threads=args.threads, reuse_cache=False)
     tools = tool_schemas()
@@ -147,10 +151,6 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def table(args: argparse.Namespace) -> int:
-    from reactlab.analysis.verify import verification_record
-    from reactlab.config.settings import ModelBackend, backend_settings
-    from reactlab.trace import read
-
     rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     modes: dict[tuple[str, str], str] = {}
     paths = sorted(Path(args.traces).glob("*/*/*.jsonl"))

@@ -41,11 +41,19 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from reactlab.backends.local import LocalModelSession
+from reactlab.backends.local.kernels import runtime_record
+from reactlab.backends.local.model import LocalModel
+from reactlab.config import load_yaml
+from reactlab.config.settings import Dtype
+from reactlab.core.errors import UsageError
+from reactlab.suites.plan import plan
+
 #: The test's two cases (tests/test_suites.py: simple_python_63 is the one that differed on
 #: an AMX CPU) and three of the default slice's, 277-440 prompt tokens.
 DEFAULT_CASES = ("simple_python_63", "parallel_6", "irrelevance_20", "simple_python_316",
                  "multiple_42")
-DTYPES = ("float32", "bfloat16")
+DTYPES: tuple[Dtype, ...] = ("float32", "bfloat16")
 #: name -> (environment, torch threads). "native" is the reference of the kernel rows.
 CONFIGS: dict[str, tuple[dict[str, str], int]] = {
     "native": ({}, 1),
@@ -66,12 +74,6 @@ PADS = (1, 32)
 
 def prompts(cases: Sequence[str], model: str, config: str) -> dict[str, list[int]]:
     """The first-turn prompt ids of each case, as a suite shard renders them."""
-    from reactlab.backends.local import LocalModelSession
-    from reactlab.backends.local.model import LocalModel
-    from reactlab.config import load_yaml
-    from reactlab.core.errors import UsageError
-    from reactlab.suites.plan import plan
-
     raw = load_yaml(config)
     raw["backends"]["invariance_model"] = {"provider": "local", "mode": "model",
                                            "model": model, "threads": 1}
@@ -96,7 +98,7 @@ def greedy_rows(lm: Any, rows: Sequence[list[int]], max_new: int,
     """(new ids cut after EOS, first-token float32 logits) per row of one left-padded
     greedy ``generate``, built as :func:`reactlab.backends.local.batch.generate_batch` builds it;
     ``width`` pads every row further."""
-    import torch
+    import torch  # lazy: heavy (torch)
 
     eos = lm.eos_token_id
     width = max(width or 0, *(len(p) for p in rows))
@@ -130,10 +132,7 @@ def measure(cases: Sequence[str], max_new: int, model: str, threads: int,
             config: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """This process's configuration: per dtype, every condition against alone; and the
     alone first-token logits (dtype -> case -> tensor)."""
-    import torch
-
-    from reactlab.backends.local.kernels import runtime_record
-    from reactlab.backends.local.model import LocalModel
+    import torch  # lazy: heavy (torch)
 
     ids = prompts(cases, model, config)
     order = sorted(cases, key=lambda c: len(ids[c]))  # backends/local/batch.py's order
@@ -141,7 +140,7 @@ def measure(cases: Sequence[str], max_new: int, model: str, threads: int,
     first_logits: dict[str, dict[str, Any]] = {}
     for dtype in DTYPES:
         t0 = time.perf_counter()
-        lm = LocalModel.load(model, threads=threads, dtype=dtype)  # type: ignore[arg-type]
+        lm = LocalModel.load(model, threads=threads, dtype=dtype)
         alone = {c: greedy_rows(lm, [ids[c]], max_new)[0] for c in cases}
         found: dict[str, dict[str, Any]] = {}
 
@@ -260,9 +259,7 @@ def run(cases: Sequence[str], configs: Sequence[str], max_new: int, model: str,
         config: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every configuration in a child process of its own: their results by name, and
     their alone first-token logits (name -> dtype -> case -> tensor)."""
-    import torch
-
-    from reactlab.core.errors import UsageError
+    import torch  # lazy: heavy (torch)
 
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or "native" not in configs:
@@ -304,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        import torch
+        import torch  # lazy: heavy (torch)
 
         res, logits = measure(args.cases, args.max_new_tokens, args.model, args.threads,
                               args.config)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab.backends.local.hermes import parse_tool_calls, render_tool_calls
+from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
+from reactlab.tools import TOOLS, json_schema
 
 SYSTEM = ("Eres un asistente de research de renta variable. Usa las herramientas para obtener "
           "datos; no inventes cifras. Cuando tengas la respuesta, contesta en español en una "
@@ -48,8 +50,6 @@ STEPS = len(SCRIPT) + 1
 
 def tool_schemas() -> list[dict[str, Any]]:
     """The three tools in the chat-template function format (the lesson's ``esquema``)."""
-    from reactlab.tools import TOOLS, json_schema
-
     return [{"type": "function", "function": {"name": n, "description": TOOLS[n].description,
                                               "parameters": json_schema(n)}}
             for n in TOOL_NAMES]
@@ -119,7 +119,6 @@ def _print_run(label: str, steps: list[Step]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
 
     ap = argparse.ArgumentParser(prog="python -m reactlab.dev.local_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -32,7 +32,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from reactlab.backends.registry import PROVIDERS
+from reactlab.config import load_yaml, parse
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.core.errors import UsageError
 
@@ -182,10 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, default=Path("config.yaml"))
     parser.add_argument("--out", type=Path, help="output file (default: stdout)")
     args = parser.parse_args(argv)
-
-    import yaml
-
-    from reactlab.config import load_yaml, parse
 
     cfg = generate(args.n_runs, load_yaml(args.base))
     runs = len(parse(cfg).runs)  # validate before writing

@@ -29,6 +29,13 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from reactlab import data
+from reactlab.config.mcp import read_tools, tools_hash
+from reactlab.config.settings import mcp_server_settings, mcp_tools
+from reactlab.data import sqlite
+from reactlab.mcp.source import ServerJob
+from reactlab.tools import ToolBox
+
 ROOT = Path(__file__).resolve().parents[3]
 SQLITE_SERVER = ROOT / ".venv-mcp-sqlite" / "bin" / "mcp-server-sqlite"
 QUERY = ("SELECT fecha, cierre FROM precios WHERE ticker = 'BUSI' AND fecha <= '2024-03-15' "
@@ -50,10 +57,6 @@ def timed(call: Callable[[], Any], calls: int, warmup: int) -> list[float]:
 def _source(server: dict[str, Any], tools: list[str], root: Path) -> Any:
     """A :class:`~reactlab.mcp.source.ServerJob` for ``server`` (as under ``mcp_servers:``),
     its tool list read as planning reads it."""
-    from reactlab.config.mcp import read_tools, tools_hash
-    from reactlab.config.settings import mcp_server_settings, mcp_tools
-    from reactlab.mcp.source import ServerJob
-
     settings = mcp_server_settings(server)
     listed = read_tools(settings, "bench", root)
     defs = [{"name": t["name"], "description": t.get("description", ""),
@@ -70,8 +73,6 @@ def _source(server: dict[str, Any], tools: list[str], root: Path) -> Any:
 def sqlite_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[list[float],
                                                                               list[float]]:
     """(in process, over MCP) seconds per call of the close query."""
-    from reactlab.data import sqlite
-
     with tempfile.TemporaryDirectory(prefix="reactlab-mcp-bench-") as tmp:
         db = sqlite.write(prices, news, Path(tmp) / "lesson.sqlite")
 
@@ -93,8 +94,6 @@ def sqlite_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[list
 def project_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[list[float],
                                                                                list[float]]:
     """(in process, over MCP) seconds per ``precio`` call on the project's own server."""
-    from reactlab.tools import ToolBox
-
     box = ToolBox.from_files(prices, news)
     args = {"ticker": "BUSI", "fecha": "2024-03-15"}
     inproc = timed(lambda: box.execute("precio", args), calls, warmup)
@@ -108,8 +107,6 @@ def project_pair(prices: Path, news: Path, calls: int, warmup: int) -> tuple[lis
 
 def main(calls: int = 200, warmup: int = 20, say: Callable[[str], None] = print) -> None:
     """Print the medians of each pair that can run here, and the added latency."""
-    from reactlab import data
-
     med = statistics.median
     with tempfile.TemporaryDirectory(prefix="reactlab-mcp-data-") as tmp:
         prices, news = data.write(Path(tmp), 6)

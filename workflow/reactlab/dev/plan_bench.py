@@ -43,8 +43,10 @@ from typing import Any
 
 import yaml
 
+from reactlab.config import load_yaml, parse
 from reactlab.core.errors import CommandFailed, UsageError
 from reactlab.dev.bench import ROOT, write_simulated_config
+from reactlab.suites.plan import plan
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
 POLICIES = ["oracle", "wrong_type", "wrong_name", "missing_argument"]
@@ -131,9 +133,6 @@ def write_config(work: Path, kind: str, copies: int) -> None:
 
 def runs_of(work: Path, *overlays: str) -> int:
     """Runs of the lesson matrix plus suite cases of ``work``'s config (and overlays)."""
-    from reactlab.config import load_yaml, parse
-    from reactlab.suites.plan import plan
-
     raw = load_yaml(work / "config.yaml")
     for extra in overlays:
         raw = _merge(raw, load_yaml(work / extra))

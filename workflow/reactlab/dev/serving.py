@@ -29,6 +29,7 @@ suite against it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -40,7 +41,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from reactlab.core.errors import InternalError, ModelNotFound
 
@@ -135,6 +136,7 @@ def renders_tools(tokenizer: Any) -> bool:
 
 def response_template() -> dict[str, Any]:
     """The ``response_template`` ``transformers serve`` parses Hermes / Qwen2 output with."""
+    # lazy: heavy (transformers)
     from transformers.cli.serving.utils import _RESPONSE_TEMPLATE_FALLBACKS
 
     return next(v for k, v in _RESPONSE_TEMPLATE_FALLBACKS.items() if "qwen2" in k)
@@ -144,7 +146,7 @@ def prepare(model: str | Path, out: str | Path) -> Path:
     """The folder to serve ``model`` from with tool calling: ``model`` itself when its
     template renders tools, else ``out``, a copy with the Hermes template (weights
     linked). ``out`` is rebuilt when it exists (its files are all derived)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: heavy (transformers)
 
     model, out = Path(model), Path(out)
     if not (model / "config.json").is_file():
@@ -244,13 +246,12 @@ class TransformersServe:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads),
                "MKL_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        out = self.log.open("ab") if self.log is not None else subprocess.DEVNULL
-        try:
+        out: IO[bytes] | int = subprocess.DEVNULL
+        with contextlib.ExitStack() as stack:  # the log file closes once the child has it
+            if self.log is not None:
+                out = stack.enter_context(self.log.open("ab"))
             self.process = subprocess.Popen(self.command(), env=env, stdout=out,
                                             stderr=subprocess.STDOUT)
-        finally:
-            if self.log is not None:
-                out.close()  # type: ignore[union-attr]
         deadline = time.monotonic() + self.startup_timeout
         try:
             while time.monotonic() < deadline:
@@ -269,15 +270,17 @@ class TransformersServe:
                            f"{self.startup_timeout:.0f} s")
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.process is None:
+        """End the server: SIGTERM, and SIGKILL if it still runs ``timeout`` s later."""
+        proc = self.process
+        if proc is None:
             return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
+        if proc.poll() is None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout)
         self.process = None
 
     def __enter__(self) -> TransformersServe:

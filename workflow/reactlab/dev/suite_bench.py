@@ -18,16 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reactlab.backends.local import load_model
+from reactlab.backends.local.batch import first_turns
+from reactlab.config import load_yaml
+from reactlab.suites.bfcl_run import run_case
+from reactlab.suites.plan import plan
+
 FULL_CASES = 1240
 
 
 def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
         config: str = "config.yaml") -> dict[str, Any]:
-    from reactlab.backends.local import load_model
-    from reactlab.config import load_yaml
-    from reactlab.suites.bfcl_run import run_case
-    from reactlab.suites.plan import plan
-
     raw = load_yaml(config)
     backend = {"provider": "local", "mode": "model", "model": model, "max_new_tokens": 80,
                "threads": threads, **({"decoding": decoding} if decoding != "free" else {})}
@@ -49,7 +50,6 @@ def run(per_category: int, batch: int, decoding: str, model: str, threads: int,
         for spec, path in zip(specs, one, strict=True):
             run_case(spec, path, model=lm)
         seq, seq_cpu = time.perf_counter() - t0, time.process_time() - c0
-        from reactlab.backends.local.batch import first_turns
 
         many = [Path(tmp, "batch", f"{s.task}.jsonl") for s in specs]
         t0, c0 = time.perf_counter(), time.process_time()

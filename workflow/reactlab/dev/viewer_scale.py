@@ -22,6 +22,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from reactlab import trace
+from reactlab.analysis import verify
+from reactlab.config.trials import trial_key
+from reactlab.core.errors import UsageError
+from reactlab.views import html
+
 __all__ = ["clone_runs", "main"]
 
 
@@ -38,11 +44,6 @@ def clone_runs(templates: Sequence[str | Path], n: int, out: str | Path
     trials: the traces of a default run (``results/traces``, trials included) are
     templates as they are.
     """
-    from reactlab import trace
-    from reactlab.analysis import verify
-    from reactlab.config.trials import trial_key
-    from reactlab.core.errors import UsageError
-
     if not templates:
         raise UsageError("viewer_scale: no template traces")
     if n < 1:
@@ -87,8 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {len(pairs)} runs from {len(templates)} templates in "
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     if a.viewer:
-        from reactlab.views import html
-
         start = time.perf_counter()
         written = html.build(pairs, a.viewer)
         print(f"built the viewer ({len(written)} files) in "

@@ -24,11 +24,10 @@ The simulator's hard stop (``kit.max_requests``) is raised from the transport as
 
 from __future__ import annotations
 
-import re
 from typing import Protocol
 
 from reactlab.config import declare_framework
-from reactlab.core.errors import UsageError
+from reactlab.core.registry import Registry
 from reactlab.frameworks.kit import Ending, Kit
 
 __all__ = ["FRAMEWORKS", "Ending", "Framework", "framework", "register"]
@@ -61,16 +60,13 @@ class Framework(Protocol):
 
 
 #: Every registered framework, by name, in registration order.
-FRAMEWORKS: dict[str, Framework] = {}
+FRAMEWORKS: Registry[Framework] = Registry("framework")
 
 
 def register(entry: Framework) -> Framework:
     """Add ``entry`` to the registry (replacing one of the same name) and declare it to the
     config."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
-        raise UsageError(f"a framework name is lower-case letters, digits and underscores, "
-                         f"not {entry.name!r}")
-    FRAMEWORKS[entry.name] = entry
+    FRAMEWORKS.add(entry)
     declare_framework(entry.name, providers=entry.providers, settings=entry.settings,
                       mcp=entry.mcp)
     return entry
@@ -78,11 +74,7 @@ def register(entry: Framework) -> Framework:
 
 def framework(name: str) -> Framework:
     """The registered framework ``name`` (a UsageError naming the known ones if none)."""
-    try:
-        return FRAMEWORKS[name]
-    except KeyError:
-        raise UsageError(f"framework {name!r} is not registered here (registered: "
-                         f"{', '.join(FRAMEWORKS) or 'none'})") from None
+    return FRAMEWORKS.lookup(name)
 
 
 def _register_builtins() -> None:

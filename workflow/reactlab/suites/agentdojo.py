@@ -51,11 +51,13 @@ The tool texts stay AgentDojo's (English), as every suite's text stays in its ow
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
-from reactlab.suites import agentdojo_run, agentdojo_score
+from reactlab import trace
+from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import (
     ATTACK,
     ATTACK_MODEL,
@@ -99,56 +101,25 @@ from reactlab.suites.agentdojo_score import (
     suite_record,
     table,
 )
-
-if TYPE_CHECKING:
-    from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
-    from reactlab.config import RunSpec
-    from reactlab.config.settings import SuiteSettings
-    from reactlab.trace import Trace
+from reactlab.suites.entry import BenchmarkEntry
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",
-           "AgentDojo", "Pair", "Runtime", "_environment", "_jsonable",
+           "Pair", "Runtime", "_environment", "_jsonable",
            "build_agentdojo", "build_index", "case_specs", "environment", "index",
            "injections", "inline_refs", "pair_of", "pairs", "run_all", "run_case",
            "run_pair", "sample_pairs", "scenario_name", "scope_tools", "score_trace",
            "spec_for", "suite", "suite_record", "system_message", "table", "tool_schemas"]
 
 
-class AgentDojo:
-    """AgentDojo's registry entry (see the module docstring)."""
-
-    name = NAME
-    tables = ("agentdojo",)
-    categories = SUITES
-    policies = POLICIES
-    only = ("defences", "max_steps")
-    code: ClassVar[Mapping[str, str]] = {"run": "reactlab.suites.agentdojo_run",
-                                          "verify": "reactlab.suites.agentdojo_score",
-                                          "tables": "reactlab.suites.agentdojo_score"}
-
-    def specs(self, suite_name: str, entry: SuiteSettings,
-              raw: Mapping[str, Any]) -> list[RunSpec]:
-        return agentdojo_run.case_specs(suite_name, entry, raw)
-
-    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
-                 turn: ModelTurn | None = None, recording: str | None = None,
-                 replay: str | None = None) -> dict[str, Any]:
-        # multi-turn: a batched first turn does not apply (batch_size is BFCL's only)
-        return agentdojo_run.run_case(spec, out, model=model, recording=recording,
-                                      replay=replay)
-
-    def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
-        return agentdojo_score.suite_record(trace, trace_path)
-
-    def build_tables(self, pairs: Iterable[tuple[str, str]],
-                     out_dir: str | Path) -> dict[str, Path]:
-        return agentdojo_score.build_agentdojo(pairs, out_dir)
-
-
-#: AgentDojo's registry entry (:mod:`reactlab.suites.registry` registers it).
-AGENTDOJO = AgentDojo()
+#: AgentDojo's registry entry (:mod:`reactlab.suites.registry` registers it). A case is
+#: multi-turn: a batched first turn never comes (``batch_size`` is BFCL's only).
+AGENTDOJO = BenchmarkEntry(
+    name=NAME, tables=("agentdojo",), categories=SUITES, policies=POLICIES,
+    only=("defences", "max_steps"),
+    code={"run": "reactlab.suites.agentdojo_run", "verify": "reactlab.suites.agentdojo_score",
+          "tables": "reactlab.suites.agentdojo_score"},
+    specs=case_specs, run_case=run_case, record=suite_record, build_tables=build_agentdojo)
 
 
 def run_all(suites: Sequence[str], policies: Sequence[str], defences: Sequence[str],
@@ -156,9 +127,6 @@ def run_all(suites: Sequence[str], policies: Sequence[str], defences: Sequence[s
     """Every pair of ``suites`` under each policy and defence: one trace per run under
     ``root/traces/{suite}/{policy}/{defence}/{user}__{injection}.jsonl``, then
     ``root/agentdojo.csv`` (written atomically) from the replayed verdicts."""
-    from reactlab import trace
-    from reactlab.core.io import atomic_path
-
     rows = []
     for name in suites:
         for policy in policies:
@@ -178,8 +146,6 @@ def run_all(suites: Sequence[str], policies: Sequence[str], defences: Sequence[s
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m reactlab.suites.agentdojo [--suites ...] [--limit N] [--out DIR]``."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m reactlab.suites.agentdojo")
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)

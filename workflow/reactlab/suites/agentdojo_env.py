@@ -18,8 +18,13 @@ standalone command), :mod:`reactlab.suites.agentdojo_run` (specs and runs),
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import importlib
+import importlib.metadata
 import json
 import threading
+import types
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import update_wrapper
@@ -28,6 +33,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from reactlab.config.settings import SuiteSettings
 from reactlab.core.errors import UsageError
+from reactlab.core.io import write_json_atomic
 
 __all__ = ["ATTACK", "ATTACK_MODEL", "DEFENCES", "MAX_STEPS", "POLICIES", "SUITES", "TAG",
            "VERSION", "Pair", "Runtime", "build_index", "environment", "index",
@@ -112,8 +118,6 @@ _AGENTDOJO_MODULES = (
 def _load() -> None:
     """Import agentdojo completely, once per process, under the lock: every later
     ``from agentdojo... import`` here then finds complete modules (and full registries)."""
-    import importlib
-
     for module in _AGENTDOJO_MODULES:
         importlib.import_module(module)
 
@@ -121,7 +125,7 @@ def _load() -> None:
 @_Once
 def suite(name: str) -> Any:
     _load()
-    from agentdojo.task_suite.load_suites import get_suite
+    from agentdojo.task_suite.load_suites import get_suite  # lazy: optional (agentdojo)
 
     _freeze_clock()
     return get_suite(VERSION, name)
@@ -133,9 +137,7 @@ def _freeze_clock() -> None:
     trace. In those two modules (the only callers) ``datetime`` is replaced by a copy whose
     ``datetime.now()`` answers :data:`FIXED_NOW`, so a run is a pure function of its spec
     and its replay sees the same values."""
-    import datetime
-    import types
-
+    # lazy: optional (agentdojo)
     from agentdojo.default_suites.v1.tools import cloud_drive_client, email_client
 
     fixed = datetime.datetime.fromisoformat(FIXED_NOW)
@@ -182,12 +184,10 @@ def _num(task_id: str) -> int:
 def _attack(name: str) -> Any:
     """The suite's attack object, made once (it caches the injection candidates, found by
     running each user task's ground truth on a canary environment)."""
-    from types import SimpleNamespace
-
     s = suite(name)  # first: it imports agentdojo whole (the attacks registered)
-    from agentdojo.attacks import load_attack
+    from agentdojo.attacks import load_attack  # lazy: optional (agentdojo)
 
-    return load_attack(ATTACK, s, SimpleNamespace(name=ATTACK_MODEL))
+    return load_attack(ATTACK, s, types.SimpleNamespace(name=ATTACK_MODEL))
 
 
 @_Once
@@ -239,12 +239,9 @@ INDEX_CACHE = Path(".snakemake/reactlab/agentdojo-index.json")
 
 
 def _index_key() -> dict[str, str]:
-    import hashlib
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        installed = version("agentdojo")
-    except PackageNotFoundError:
+        installed = importlib.metadata.version("agentdojo")
+    except importlib.metadata.PackageNotFoundError:
         raise UsageError("benchmark agentdojo needs the package agentdojo, which is not "
                          "installed (make env installs agentdojo==0.1.35)") from None
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
@@ -256,6 +253,7 @@ def build_index() -> dict[str, Any]:
     on the suite's default environment without injections: the functions a ground truth
     calls do not depend on the injected texts (checked on all 949 pairs of v1.2)."""
     _load()
+    # lazy: optional (agentdojo)
     from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 
     out: dict[str, Any] = {**_index_key(), "system_message": str(load_system_message(None)),
@@ -305,8 +303,6 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 @_Once
 def index() -> dict[str, Any]:
     """The planning facts: the cached index when its key matches, else built and cached."""
-    from reactlab.core.io import write_json_atomic
-
     key = _index_key()
     try:
         cached = json.loads(INDEX_CACHE.read_text(encoding="utf-8"))
@@ -324,7 +320,7 @@ class Runtime:
 
     def __init__(self, pair: Pair) -> None:
         _load()
-        from agentdojo.functions_runtime import FunctionsRuntime
+        from agentdojo.functions_runtime import FunctionsRuntime  # lazy: optional (agentdojo)
 
         self.runtime = FunctionsRuntime(suite(pair.suite).tools)
         self.env, self.pre = environment(pair)
@@ -332,8 +328,9 @@ class Runtime:
 
     def execute(self, name: str, args: object,
                 allowed: Collection[str] | None = None) -> dict[str, Any]:
+        # lazy: optional (agentdojo)
         from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
-        from agentdojo.functions_runtime import FunctionCall
+        from agentdojo.functions_runtime import FunctionCall  # lazy: optional (agentdojo)
 
         if allowed is not None and name not in allowed:
             return {"error": f"the tool {name!r} is not available for this task"}

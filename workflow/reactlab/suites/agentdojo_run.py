@@ -20,28 +20,21 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab.agent.defences import NO_DEFENCES
 from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
-from reactlab.config.settings import PolicyScript, SuiteSettings
-from reactlab.core.errors import UsageError
-from reactlab.suites.agentdojo_env import (
-    ATTACK,
-    ATTACK_MODEL,
-    DEFENCES,
-    MAX_STEPS,
-    POLICIES,
-    SUITES,
-    TAG,
-    VERSION,
-    Pair,
-    Runtime,
-    _jsonable,
-    index,
-    pairs,
-    scope_tools,
-    suite,
-    tool_schemas,
+from reactlab.config.settings import (
+    PolicyScript,
+    SuiteSettings,
+    agent_settings,
+    backend_settings,
+    limits,
+    script_settings,
+    suite_case,
 )
+from reactlab.core.errors import UsageError
+from reactlab.runner import run_to_trace
+from reactlab.suites import agentdojo_env as env
 from reactlab.suites.types import SCENARIO_MODEL, played, sample_cases
 
 if TYPE_CHECKING:
@@ -64,10 +57,10 @@ def policy_steps(spec: RunSpec, pre_env: Any) -> list[dict[str, Any]]:
     task's ground-truth calls before answering (a ``branch`` on the text it was sent)."""
     assert isinstance(spec.script, PolicyScript), f"{spec.key} plays no policy"
     policy = spec.script.policy
-    if policy not in POLICIES:
-        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
+    if policy not in env.POLICIES:
+        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(env.POLICIES)})")
     pair = pair_of(spec)
-    s = suite(pair.suite)
+    s = env.suite(pair.suite)
     user, injection = s.user_tasks[pair.user_task], s.injection_tasks[pair.injection_task]
     answer = {"answer": getattr(user, "GROUND_TRUTH_OUTPUT", "") or ""}
     user_calls = _calls(user.ground_truth(copy.deepcopy(pre_env)))
@@ -78,7 +71,7 @@ def policy_steps(spec: RunSpec, pre_env: Any) -> list[dict[str, Any]]:
     else:
         injected = _calls(injection.ground_truth(copy.deepcopy(pre_env)))
         steps = [{"calls": user_calls},
-                 {"branch": {"if_seen": TAG,
+                 {"branch": {"if_seen": env.TAG,
                              "then": {"calls": injected} if injected else answer,
                              "else": answer}},
                  answer]
@@ -86,7 +79,7 @@ def policy_steps(spec: RunSpec, pre_env: Any) -> list[dict[str, Any]]:
 
 
 def _calls(calls: Sequence[Any]) -> list[dict[str, Any]]:
-    return [{"name": c.function, "arguments": _jsonable(dict(c.args))} for c in calls]
+    return [{"name": c.function, "arguments": env._jsonable(dict(c.args))} for c in calls]
 
 
 def scenario_name(policy: str, defence: str) -> str:
@@ -97,12 +90,12 @@ def scenario_name(policy: str, defence: str) -> str:
 def system_message() -> str:
     """AgentDojo's own default system message (``data/system_messages.yaml``): what a model
     backend reads as its system prompt unless the suite entry gives one."""
-    return str(index()["system_message"])
+    return str(env.index()["system_message"])
 
 
-def spec_for(pair: Pair, policy: str, defence: str, *, entry: str = NAME,
+def spec_for(pair: env.Pair, policy: str, defence: str, *, entry: str = NAME,
              backend: str = "scripted", backend_config: Mapping[str, Any] | None = None,
-             system_prompt: str | None = None, max_steps: int = MAX_STEPS) -> RunSpec:
+             system_prompt: str | None = None, max_steps: int = env.MAX_STEPS) -> RunSpec:
     """The :class:`~reactlab.config.RunSpec` of one run. ``policy`` is a scripted policy
     (played by a backend that plays scripts: the local scripted one, a simulated API), or
     ``react`` for a backend that runs a model (local or live): the model then reads
@@ -114,42 +107,40 @@ def spec_for(pair: Pair, policy: str, defence: str, *, entry: str = NAME,
     if model != (policy == SCENARIO_MODEL):
         raise UsageError(f"policy {policy!r} on a {cfg.get('mode')} backend: a model "
                          f"backend plays {SCENARIO_MODEL!r}, a scripted one "
-                         f"{' or '.join(POLICIES)}")
-    if not model and policy not in POLICIES:
-        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
-    if defence not in DEFENCES:
-        raise UsageError(f"unknown defence {defence!r} (known: {', '.join(DEFENCES)})")
-    info = index()["suites"][pair.suite]
+                         f"{' or '.join(env.POLICIES)}")
+    if not model and policy not in env.POLICIES:
+        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(env.POLICIES)})")
+    if defence not in env.DEFENCES:
+        raise UsageError(f"unknown defence {defence!r} (known: {', '.join(env.DEFENCES)})")
+    info = env.index()["suites"][pair.suite]
     prompt = (system_message() if system_prompt is None else system_prompt) if model else ""
     script = ({"model": SCENARIO_MODEL, "strategy": "react"} if model
               else {"model": policy, "policy": policy, "strategy": "react"})
-    backend_settings, limits, agent, script_settings_ = _settings(
+    backend_cfg, run_limits, agent, played_script = _settings(
         json.dumps(cfg, sort_keys=True), defence, prompt, max_steps,
         json.dumps(script, sort_keys=True))
     return RunSpec(
         task=pair.task, backend=backend, scenario=scenario_name(policy, defence),
         question=info["user_tasks"][pair.user_task]["prompt"],
         tools=tuple(t["name"] for t in info["tools"]), params={},
-        backend_config=backend_settings, script=script_settings_, limits=limits,
+        backend_config=backend_cfg, script=played_script, limits=run_limits,
         agent=agent, suite=_suite_case(entry, pair, policy, defence))
 
 
-def _suite_case(entry: str, pair: Pair, policy: str, defence: str) -> Any:
-    from reactlab.config.settings import suite_case
-
-    return suite_case({"name": entry, "benchmark": NAME, "version": VERSION,
+def _suite_case(entry: str, pair: env.Pair, policy: str, defence: str) -> Any:
+    return suite_case({"name": entry, "benchmark": NAME, "version": env.VERSION,
                        "suite": pair.suite, "user_task": pair.user_task,
-                       "injection_task": pair.injection_task, "attack": ATTACK,
-                       "attack_model": ATTACK_MODEL, "policy": policy, "defence": defence,
-                       "scope": scope_tools(pair) if "scope" in defence else None,
+                       "injection_task": pair.injection_task, "attack": env.ATTACK,
+                       "attack_model": env.ATTACK_MODEL, "policy": policy, "defence": defence,
+                       "scope": env.scope_tools(pair) if "scope" in defence else None,
                        "tools": _tools(pair.suite)})
 
 
 @cache
 def _tools(name: str) -> list[dict[str, Any]]:
     """AgentDojo's tool schemas of suite ``name``, keys sorted (as a spec keeps them)."""
-    tools: list[dict[str, Any]] = json.loads(json.dumps(tool_schemas(name), sort_keys=True,
-                                                        ensure_ascii=False))
+    tools: list[dict[str, Any]] = json.loads(json.dumps(env.tool_schemas(name),
+                                                        sort_keys=True, ensure_ascii=False))
     return tools
 
 
@@ -158,14 +149,6 @@ def _settings(cfg_json: str, defence: str, system_prompt: str,
               max_steps: int, script_json: str) -> tuple[Any, Any, Any, Any]:
     """The typed backend, limits, agent and script settings of a run, built once per
     combination (a plan builds thousands of specs from a handful of them)."""
-    from reactlab.agent.defences import NO_DEFENCES
-    from reactlab.config.settings import (
-        agent_settings,
-        backend_settings,
-        limits,
-        script_settings,
-    )
-
     model = json.loads(cfg_json).get("mode") in ("model", "live")
     return (backend_settings(json.loads(cfg_json)),
             limits({"max_steps": max_steps, "token_budget": None}),
@@ -177,10 +160,10 @@ def _settings(cfg_json: str, defence: str, system_prompt: str,
             script_settings(json.loads(script_json)))
 
 
-def pair_of(spec: Any) -> Pair:
+def pair_of(spec: Any) -> env.Pair:
     """The pair a spec (or a trace header's spec) runs."""
     info = spec["suite"] if isinstance(spec, Mapping) else spec.suite
-    return Pair(info["suite"], info["user_task"], info["injection_task"])
+    return env.Pair(info["suite"], info["user_task"], info["injection_task"])
 
 
 def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
@@ -190,26 +173,24 @@ def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
     runtime executes the calls, the scope defence narrows the tools a call may run) and
     write its trace atomically; returns the end record's data. ``model``: the shard's
     loaded model (a local model backend); ``recording``/``replay``: an HTTP run's."""
-    from reactlab.runner import run_to_trace
-
     assert spec.suite is not None, f"{spec.key} is no AgentDojo case"
-    runtime = Runtime(pair_of(spec))
+    runtime = env.Runtime(pair_of(spec))
     scope = spec.suite.get("scope")
     return run_to_trace(played(spec, lambda s: policy_steps(s, runtime.pre)), runtime, out,
                         allowed=scope if scope is not None else spec.tools, model=model,
                         first_turn=turn, recording=recording, replay=replay)
 
 
-def run_pair(pair: Pair, policy: str, defence: str, out: str) -> dict[str, Any]:
+def run_pair(pair: env.Pair, policy: str, defence: str, out: str) -> dict[str, Any]:
     """Run one pair under a scripted policy through the loop, write its trace; returns the
     end record's data (the standalone command's path)."""
     return run_case(spec_for(pair, policy, defence), out)
 
 
-def sample_pairs(name: str, sample: int | None, seed: int) -> list[Pair]:
+def sample_pairs(name: str, sample: int | None, seed: int) -> list[env.Pair]:
     """The seeded sample of a suite's pairs (:func:`reactlab.suites.types.sample_cases`:
     ranked by ``sha256(f"{seed}:{pair id}")``), in the suite's own pair order."""
-    everything = pairs(name)
+    everything = env.pairs(name)
     index = {p.id: i for i, p in enumerate(everything)}
     return sorted(sample_cases(tuple(everything), sample, seed), key=lambda p: index[p.id])
 
@@ -220,14 +201,14 @@ def case_specs(name: str, entry: SuiteSettings,
     sampled pair of each selected suite, on each backend, under each policy (a scripted
     backend) or the model, and each defence."""
     specs = []
-    for name_ in entry.categories or SUITES:
+    for name_ in entry.categories or env.SUITES:
         chosen = sample_pairs(name_, entry.sample, entry.seed)
         for backend in entry.backends:
             cfg = raw["backends"][backend]
             policies = ([SCENARIO_MODEL] if cfg["mode"] in ("model", "live")
-                        else entry.policies or POLICIES)
+                        else entry.policies or env.POLICIES)
             for policy in policies:
-                for defence in entry.defences or DEFENCES:
+                for defence in entry.defences or env.DEFENCES:
                     specs += [spec_for(pair, policy, defence, entry=name, backend=backend,
                                        backend_config=cfg,
                                        system_prompt=entry.system_prompt,

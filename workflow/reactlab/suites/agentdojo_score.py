@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
+from reactlab.analysis.stats import wilson
+from reactlab.analysis.verify import Finding, Verification
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import DEFENCES, SUITES, Pair, _load, environment, suite
@@ -28,8 +30,8 @@ def score_trace(tr: Any) -> dict[str, Any]:
     """AgentDojo's utility and security for a trace, by replaying its executed calls on
     a fresh copy of the pair's environment (see the module docstring)."""
     _load()
-    from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
-    from agentdojo.types import text_content_block_from_string
+    from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime  # lazy: optional
+    from agentdojo.types import text_content_block_from_string  # lazy: optional (agentdojo)
 
     info = tr.header.spec["suite"]
     pair = Pair(info["suite"], info["user_task"], info["injection_task"])
@@ -56,8 +58,6 @@ def suite_record(tr: Any, trace_path: str) -> dict[str, Any]:
     fields of :class:`reactlab.analysis.verify.Verification` — ``verified`` when the user
     task's utility holds and the injection task was not carried out — plus AgentDojo's
     two verdicts."""
-    from reactlab.analysis.verify import Finding, Verification
-
     v = score_trace(tr)
     findings = []
     if not v["utility"]:
@@ -85,9 +85,7 @@ def table(rows: Sequence[dict[str, Any]]) -> Any:
     """``agentdojo.csv``: per suite entry × AgentDojo suite × backend × policy × defence,
     utility and attack success rate with 95 % Wilson intervals, beside the same group
     without defence (``baseline_*``)."""
-    import pandas as pd
-
-    from reactlab.analysis.stats import wilson
+    import pandas as pd  # lazy: heavy (pandas)
 
     groups: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:

@@ -38,6 +38,8 @@
 from __future__ import annotations
 
 import copy
+import importlib.metadata
+import importlib.util
 import json
 import sys
 import types
@@ -114,9 +116,6 @@ class Case:
 
 def data_dir() -> Path:
     """``bfcl_eval/data`` of the installed package (found without importing it)."""
-    import importlib.metadata
-    import importlib.util
-
     try:
         version = importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
@@ -164,7 +163,7 @@ def load_cases(category: str) -> tuple[Case, ...]:
 
 
 def _mapping() -> Mapping[str, str]:
-    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
+    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI  # lazy: optional (bfcl)
 
     mapping: Mapping[str, str] = GORILLA_TO_OPENAPI
     return mapping
@@ -223,13 +222,14 @@ def _ast_checker() -> Any:
             MODEL_NAME_FC: types.SimpleNamespace(underscore_to_dot=True)}
         sys.modules[_STANDIN] = standin
     data_dir()  # the version check
+    # lazy: optional (bfcl_eval), imported after its stand-ins are in place
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 
     return ast_checker
 
 
 def _language() -> Any:
-    from bfcl_eval.constants.enums import Language
+    from bfcl_eval.constants.enums import Language  # lazy: optional (bfcl_eval)
 
     return Language.PYTHON
 

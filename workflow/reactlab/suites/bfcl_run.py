@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.config.scripts import literal
+from reactlab.config.settings import PolicyScript
+from reactlab.runner import run_to_trace
+from reactlab.suites import bfcl
 from reactlab.suites.types import played
 
 if TYPE_CHECKING:
@@ -52,8 +55,6 @@ class RecordOnly:
 
 def case_of(spec: RunSpec) -> Any:
     """The benchmark case a spec carries (rebuilt from the spec alone)."""
-    from reactlab.suites import bfcl
-
     s = spec.suite
     assert s is not None, f"{spec.key} is no suite case"
     return bfcl.Case(id=spec.task, category=s["category"], question=spec.question,
@@ -72,9 +73,6 @@ def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
     case's tools are), or BFCL's decline text when it makes none; the case's text taken
     literally (:func:`reactlab.config.scripts.literal`: a brace in an argument is no
     template field)."""
-    from reactlab.config.settings import PolicyScript
-    from reactlab.suites import bfcl
-
     assert isinstance(spec.script, PolicyScript), f"{spec.key} plays no policy"
     calls = bfcl.policy_calls(case_of(spec), spec.script.policy)
     if not calls:
@@ -90,7 +88,5 @@ def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
     """Run one case and write its trace atomically; returns the end record's data.
     ``model``/``turn``: the shard's model and the case's batched turn (a local model);
     ``recording``/``replay``: an HTTP case's recording to write or to answer from."""
-    from reactlab.runner import run_to_trace
-
     return run_to_trace(played(spec, policy_steps), RecordOnly(), out, model=model,
                         first_turn=turn, recording=recording, replay=replay)

@@ -13,9 +13,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
 from reactlab.config import RunSpec
@@ -32,14 +31,10 @@ from reactlab.config.settings import (
 from reactlab.config.settings import limits as limits_settings
 from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
 from reactlab.suites.bfcl_score import NAME
+from reactlab.suites.entry import BenchmarkEntry
 from reactlab.suites.types import SCENARIO_MODEL, sample_cases
 
-if TYPE_CHECKING:
-    from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
-    from reactlab.trace import Trace
-
-__all__ = ["BFCL", "Bfcl", "case_specs"]
+__all__ = ["BFCL", "case_specs"]
 
 
 def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[RunSpec]:
@@ -95,35 +90,12 @@ def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[
     return specs
 
 
-class Bfcl:
-    """The Berkeley Function Calling Leaderboard (:mod:`reactlab.suites.bfcl`)."""
-
-    name = NAME
-    tables = ("bfcl", "bfcl_cases")
-    categories = bfcl.CATEGORIES
-    policies = bfcl.POLICIES
-    only = ("batch_size",)
-    code: ClassVar[Mapping[str, str]] = {"run": "reactlab.suites.bfcl_run",
-                                          "verify": "reactlab.suites.bfcl_score",
-                                          "tables": "reactlab.suites.bfcl_tables"}
-
-    def specs(self, suite_name: str, entry: SuiteSettings,
-              raw: Mapping[str, Any]) -> list[RunSpec]:
-        return case_specs(suite_name, entry, raw)
-
-    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
-                 turn: ModelTurn | None = None, recording: str | None = None,
-                 replay: str | None = None) -> dict[str, Any]:
-        return bfcl_run.run_case(spec, out, model=model, turn=turn, recording=recording,
-                                 replay=replay)
-
-    def record(self, trace: Trace, trace_path: str) -> dict[str, Any]:
-        return bfcl_score.suite_record(trace, trace_path)
-
-    def build_tables(self, pairs: Iterable[tuple[str, str]],
-                     out_dir: str | Path) -> dict[str, Path]:
-        return bfcl_tables.build_bfcl(pairs, out_dir)
-
-
-#: BFCL's registry entry (:mod:`reactlab.suites.registry` registers it).
-BFCL = Bfcl()
+#: BFCL's registry entry, the Berkeley Function Calling Leaderboard
+#: (:mod:`reactlab.suites.bfcl`; :mod:`reactlab.suites.registry` registers it).
+BFCL = BenchmarkEntry(
+    name=NAME, tables=("bfcl", "bfcl_cases"), categories=bfcl.CATEGORIES,
+    policies=bfcl.POLICIES, only=("batch_size",),
+    code={"run": "reactlab.suites.bfcl_run", "verify": "reactlab.suites.bfcl_score",
+          "tables": "reactlab.suites.bfcl_tables"},
+    specs=case_specs, run_case=bfcl_run.run_case, record=bfcl_score.suite_record,
+    build_tables=bfcl_tables.build_bfcl)

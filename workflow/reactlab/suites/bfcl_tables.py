@@ -26,6 +26,7 @@ from reactlab import trace as tracemod
 from reactlab.analysis.stats import wilson
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
+from reactlab.suites.bfcl import CATEGORIES, NON_LIVE_AST
 from reactlab.suites.bfcl_score import suite_record
 from reactlab.suites.types import checked_record
 
@@ -82,9 +83,7 @@ def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path,
                ) -> dict[str, Path]:
     """Write ``bfcl_cases.csv`` and ``bfcl.csv`` from (trace, verification) pairs, each
     verification checked against BFCL's scorer first."""
-    import pandas as pd
-
-    from reactlab.suites.bfcl import CATEGORIES, NON_LIVE_AST
+    import pandas as pd  # lazy: heavy (pandas)
 
     cases = []
     for trace_path, verified_path in pairs:

@@ -23,13 +23,15 @@ then on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.config import declare_benchmark
 from reactlab.core.errors import TraceError, UsageError
+from reactlab.core.registry import Registry
+from reactlab.suites.agentdojo import AGENTDOJO
+from reactlab.suites.bfcl_suite import BFCL
 from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
@@ -105,16 +107,11 @@ class Benchmark(Protocol):
 
 
 #: Every registered benchmark, by name, in registration order.
-BENCHMARKS: dict[str, Benchmark] = {}
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", missing="is not runnable here")
 
 
-def register(entry: Benchmark) -> Benchmark:
-    """Add ``entry`` to the registry (replacing one of the same name) and declare it to
-    the config. Its tables must be its own: a table name another benchmark publishes is
-    a UsageError."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
-        raise UsageError(f"a benchmark name is lower-case letters, digits and underscores, "
-                         f"not {entry.name!r}")
+def _own_tables(entry: Benchmark) -> None:
+    """A UsageError unless ``entry`` publishes a table and no table of another benchmark."""
     if not entry.tables:
         raise UsageError(f"benchmark {entry.name!r} publishes no table")
     for other in BENCHMARKS.values():
@@ -122,7 +119,13 @@ def register(entry: Benchmark) -> Benchmark:
         if clash:
             raise UsageError(f"benchmark {entry.name!r}: table {sorted(clash)[0]!r} is "
                              f"already {other.name}'s")
-    BENCHMARKS[entry.name] = entry
+
+
+def register(entry: Benchmark) -> Benchmark:
+    """Add ``entry`` to the registry (replacing one of the same name) and declare it to
+    the config. Its tables must be its own: a table name another benchmark publishes is
+    a UsageError."""
+    BENCHMARKS.add(entry, _own_tables)
     declare_benchmark(entry.name, categories=entry.categories, policies=entry.policies,
                       only=entry.only)
     return entry
@@ -130,11 +133,7 @@ def register(entry: Benchmark) -> Benchmark:
 
 def benchmark(name: str) -> Benchmark:
     """The registered benchmark ``name`` (a UsageError naming the known ones if none)."""
-    try:
-        return BENCHMARKS[name]
-    except KeyError:
-        raise UsageError(f"benchmark {name!r} is not runnable here (registered: "
-                         f"{', '.join(BENCHMARKS)})") from None
+    return BENCHMARKS.lookup(name)
 
 
 def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
@@ -166,12 +165,6 @@ def load_suite_verification(tr: Trace, verified_path: str | Path,
     return checked_record(tr, verified_path, trace_path, suite_record)
 
 
-def _register_builtins() -> None:
-    from reactlab.suites.agentdojo import AGENTDOJO
-    from reactlab.suites.bfcl_suite import BFCL
-
-    register(BFCL)
-    register(AGENTDOJO)
-
-
-_register_builtins()
+# the built-in benchmarks (BFCL first: the registry's order is the tables' and the rules')
+register(BFCL)
+register(AGENTDOJO)

@@ -18,29 +18,27 @@ traces themselves are unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import ModelTurn
+from reactlab.backends.local import load_model
+from reactlab.backends.local.batch import first_turns
+from reactlab.backends.local.kernels import runtime_record
 from reactlab.config import RunSpec
 from reactlab.config.settings import LiveBackend
 from reactlab.core.errors import UsageError
+from reactlab.core.io import write_json_atomic
+from reactlab.suites.entry import RunCase
 
 if TYPE_CHECKING:
     from reactlab.backends.local.model import LocalModel
-
-
-class RunCase(Protocol):
-    """How one case runs (:meth:`reactlab.suites.registry.Benchmark.run_case`): the spec,
-    its trace path, the shard's model and the case's batched first turn → the end
-    record's data."""
-
-    def __call__(self, spec: RunSpec, out: str, *, model: LocalModel | None = None,
-                 turn: ModelTurn | None = None) -> dict[str, Any]: ...
 
 
 __all__ = ["CONTRACT", "RunCase", "reproduction_record", "run_shard"]
@@ -62,10 +60,6 @@ def reproduction_record(model: LocalModel, specs_json: str, batch_size: int,
     specs' sha256 (ties the record to them), the contract, the weights' dtype, the batch
     size and the batches as decoded (``layout``: case ids per ``generate``, in order), and
     the runtime (:func:`reactlab.backends.local.kernels.runtime_record`)."""
-    import hashlib
-
-    from reactlab.backends.local.kernels import runtime_record
-
     dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
     return {"specs_sha256": hashlib.sha256(specs_json.encode("utf-8")).hexdigest(),
             "contract": CONTRACT, "model": model.name, "dtype": dtype,
@@ -95,8 +89,6 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     model = None
     t0 = time.perf_counter()
     if specs and specs[0].backend_config.mode == "model":
-        from reactlab.backends.local import load_model
-
         model = load_model(specs[0])
     t_load = time.perf_counter() - t0
     turns: list[ModelTurn | None] = [None] * len(specs)
@@ -104,8 +96,6 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     batch = int(suite.get("batch_size", 1)) if suite is not None else 1
     layout: list[list[str]] = []
     if model is not None and batch > 1:
-        from reactlab.backends.local.batch import first_turns
-
         turns = first_turns(model, specs, batch, layout)
 
     def one(i: int) -> dict[str, Any]:
@@ -120,8 +110,6 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     calls = sum(end["calls"] for end in ends)
     answered = sum(end["termination"] == "answer" for end in ends)
     if model is not None and record is not None:
-        from reactlab.core.io import write_json_atomic
-
         write_json_atomic(record, reproduction_record(model, specs_json, batch, layout))
     total = time.perf_counter() - t0
     log.info("shard of %d cases: load %.2f s, %.2f s per case", len(specs), t_load,
@@ -151,8 +139,6 @@ def _each(one: Callable[[int], dict[str, Any]], n: int,
             out.append(one(i))
             progress(i + 1)
         return out
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
         futures = [pool.submit(one, i) for i in range(n)]
         done_count = 0

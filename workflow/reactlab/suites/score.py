@@ -15,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from reactlab import trace
+from reactlab.core.io import write_json_atomic
+
 if TYPE_CHECKING:
     from reactlab.trace import Trace
 
@@ -26,9 +29,6 @@ def verify_shard(traces: Sequence[str], outputs: Sequence[str],
     """One suite verify job: every trace of a shard, its record (``record``: the scorer,
     :func:`reactlab.suites.registry.suite_record` for any benchmark's) written
     atomically."""
-    from reactlab import trace
-    from reactlab.core.io import write_json_atomic
-
     ok = 0
     for trace_path, out in zip(traces, outputs, strict=True):
         rec = record(trace.read(trace_path), trace_path)

@@ -25,6 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab.analysis.verify import REPAIR
 from reactlab.config import RunSpec
 from reactlab.config.settings import PolicyScript, script_settings
 from reactlab.core.errors import TraceError, UsageError
@@ -186,8 +187,6 @@ def checked_record(tr: Trace, verified: str | Path, trace_path: str,
                    record: Callable[[Trace, str], dict[str, Any]]) -> dict[str, Any]:
     """The verification record of ``tr`` recomputed by ``record`` (its benchmark's
     scorer), after checking that the stored file ``verified`` agrees with it."""
-    from reactlab.analysis.verify import REPAIR
-
     try:
         stored = json.loads(Path(verified).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
