@@ -451,3 +451,119 @@ def test_the_weight_checks_catch_each_excess(tmp_path):
     assert len(type_ignores(pkg)) == 6 and type_ignores(pkg)[0] == "core/big.py:501"
     assert bare_local_imports(pkg) == ["core/lazy.py:2: import os",
                                        "core/lazy.py:4: from pathlib import Path"]
+
+
+# ------------------------------------------------------------------ every test checks
+
+TESTS = ROOT / "tests"
+#: Calls that check: ``assert_*`` (unittest, numpy, a mock's ``assert_called_once``),
+#: ``check_*`` and ``expect_*`` helpers.
+CHECKING_PREFIXES = ("assert_", "check_", "expect_")
+#: ``pytest.raises``/``pytest.warns`` (as a context or a call), and ``pytest.fail``.
+PYTEST_CHECKS = {"raises", "warns", "fail"}
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else "")
+
+
+def checks_directly(fn: ast.AST) -> bool:
+    """Whether a function's own body (nested blocks included) asserts: an ``assert``,
+    ``pytest.raises``/``warns``/``fail``, or a call of an ``assert_``/``check_``/
+    ``expect_`` function."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in PYTEST_CHECKS
+                    and isinstance(func.value, ast.Name) and func.value.id == "pytest"):
+                return True
+            if _called_name(node).startswith(CHECKING_PREFIXES):
+                return True
+    return False
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.AST]:
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _test_functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``test_*`` functions at module level and in ``Test*`` classes."""
+    found = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name.startswith("Test"):
+            found += [n for n in cls.body
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [n for n in found if n.name.startswith("test")]
+
+
+def unchecked_tests(tests: Path = TESTS) -> tuple[int, list[str]]:
+    """(how many tests check, ``file:line name`` of those that do not). A test checks
+    when its own body does (:func:`checks_directly`) or it calls, by name, a helper
+    that does, one level deep: a function of its own module, of ``conftest.py``, or
+    one imported from a module of ``tests/`` (``from tests.x import helper``)."""
+    trees = {p: ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+             for p in sorted(tests.rglob("*.py"))}
+    helpers_of = {p: _module_functions(t) for p, t in trees.items()}
+    conftest = helpers_of.get(tests / "conftest.py", {})
+    checking = 0
+    unchecked = []
+    for path, tree in trees.items():
+        if not path.name.startswith("test_"):
+            continue
+        helpers = {**conftest}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+                source = tests.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+                for a in node.names:
+                    if a.name in helpers_of.get(source, {}):
+                        helpers[a.asname or a.name] = helpers_of[source][a.name]
+        helpers |= helpers_of[path]
+        for fn in _test_functions(tree):
+            called = {_called_name(c) for c in ast.walk(fn) if isinstance(c, ast.Call)}
+            if checks_directly(fn) or any(
+                    checks_directly(helpers[name]) for name in called if name in helpers):
+                checking += 1
+            else:
+                unchecked.append(f"{path.relative_to(tests.parent)}:{fn.lineno} {fn.name}")
+    return checking, unchecked
+
+
+def test_every_test_checks_something():
+    """Every test asserts, expects an error, or calls a helper of tests/ that does: a
+    test that only runs code passes whatever the code does."""
+    _, found = unchecked_tests()
+    assert not found, ("tests that assert nothing (add the check they were written "
+                       "for):\n  " + "\n  ".join(found))
+
+
+def test_the_check_finds_a_test_that_asserts_nothing(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text("def check_shared(x):\n    assert x\n")
+    (tests / "helpers.py").write_text(
+        "def must_hold(x):\n    if not x:\n        raise AssertionError(x)\n"
+        "def holds(x):\n    assert x\n")
+    (tests / "test_x.py").write_text(
+        "import pytest\n"
+        "from tests.helpers import holds as h, must_hold\n\n"
+        "def verify(x):\n    assert x == 1\n\n"
+        "def run(x):\n    return x\n\n"
+        "def test_asserts():\n    for i in range(2):\n        assert i >= 0\n\n"
+        "def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n\n"
+        "def test_prefixed(mock):\n    mock.assert_called_once()\n\n"
+        "def test_shared():\n    check_shared(1)\n\n"
+        "def test_same_module_helper():\n    verify(1)\n\n"
+        "def test_imported_helper():\n    h(1)\n\n"
+        "class TestThing:\n    def test_method(self):\n        pytest.fail('no')\n\n"
+        "def test_only_runs():\n    run(1)\n\n"
+        "def test_helper_that_does_not_assert():\n    must_hold(1)\n\n"
+        "class TestOther:\n    def test_prints(self):\n        print(run(2))\n")
+    checking, found = unchecked_tests(tests)
+    assert checking == 7
+    assert found == ["tests/test_x.py:34 test_only_runs",
+                     "tests/test_x.py:37 test_helper_that_does_not_assert",
+                     "tests/test_x.py:41 test_prints"]
