@@ -23,7 +23,8 @@ try:
     from reactlab.core.errors import ConfigError as _ConfigError
 except ImportError as _exc:
     raise WorkflowError(
-        f"cannot import reactlab ({_exc}); run `make run`, which creates the environment")
+        f"cannot import reactlab ({_exc}): run `make env`, which creates the "
+        "environment in .venv, then .venv/bin/snakemake")
 # The working folder's own config.yaml, else the project's beside this Snakefile: with
 # `--directory elsewhere` the project's config (and overlays) run there, results and
 # generated data under that folder.
@@ -51,6 +52,12 @@ include: "workflow/rules/suites.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/cluster.smk"
 
+
+# A target outside the matrix or the suites' shards (a mistyped run key): one line
+# naming it and the nearest planned ones, before recovery takes the folder's lock.
+_unplanned = unplanned_target(sys.argv[1:])
+if _unplanned:
+    raise WorkflowError(_unplanned)
 
 # Recovery, once per invocation, after every rule file has said what it publishes
 # (reactlab.jobs.recover; docs/workflow.md, "Recovery and lints"): take the folder's lock,

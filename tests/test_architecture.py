@@ -321,3 +321,249 @@ def test_stage_table_matches_the_stages():
                     or resolve(name)):
                 problems.append(f"{stage}/: {name} not found")
     assert problems == []
+
+
+# ------------------------------------------------------------------ weight (issue 38)
+#
+# The package's weight, measured as /work/wt/weight.py measures it: modules over 500
+# lines, functions over 80 (``def`` line to last line, nested functions and methods
+# each on their own), ``# type: ignore`` comments, and function-local imports without a
+# ``# lazy: <reason>`` comment on the import's first line or the line directly above.
+# Each check returns its offenders, one line each, for the failure message.
+
+MODULE_LINES = 500
+FUNCTION_LINES = 80
+TYPE_IGNORES = 5
+LAZY = "# lazy:"
+
+
+def _sources(root: Path) -> list[tuple[Path, str]]:
+    return [(p, p.read_text(encoding="utf-8")) for p in sorted(root.rglob("*.py"))]
+
+
+def long_modules(root: Path = PACKAGE, limit: int = MODULE_LINES) -> list[str]:
+    """``path: N lines`` for every module of more than ``limit`` lines."""
+    return [f"{p.relative_to(root)}: {n} lines" for p, text in _sources(root)
+            if (n := len(text.splitlines())) > limit]
+
+
+def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def long_functions(root: Path = PACKAGE, limit: int = FUNCTION_LINES) -> list[str]:
+    """``path:line name: N lines`` for every function of more than ``limit`` lines."""
+    found = []
+    for p, text in _sources(root):
+        for fn in _functions(ast.parse(text, filename=str(p))):
+            n = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if n > limit:
+                found.append(f"{p.relative_to(root)}:{fn.lineno} {fn.name}: {n} lines")
+    return found
+
+
+def type_ignores(root: Path = PACKAGE) -> list[str]:
+    """``path:line`` of every ``# type: ignore`` comment."""
+    return [f"{p.relative_to(root)}:{i}" for p, text in _sources(root)
+            for i, line in enumerate(text.splitlines(), 1) if "# type: ignore" in line]
+
+
+def bare_local_imports(root: Path = PACKAGE) -> list[str]:
+    """``path:line: import ...`` for every import inside a function that has no
+    ``# lazy: <reason>`` comment on its first line or on the line directly above."""
+    found = []
+    for p, text in _sources(root):
+        lines = text.splitlines()
+        seen: set[int] = set()
+        for fn in _functions(ast.parse(text, filename=str(p))):
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                    continue
+                seen.add(node.lineno)
+                here = lines[node.lineno - 1]
+                above = lines[node.lineno - 2] if node.lineno > 1 else ""
+                if LAZY not in here and not above.strip().startswith(LAZY):
+                    found.append(f"{p.relative_to(root)}:{node.lineno}: {here.strip()}")
+    return found
+
+
+def test_no_module_over_500_lines():
+    found = long_modules()
+    assert not found, ("modules over 500 lines (split them by role):\n  "
+                       + "\n  ".join(found))
+
+
+def test_no_function_over_80_lines():
+    found = long_functions()
+    assert not found, ("functions over 80 lines (split them by role):\n  "
+                       + "\n  ".join(found))
+
+
+def test_at_most_five_type_ignores():
+    found = type_ignores()
+    assert len(found) <= TYPE_IGNORES, (
+        f"{len(found)} `# type: ignore` comments, at most {TYPE_IGNORES} (type the code "
+        "instead: cast(), typed helpers, Protocols):\n  " + "\n  ".join(found))
+
+
+def test_every_local_import_says_why_it_is_lazy():
+    found = bare_local_imports()
+    assert not found, (
+        "function-local imports without a `# lazy: <reason>` comment (move a light "
+        "import to the module top; a heavy or optional one says why):\n  "
+        + "\n  ".join(found))
+
+
+def test_the_weight_checks_catch_each_excess(tmp_path):
+    """The checkers themselves, on a small package: each excess is reported, with its
+    place; a package within every limit passes all four."""
+    pkg = tmp_path / "reactlab"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    clean = ("import json\n\n\n"
+             "def short():\n"
+             "    import torch  # lazy: heavy (torch)\n"
+             "    # lazy: optional extra\n"
+             "    from agentdojo import (\n"
+             "        task_suite,\n"
+             "    )\n"
+             "    return json, torch, task_suite\n")
+    (pkg / "core" / "ok.py").write_text(clean)
+    assert long_modules(pkg) == long_functions(pkg) == type_ignores(pkg) == []
+    assert bare_local_imports(pkg) == []
+
+    body = "".join(f"    x{i} = {i}\n" for i in range(79))  # def + 79 + return = 81
+    (pkg / "core" / "big.py").write_text(
+        "def long():\n" + body + "    return x0\n"
+        + "\n" * (MODULE_LINES - 81)  # 500 lines, then 6 with a type: ignore
+        + "\n".join(f"y{i} = f()  # type: ignore[name-defined]" for i in range(6)) + "\n")
+    (pkg / "core" / "lazy.py").write_text(
+        "def f():\n"
+        "    import os\n"
+        "    # a comment that is not the reason\n"
+        "    from pathlib import Path\n"
+        "    import sys  # lazy: the reason on the import's own line\n"
+        "    return os, Path, sys\n")
+    assert long_modules(pkg) == [f"core/big.py: {MODULE_LINES + 6} lines"]
+    assert long_functions(pkg) == ["core/big.py:1 long: 81 lines"]
+    assert long_functions(pkg, limit=81) == []
+    assert len(type_ignores(pkg)) == 6 and type_ignores(pkg)[0] == "core/big.py:501"
+    assert bare_local_imports(pkg) == ["core/lazy.py:2: import os",
+                                       "core/lazy.py:4: from pathlib import Path"]
+
+
+# ------------------------------------------------------------------ every test checks
+
+TESTS = ROOT / "tests"
+#: Calls that check: ``assert_*`` (unittest, numpy, a mock's ``assert_called_once``),
+#: ``check_*`` and ``expect_*`` helpers.
+CHECKING_PREFIXES = ("assert_", "check_", "expect_")
+#: ``pytest.raises``/``pytest.warns`` (as a context or a call), and ``pytest.fail``.
+PYTEST_CHECKS = {"raises", "warns", "fail"}
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else "")
+
+
+def checks_directly(fn: ast.AST) -> bool:
+    """Whether a function's own body (nested blocks included) asserts: an ``assert``,
+    ``pytest.raises``/``warns``/``fail``, or a call of an ``assert_``/``check_``/
+    ``expect_`` function."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in PYTEST_CHECKS
+                    and isinstance(func.value, ast.Name) and func.value.id == "pytest"):
+                return True
+            if _called_name(node).startswith(CHECKING_PREFIXES):
+                return True
+    return False
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.AST]:
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _test_functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``test_*`` functions at module level and in ``Test*`` classes."""
+    found = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name.startswith("Test"):
+            found += [n for n in cls.body
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [n for n in found if n.name.startswith("test")]
+
+
+def unchecked_tests(tests: Path = TESTS) -> tuple[int, list[str]]:
+    """(how many tests check, ``file:line name`` of those that do not). A test checks
+    when its own body does (:func:`checks_directly`) or it calls, by name, a helper
+    that does, one level deep: a function of its own module, of ``conftest.py``, or
+    one imported from a module of ``tests/`` (``from tests.x import helper``)."""
+    trees = {p: ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+             for p in sorted(tests.rglob("*.py"))}
+    helpers_of = {p: _module_functions(t) for p, t in trees.items()}
+    conftest = helpers_of.get(tests / "conftest.py", {})
+    checking = 0
+    unchecked = []
+    for path, tree in trees.items():
+        if not path.name.startswith("test_"):
+            continue
+        helpers = {**conftest}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+                source = tests.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+                for a in node.names:
+                    if a.name in helpers_of.get(source, {}):
+                        helpers[a.asname or a.name] = helpers_of[source][a.name]
+        helpers |= helpers_of[path]
+        for fn in _test_functions(tree):
+            called = {_called_name(c) for c in ast.walk(fn) if isinstance(c, ast.Call)}
+            if checks_directly(fn) or any(
+                    checks_directly(helpers[name]) for name in called if name in helpers):
+                checking += 1
+            else:
+                unchecked.append(f"{path.relative_to(tests.parent)}:{fn.lineno} {fn.name}")
+    return checking, unchecked
+
+
+def test_every_test_checks_something():
+    """Every test asserts, expects an error, or calls a helper of tests/ that does: a
+    test that only runs code passes whatever the code does."""
+    _, found = unchecked_tests()
+    assert not found, ("tests that assert nothing (add the check they were written "
+                       "for):\n  " + "\n  ".join(found))
+
+
+def test_the_check_finds_a_test_that_asserts_nothing(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text("def check_shared(x):\n    assert x\n")
+    (tests / "helpers.py").write_text(
+        "def must_hold(x):\n    if not x:\n        raise AssertionError(x)\n"
+        "def holds(x):\n    assert x\n")
+    (tests / "test_x.py").write_text(
+        "import pytest\n"
+        "from tests.helpers import holds as h, must_hold\n\n"
+        "def verify(x):\n    assert x == 1\n\n"
+        "def run(x):\n    return x\n\n"
+        "def test_asserts():\n    for i in range(2):\n        assert i >= 0\n\n"
+        "def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n\n"
+        "def test_prefixed(mock):\n    mock.assert_called_once()\n\n"
+        "def test_shared():\n    check_shared(1)\n\n"
+        "def test_same_module_helper():\n    verify(1)\n\n"
+        "def test_imported_helper():\n    h(1)\n\n"
+        "class TestThing:\n    def test_method(self):\n        pytest.fail('no')\n\n"
+        "def test_only_runs():\n    run(1)\n\n"
+        "def test_helper_that_does_not_assert():\n    must_hold(1)\n\n"
+        "class TestOther:\n    def test_prints(self):\n        print(run(2))\n")
+    checking, found = unchecked_tests(tests)
+    assert checking == 7
+    assert found == ["tests/test_x.py:34 test_only_runs",
+                     "tests/test_x.py:37 test_helper_that_does_not_assert",
+                     "tests/test_x.py:41 test_prints"]

@@ -141,7 +141,10 @@ def test_template_with_a_param_the_task_lacks(raw_config: Raw) -> None:
 def test_root_names_need_no_param(raw_config: Raw) -> None:
     raw_config["scenarios"]["cierre_inventado"]["steps"][1] = {
         "answer": "{question} {results[0]} {ok[0]}"}
-    parse(raw_config)  # no ConfigError
+    runs = [r for r in parse(raw_config).runs if r.scenario == "cierre_inventado"]
+    assert runs  # no ConfigError: the scenario's runs are planned, the template kept
+    assert all(r.script.steps[1] == {"answer": "{question} {results[0]} {ok[0]}"}
+               for r in runs)
 
 
 DUPLICATE_YAML = """\
@@ -357,8 +360,18 @@ def test_constrained_decoding_without_tools_sent_is_refused_at_check(raw_config:
 @pytest.mark.parametrize("stack", overlay_stacks(), ids=lambda s: s[-1].name)
 def test_every_shipped_overlay_passes_check(stack: list[Path]) -> None:
     """Each overlay, on top of those it documents, is a valid config (as `reactlab
-    check` and the Snakefile read it)."""
-    load(Path(__file__).resolve().parents[1] / "config.yaml", stack)
+    check` and the Snakefile read it), which plans runs and holds every value the
+    overlay sets (merged on top, not lost under config.yaml)."""
+    merged = load(Path(__file__).resolve().parents[1] / "config.yaml", stack)
+    assert merged.runs
+
+    def within(over: Any, base: Any) -> bool:
+        if isinstance(over, dict):
+            return isinstance(base, dict) and all(
+                k in base and within(v, base[k]) for k, v in over.items())
+        return bool(over == base)
+
+    assert within(load_yaml(stack[-1]), merged.raw), stack[-1].name
 
 
 def test_the_full_overlay_holds_the_tour_and_the_breadth() -> None:

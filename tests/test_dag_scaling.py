@@ -126,6 +126,10 @@ def test_parse_and_expand_10000_runs(base: dict, capsys: pytest.CaptureFixture[s
 
 def test_print_measures(measures: dict[int, Measure], capsys: pytest.CaptureFixture[str]) -> None:
     base = measures[BASELINE]
+    # every size was measured, and each plans more jobs than the baseline: the marginal
+    # cost per job printed below divides by that difference
+    assert list(measures) == [BASELINE, *SIZES]
+    assert all(m.jobs > base.jobs and m.wall_s > 0 for m in measures.values() if m is not base)
     lines = ["", "snakemake -n --cores 4 (wall time, one subprocess each; marginal = over "
              f"the {BASELINE}-run dry run):",
              f"{'runs':>6} {'jobs':>6} {'wall s':>8} {'ms/job':>8} {'marginal ms/job':>16}"]

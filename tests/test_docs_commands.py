@@ -29,6 +29,7 @@ viewer's scale tool on trial traces, a closed pipe, what ``recover`` says.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import dataclasses
@@ -57,6 +58,7 @@ from tests.doc_commands import (
     shell,
     subcommands,
 )
+from tests.test_architecture import checks_directly
 
 
 class Entry(NamedTuple):
@@ -621,17 +623,33 @@ RUNNERS: dict[str, Callable[[str, pytest.FixtureRequest], None]] = {
     if name.startswith("run_") and callable(fn)}
 
 
+def check_command(command: str, request: pytest.FixtureRequest) -> None:
+    """Run a command of the docs through its runner, which checks the exit status and
+    what the docs say the command does (every runner asserts:
+    test_every_runner_checks)."""
+    RUNNERS[TABLE[command].what](command, request)
+
+
+def test_every_runner_checks() -> None:
+    """What check_command's name promises: each runner's own body asserts."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    runners = {n.name.removeprefix("run_"): n for n in tree.body
+               if isinstance(n, ast.FunctionDef) and n.name.startswith("run_")}
+    assert sorted(runners) == sorted(RUNNERS)
+    assert [name for name, fn in runners.items() if not checks_directly(fn)] == []
+
+
 @pytest.mark.parametrize("command", sorted(c for c, e in TABLE.items() if e.kind == "cheap"),
                          ids=str)
 def test_cheap_command(command: str, request: pytest.FixtureRequest) -> None:
-    RUNNERS[TABLE[command].what](command, request)
+    check_command(command, request)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [c for c, e in TABLE.items() if e.kind == "slow"],
                          ids=str)
 def test_slow_command(command: str, request: pytest.FixtureRequest) -> None:
-    RUNNERS[TABLE[command].what](command, request)
+    check_command(command, request)
 
 
 # ------------------------------------------------------------------ the README's examples

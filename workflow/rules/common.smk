@@ -1,5 +1,6 @@
 # Helpers shared by the rule files (the validated config, the matrix of runs, the outputs,
 # the recovery step). Functions live here or in the package, never beside the rules.
+import difflib
 import json
 import os
 import re
@@ -17,7 +18,8 @@ try:
     from reactlab.core.fingerprint import fingerprints as _fingerprints
 except ImportError as _exc:
     raise WorkflowError(
-        f"cannot import reactlab ({_exc}); run `make run`, which creates the environment"
+        f"cannot import reactlab ({_exc}): run `make env`, which creates the "
+        "environment in .venv, then .venv/bin/snakemake"
     )
 
 try:
@@ -118,16 +120,49 @@ from reactlab.config.trials import analysis_section as _analysis_section
 ANALYSIS = json.dumps(_analysis_section(config), sort_keys=True)
 
 
-def run_spec(wildcards):
+def not_planned(what, name, planned):
+    """One line: ``name`` is no ``what`` of the config, the nearest that are, and how to
+    list them all."""
+    near = difflib.get_close_matches(name, planned, n=3, cutoff=0.6) or sorted(planned)[:3]
+    return (f"{name} is not a {what} of the config ({len(planned)} planned; nearest: "
+            f"{', '.join(near) or 'none'}); `snakemake -n` lists every job, `python -m "
+            "reactlab check --list [--configfile OVERLAY]` every run")
+
+
+# A target on the command line that names a run or a shard the config does not plan:
+# Snakemake would ask the rules' input functions for its settings and print their
+# KeyError as a traceback; the Snakefile refuses it first, in one line.
+_RUN_TARGET = re.compile(r"(?:\./)?results/(?:traces|verified)/(.+?)\.jsonl?")
+_SHARD_TARGET = re.compile(r"(?:\./)?results/suites/[^/]+/shards/([^/]+)\.(?:traces|verified)\.json")
+
+
+def unplanned_target(argv):
+    """The error for the first target in ``argv`` (Snakemake's command line) outside the
+    matrix or the suites' shards, None when every target is planned."""
+    for arg in argv:
+        if (m := _RUN_TARGET.fullmatch(arg)) and m.group(1) not in RUNS:
+            return f"{arg}: {not_planned('run', m.group(1), RUNS)}"
+        if (m := _SHARD_TARGET.fullmatch(arg)) and m.group(1) not in SUITE_BY_ID:
+            return f"{arg}: {not_planned('suite shard', m.group(1), SUITE_BY_ID)}"
+    return None
+
+
+def _run(wildcards):
+    """The planned run of a job's wildcards (reactlab.config.RunSpec)."""
     key = f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"
-    if key not in RUNS:
-        raise WorkflowError(f"{key} is not in the matrix of config.yaml")
-    return RUNS[key].to_json()
+    try:
+        return RUNS[key]
+    except KeyError:
+        raise WorkflowError(not_planned("run", key, RUNS)) from None
+
+
+def run_spec(wildcards):
+    return _run(wildcards).to_json()
 
 
 def _backend(wildcards):
     """The typed settings of the job's backend (reactlab.config.settings)."""
-    return RUNS[f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"].backend_config
+    return _run(wildcards).backend_config
 
 
 def model_input(wildcards):
@@ -150,7 +185,7 @@ def _suite_shard(wildcards):
     try:
         return SUITE_BY_ID[wildcards.shard]
     except KeyError:
-        raise WorkflowError(f"{wildcards.shard} is not a shard of the config's suites") from None
+        raise WorkflowError(not_planned("suite shard", wildcards.shard, SUITE_BY_ID)) from None
 
 
 def suite_live(wildcards):
@@ -249,5 +284,5 @@ def task_pattern(names):
 
 def mcp_files(wildcards):
     """The files the run's MCP server works on (each run gets its own copy of them)."""
-    spec = RUNS[f"{wildcards.task}/{wildcards.backend}/{wildcards.scenario}"]
+    spec = _run(wildcards)
     return sorted(spec.mcp.files.values()) if spec.mcp is not None else []

@@ -114,8 +114,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from exc
+    except OSError as exc:  # a mistyped overlay: name the ones its folder holds
+        there = sorted(p.name for p in path.parent.glob("*.yaml")) if not path.exists() else []
+        raise ConfigError("", f"cannot read {path}: {exc.strerror}" + (
+            f" ({path.parent} holds {', '.join(there)})" if there else "")) from exc
     try:
         # libyaml's loader when PyYAML has it (≈ 10× faster: every Snakemake start reads
         # the config through here); a file it refuses is re-read by the pure-Python
