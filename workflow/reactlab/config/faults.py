@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactlab.config.settings import ScriptSettings, StepScript, schema_at
+from reactlab.config.schema import schema_at
+from reactlab.config.settings import ScriptSettings, StepScript
 from reactlab.core.errors import ConfigError
 
 # The keys, their values and bounds are the config schema's ($defs.fault), one source.
