@@ -15,22 +15,39 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from reactlab.analysis import outputs, tables
 from reactlab.analysis.outputs import ALL_FIGURES as FIGURE_KINDS
+from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
+from reactlab.dev import bench, mcp_bench
+from reactlab.export import find_pairs, inspect_log, otel
+from reactlab.views import html as viewer
+from reactlab.views.terminal import show
+
+if TYPE_CHECKING:
+    from reactlab.config import Config
+
+
+def _config(path: str, overlays: Sequence[str] = ()) -> Config:
+    """The config at ``path`` with its ``overlays`` merged, validated
+    (:func:`reactlab.config.load`)."""
+    from reactlab import config  # lazy: builds the config's pydantic models (~0.4 s)
+
+    return config.load(path, overlays)
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
-    from reactlab import data
+    from reactlab import data  # lazy: loads the config package (~0.4 s)
 
     prices, news = data.write(Path(a.out), a.seed)
     print(f"wrote {prices} and {news} (seed {a.seed})", file=sys.stderr)
 
 
 def _cmd_run(a: argparse.Namespace) -> None:
-    from reactlab.runner import run_job
+    from reactlab.runner import run_job  # lazy: loads the config package and the backends
 
     print(run_job(a.spec, a.prices, a.news, a.out, recording=a.recording, replay=a.replay,
                   tools_recording=a.tools_recording, tools_replay=a.tools_replay),
@@ -38,20 +55,15 @@ def _cmd_run(a: argparse.Namespace) -> None:
 
 
 def _cmd_verify(a: argparse.Namespace) -> None:
-    from reactlab.analysis.verify import verify_job
-
     print(verify_job(a.trace, a.out), file=sys.stderr)
 
 
 def _cmd_tables(a: argparse.Namespace) -> None:
-    from reactlab import config
-    from reactlab.analysis import tables
-
     if len(a.traces) != len(a.verified):
         raise ReactlabError("tables: --traces and --verified must pair up")
-    from reactlab.config.trials import analysis_section
+    from reactlab.config.trials import analysis_section  # lazy: the config package (~0.4 s)
 
-    cfg = config.load(a.config) if a.figure is None or a.analysis is None else None
+    cfg = _config(a.config) if a.figure is None or a.analysis is None else None
     figure = json.loads(a.figure) if cfg is None or a.figure is not None else cfg.figure
     analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
                 else analysis_section(cfg.raw))
@@ -61,25 +73,20 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
 
 def _cmd_figure(a: argparse.Namespace) -> None:
-    from reactlab import config
-    from reactlab.analysis.outputs import draw
-
     figure: Mapping[str, Any] = {}
     if a.figure is not None:
         figure = json.loads(a.figure)
     elif FIGURE_KINDS[a.kind].uses_figure_section:
-        figure = config.load(a.config).figure
-    draw(a.kind, a.table, a.out, figure)
+        figure = _config(a.config).figure
+    outputs.draw(a.kind, a.table, a.out, figure)
 
 
 def _cmd_recover(a: argparse.Namespace) -> None:
-    from reactlab import config
-    from reactlab.analysis import outputs
-    from reactlab.jobs import recover
-    from reactlab.suites.plan import plan
-    from reactlab.suites.shards import table_paths
+    from reactlab.jobs import recover  # lazy: the jobs' modules and the config package
+    from reactlab.suites.plan import plan  # lazy: the config package (~0.4 s)
+    from reactlab.suites.shards import table_paths  # lazy: the config package (~0.4 s)
 
-    cfg = config.load(a.config, a.configfile)
+    cfg = _config(a.config, a.configfile)
     before = _files(RESULTS)
     shards = plan(cfg.raw) if cfg.raw.get("suites") else []
     # the same step, with the same arguments, as the Snakefile's main process
@@ -110,11 +117,11 @@ def _files(root: str) -> set[str]:
 
 
 def _cmd_check(a: argparse.Namespace) -> None:
-    from reactlab import config
+    from reactlab.config import data_source  # lazy: the config package (~0.4 s)
 
-    cfg = config.load(a.config, a.configfile)
+    cfg = _config(a.config, a.configfile)
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
-        config.data_source(cfg.raw, kind, Path(a.config).parent)
+        data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
     if a.list:
         for r in cfg.runs:
@@ -122,6 +129,7 @@ def _cmd_check(a: argparse.Namespace) -> None:
 
 
 def _cmd_convert_model(a: argparse.Namespace) -> None:
+    # lazy: the local model's module loads the config package (it loads torch inside)
     from reactlab.backends.local.model import ModelNotFound, convert_gguf, gguf_path
 
     try:
@@ -133,22 +141,19 @@ def _cmd_convert_model(a: argparse.Namespace) -> None:
 
 
 def _cmd_serve(a: argparse.Namespace) -> None:
-    from reactlab import config
-    from reactlab.simulate.server import serve
+    from reactlab.simulate.server import serve  # lazy: heavy (starlette, httpx)
 
-    serve(config.load(a.config), a.host, a.port, task=a.task)
+    serve(_config(a.config), a.host, a.port, task=a.task)
 
 
 def _cmd_mcp(a: argparse.Namespace) -> None:
-    from reactlab.mcp.server import main as mcp_main
+    from reactlab.mcp.server import main as mcp_main  # lazy: heavy (the mcp SDK, uvicorn)
 
     mcp_main(transport=a.transport, config_path=a.config, task=a.task, tools=a.tools,
              prices=a.prices, news=a.news, host=a.host, port=a.port)
 
 
 def _cmd_viewer(a: argparse.Namespace) -> None:
-    from reactlab.views import html as viewer
-
     if len(a.traces) != len(a.verified):
         raise ReactlabError("viewer: --traces and --verified must pair up")
     if len(a.suite_traces) != len(a.suite_verified):
@@ -161,48 +166,42 @@ def _cmd_viewer(a: argparse.Namespace) -> None:
 
 
 def _cmd_show(a: argparse.Namespace) -> None:
-    from reactlab.views.terminal import show
-
     show(a.trace, a.verified, a.color)
 
 
 def _cmd_export(a: argparse.Namespace) -> None:
-    from reactlab.export import find_pairs
-
     pairs = find_pairs(a.results)
     out = a.out or str(Path(a.results) / a.format)
     traces, verified = [str(t) for t, _ in pairs], [str(v) for _, v in pairs]
-    if a.format == "inspect":
-        from reactlab.export import inspect_log
-
-        print(inspect_log.export_job(traces, verified, out), file=sys.stderr)
-    else:
-        from reactlab.export import otel
-
-        print(otel.export_job(traces, verified, out), file=sys.stderr)
+    module = inspect_log if a.format == "inspect" else otel
+    print(module.export_job(traces, verified, out), file=sys.stderr)
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
     if a.mcp:
-        from reactlab.dev.mcp_bench import main as mcp_main
-
-        mcp_main(calls=a.calls)
+        mcp_bench.main(calls=a.calls)
         if a.pipeline:
-            import json
-
-            from reactlab.dev.bench import mcp_slice
-
-            print(json.dumps({"mcp_slice": mcp_slice(a.cores, a.repeat)}), flush=True)
+            print(json.dumps({"mcp_slice": bench.mcp_slice(a.cores, a.repeat)}), flush=True)
         return
-    from reactlab.dev.bench import main as bench_main
+    bench.main(cores=a.cores, repeat=a.repeat, options=a.options)
 
-    bench_main(cores=a.cores, repeat=a.repeat, options=a.options)
+
+#: What :meth:`argparse.ArgumentParser.add_subparsers` returns: each ``_add_*`` function
+#: adds its group of commands to it.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="reactlab", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_steps, _add_checks, _add_readers, _add_bench, _add_servers):
+        add(sub)
+    return p
 
+
+def _add_steps(sub: Commands) -> None:
+    """The pipeline's steps, one command each, as the rules run them: data, run, verify,
+    tables, figure."""
     s = sub.add_parser("data", help="generate the synthetic parquet data")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, required=True)
@@ -249,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--figure", help="the config's `figure` section as JSON")
     s.set_defaults(func=_cmd_figure)
 
+
+def _add_checks(sub: Commands) -> None:
+    """Before a run: the config checked, the results folder recovered, the default model
+    converted."""
     s = sub.add_parser("check", help="validate config.yaml and count the runs")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--list", action="store_true", help="print every run key")
@@ -271,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gguf", help="another GGUF file to convert")
     s.set_defaults(func=_cmd_convert_model)
 
+
+def _add_readers(sub: Commands) -> None:
+    """Reading the results: the HTML viewer, one trace in the terminal, the exports."""
     s = sub.add_parser("viewer", help="write static HTML pages for traces, and an index")
     s.add_argument("--traces", nargs="*", default=[])
     s.add_argument("--verified", nargs="*", default=[])
@@ -297,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "RESULTS/otel); replaced whole")
     s.set_defaults(func=_cmd_export)
 
+
+def _add_bench(sub: Commands) -> None:
+    """The workflow's benchmarks (reactlab.dev.bench, reactlab.dev.mcp_bench)."""
     s = sub.add_parser("bench", help="benchmark the workflow: Snakemake vs one process, the "
                                      "full matrix, a no-op rerun, reruns after code edits")
     s.add_argument("--cores", type=int, default=4)
@@ -314,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "MCP slice, side by side (--repeat times each; a few minutes)")
     s.set_defaults(func=_cmd_bench)
 
+
+def _add_servers(sub: Commands) -> None:
+    """The servers: the simulated model APIs over HTTP, the project's tools over MCP."""
     serve_help = ("serve the scripted scenarios over HTTP: the OpenAI Responses "
                   "(/v1/responses) and Chat Completions (/v1/chat/completions) APIs and the "
                   "Anthropic Messages API (/v1/messages); the model name picks the scenario")
@@ -343,7 +355,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8001,
                    help="HTTP: the port (0: a free one, logged with the URL)")
     s.set_defaults(func=_cmd_mcp)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

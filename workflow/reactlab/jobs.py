@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,8 +24,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from reactlab import data
+from reactlab.analysis import recovery
+from reactlab.analysis import tables as tablesmod
+from reactlab.analysis.figures import manifest_path
+from reactlab.analysis.outputs import draw
+from reactlab.analysis.verify import verify_job
+from reactlab.config import RunSpec
 from reactlab.core.errors import CommandFailed, ConfigError, UsageError
+from reactlab.core.io import write_text_atomic
 from reactlab.core.joblog import job_log
+from reactlab.data import sqlite
+from reactlab.export import damaged_exports, inspect_log, otel
+from reactlab.runner import run_job
+from reactlab.suites.registry import benchmark as registered
+from reactlab.suites.registry import run_case, suite_record
+from reactlab.suites.run import run_shard
+from reactlab.suites.score import verify_shard
+from reactlab.suites.shards import listed, publish, shards_of, spec_file, table_paths
+from reactlab.suites.shards import recover as recover_shards
+from reactlab.suites.types import recording_path, spec_traces, verified_path
+from reactlab.trace.integrity import check_manifest
+from reactlab.views import html
 
 #: pyplot keeps global state: figure jobs that run as threads draw one at a time.
 FIGURE_LOCK = threading.Lock()
@@ -60,8 +81,6 @@ def own_process(args: Sequence[str], log: str | Path, threads: int = 1, *,
 
 def generate_data(prices: str, seed: int, log: str) -> None:
     """Rule generate_data: the synthetic parquet files, beside ``prices``."""
-    from reactlab import data
-
     with job_log(log, "data") as say:
         written = data.write(Path(prices).parent, seed)
         say(f"wrote {written[0]} and {written[1]} (seed {seed})")
@@ -76,8 +95,6 @@ def convert_model(out: str, log: str, threads: int) -> None:
 def needs_own_process(spec: str) -> bool:
     """Whether a run job gets its own process: a real-model run (torch on the threads the
     job reserved)."""
-    from reactlab.config import RunSpec
-
     return RunSpec.from_json(spec).backend_config.mode == "model"
 
 
@@ -96,8 +113,6 @@ def run_agent(spec: str, prices: str, news: str, out: str, log: str, threads: in
                 args += [flag, value]
         own_process(args, log, threads)
         return
-    from reactlab.runner import run_job
-
     with job_log(log, "run") as say:
         say(run_job(spec, prices, news, out, tools_recording=tools_recording,
                     tools_replay=tools_replay))
@@ -105,16 +120,12 @@ def run_agent(spec: str, prices: str, news: str, out: str, log: str, threads: in
 
 def sqlite_db(prices: str, news: str, out: str, log: str) -> None:
     """Rule sqlite_db: the prices and news as a SQLite database (:mod:`reactlab.data.sqlite`)."""
-    from reactlab.data import sqlite
-
     with job_log(log, "data") as say:
         say(f"wrote {sqlite.write(prices, news, out)}")
 
 
 def verify(trace: str, out: str, log: str) -> None:
     """Rule verify: check one trace's final answer, write its verification."""
-    from reactlab.analysis.verify import verify_job
-
     with job_log(log, "verify") as say:
         say(verify_job(trace, out))
 
@@ -123,8 +134,6 @@ def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis
            out_dir: str, log: str) -> None:
     """Rule tables: every table of :data:`reactlab.analysis.outputs.TABLES` into
     ``out_dir`` (``figure`` and ``analysis``: the config sections as JSON)."""
-    from reactlab.analysis import tables as tablesmod
-
     with job_log(log, "tables") as say:
         written = tablesmod.build(zip(traces, verified, strict=True), json.loads(figure),
                                   out_dir, json.loads(analysis))
@@ -133,8 +142,6 @@ def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis
 
 def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
     """Rules figure_<kind>: draw ``kind`` (PNG and SVG) from its table."""
-    from reactlab.analysis.outputs import draw
-
     with job_log(log, "figure") as say, FIGURE_LOCK:
         draw(kind, table, png, json.loads(figure))
         say(f"drew {png} and {Path(png).with_suffix('.svg')}")
@@ -145,10 +152,6 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
     """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index;
     the suite cases are those the shards' trace ``suite_manifests`` list (each
     verification read beside its trace)."""
-    from reactlab.suites.shards import listed
-    from reactlab.suites.types import verified_path
-    from reactlab.views import html
-
     suite_traces = [t for m in suite_manifests for t in listed(m)]
     with job_log(log, "viewer") as say:
         written = html.build(zip(traces, verified, strict=True), out,
@@ -161,10 +164,6 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
 def remove_damaged_exports(folders: Sequence[str], *, apply: bool = True) -> list[str]:
     """An export folder edited or damaged after it was published is removed (with
     ``apply``), so that the next ``exports`` target rebuilds it. Returns the messages."""
-    import shutil
-
-    from reactlab.export import damaged_exports
-
     messages = []
     for folder, problem in damaged_exports(folders):
         messages.append(f"{problem}: {folder} will be rebuilt")
@@ -176,8 +175,6 @@ def remove_damaged_exports(folders: Sequence[str], *, apply: bool = True) -> lis
 def export(kind: str, traces: Sequence[str], verified: Sequence[str], out: str,
            log: str) -> None:
     """Rules export_inspect / export_otel: every run as Inspect logs or OTel spans."""
-    from reactlab.export import inspect_log, otel
-
     module = {"inspect": inspect_log, "otel": otel}[kind]
     with job_log(log, "export") as say:
         say(module.export_job(traces, verified, out))
@@ -221,10 +218,6 @@ def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str
     the suite figures, the exports — and remove what is damaged with what was built from
     it. ``apply=False`` (a dry run) checks the same and removes nothing: the messages say
     what a run would do. Returns the lock's open file (keep it for the run)."""
-    from reactlab.analysis import recovery
-    from reactlab.suites.shards import recover as recover_shards
-    from reactlab.suites.shards import shards_of, table_paths
-
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
@@ -252,9 +245,6 @@ def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/ta
     """A suite figure (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after
     it was drawn, or whose source table is gone (the suite recovery removed it), is
     removed (with ``apply``) so that it is drawn again. Returns the messages."""
-    from reactlab.analysis.figures import manifest_path
-    from reactlab.trace.integrity import check_manifest
-
     messages = []
     for figure in figures:
         png, svg = (Path(p) for p in figure.paths)
@@ -280,10 +270,6 @@ def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
     ``live``: a live API's shard, ``record`` (each case's HTTP exchanges recorded beside
     its trace, :func:`reactlab.suites.types.recording_path`) or ``replay`` (each case
     answered from that recording: no key, no network)."""
-    from reactlab.core.io import write_text_atomic
-    from reactlab.suites.shards import publish, spec_file
-    from reactlab.suites.types import recording_path, spec_traces
-
     spec = spec_file(manifest)
     write_text_atomic(spec, specs_json)
     traces = spec_traces(specs_json)
@@ -291,9 +277,6 @@ def suite_run(specs_json: str, manifest: str, log: str, *, model: bool,
         own_process([str(spec)], log, threads, module="reactlab.suites.shard_job")
         publish(manifest, traces)
         return
-    from reactlab.suites.registry import run_case
-    from reactlab.suites.run import run_shard
-
     recordings = [recording_path(t) for t in traces] if live is not None else None
     with job_log(log, "suite-run") as say:
         say(run_shard(specs_json, traces, run_case, recordings=recordings,
@@ -305,11 +288,6 @@ def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
     """Rule suite_verify: each case of a shard (the traces its trace manifest lists)
     scored by the benchmark's own checker, then the shard's verification manifest (the
     job's only declared output)."""
-    from reactlab.suites.registry import suite_record
-    from reactlab.suites.score import verify_shard
-    from reactlab.suites.shards import listed, publish
-    from reactlab.suites.types import verified_path
-
     traces = listed(traces_manifest)
     verified = [verified_path(t) for t in traces]
     with job_log(log, "suite-verify") as say:
@@ -322,10 +300,6 @@ def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: st
     benchmark's tables (:attr:`reactlab.suites.registry.Benchmark.tables`) from every
     case the shards' trace ``manifests`` list (each verification read beside its
     trace)."""
-    from reactlab.suites.registry import benchmark as registered
-    from reactlab.suites.shards import listed
-    from reactlab.suites.types import verified_path
-
     entry = registered(benchmark)
     traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
@@ -356,9 +330,6 @@ def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str
     one process, with the code of rules run_agent, run_mcp, replay_mcp and verify (same
     files, byte for byte). ``tools``: per run, the MCP recording it writes and the one
     it replays (None, None for a run on the project's tools)."""
-    from reactlab.analysis.verify import verify_job
-    from reactlab.runner import run_job
-
     for i, spec in enumerate(specs):
         recording, replay = tools[i] if tools is not None else (None, None)
         with job_log(run_logs[i], "run") as say:

@@ -2,9 +2,13 @@
 
 Validation happens in three layers, all before any job starts:
 
-1. YAML itself (duplicate keys are an error, not "last one wins");
-2. the JSON Schema in ``workflow/schemas/config.schema.yaml`` (types, ranges, unknown keys);
-3. cross-references (matrix entries, ``extends``, template names against task params).
+1. YAML itself (duplicate keys are an error, not "last one wins"):
+   :mod:`reactlab.config.loading`;
+2. the JSON Schema in ``workflow/schemas/config.schema.yaml`` (types, ranges, unknown
+   keys): :mod:`reactlab.config.schema`;
+3. cross-references (matrix entries, ``extends``, template names against task params):
+   here, as :func:`parse` expands the matrix into :class:`~reactlab.config.spec.RunSpec`
+   objects.
 
 Every failure raises :class:`~reactlab.core.errors.ConfigError` whose ``field`` is a dotted
 path such as ``scenarios.bucle.steps[0].calls[0].name``.
@@ -16,398 +20,45 @@ from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
 import itertools
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from reactlab.config.agents import LESSON, check_agents
+from reactlab.config.faults import parse_plan
+from reactlab.config.loading import check_files, load_yaml, merge
+from reactlab.config.mcp import Planner
+from reactlab.config.schema import (
+    SCHEMA_PATH,
+    declare_benchmark,
+    declare_framework,
+    declare_provider,
+    provider_has_http,
+    validate_schema,
+)
 from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.config.settings import (
     CONSTRAINED_DECODINGS,
-    SCHEMA_PATH,
-    AgentSettings,
     BackendSettings,
-    FrameworkSettings,
-    Limits,
     McpTools,
-    PolicyScript,
-    ScriptSettings,
-    StepScript,
-    SuiteCase,
     agent_settings,
     backend_settings,
     framework_settings,
     limits,
-    mcp_tools,
-    schema_file,
     script_settings,
-    suite_case,
 )
-from reactlab.config.trials import (
-    check_analysis,
-    derive_seed,
-    trial_indices,
-    trial_key,
-)
+from reactlab.config.spec import Config, RunSpec
+from reactlab.config.suites import check_suites
+from reactlab.config.trials import check_analysis, derive_seed, trial_indices
 from reactlab.core.errors import ConfigError, ScriptError
 
-__all__ = ["SCHEMA_PATH", "Config", "RunSpec", "declare_benchmark", "declare_provider", "load",
-           "parse"]
-
-
-def _duplicate_key(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> tuple[str, int] | None:
-    """(dotted path, line) of the first duplicate mapping key in a composed YAML tree."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                return _path([*path, key]), key_node.start_mark.line + 1
-            seen.add(key)
-            found = _duplicate_key(value_node, (*path, key))
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            found = _duplicate_key(item, (*path, i))
-            if found:
-                return found
-    return None
-
-
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    """A YAML syntax error as 'invalid YAML at line L, column C: problem' (1-based)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is None:
-        return f"invalid YAML: {problem}"
-    hint = ("; indent with spaces, YAML does not allow tabs" if "\\t" in problem
-            or "\t" in problem else "")
-    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}{hint}"
-
-
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def check_files(paths: Iterable[str | Path]) -> None:
-    """Load every config file Snakemake is about to read with :func:`load_yaml`.
-
-    Snakemake's own ``configfile:`` loader keeps the last of duplicate keys and reports
-    a syntax error without its place; the Snakefile calls this first, so the pipeline
-    runs only a file that ``reactlab check`` would accept. Missing files are left to
-    Snakemake (an override via ``--configfile`` may stand in for config.yaml).
-    """
-    for path in paths:
-        if Path(path).is_file():
-            load_yaml(path)
-
-
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file; duplicate keys are an error naming their path and line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:  # a mistyped overlay: name the ones its folder holds
-        there = sorted(p.name for p in path.parent.glob("*.yaml")) if not path.exists() else []
-        raise ConfigError("", f"cannot read {path}: {exc.strerror}" + (
-            f" ({path.parent} holds {', '.join(there)})" if there else "")) from exc
-    try:
-        # libyaml's loader when PyYAML has it (≈ 10× faster: every Snakemake start reads
-        # the config through here); a file it refuses is re-read by the pure-Python
-        # loader, whose error messages (and their tab hint) are the ones reported.
-        dup = _duplicate_key(yaml.compose(text, Loader=_FAST_LOADER))
-        data = yaml.load(text, Loader=_FAST_LOADER)
-    except yaml.YAMLError:
-        try:
-            dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError("", f"{path}: {_yaml_error(exc)}") from exc
-    if dup is not None:
-        field, line = dup
-        raise ConfigError(field, f"{path}: duplicate key {field.rsplit('.', 1)[-1]!r} at line "
-                                 f"{line} (YAML would silently keep the last one)")
-    if not isinstance(data, dict):
-        raise ConfigError("", f"{path}: the top level must be a mapping")
-    return data
-
-
-#: Providers registered in code beyond the schema's built-in ones: name → HTTP layer.
-_DECLARED: dict[str, bool] = {}
-
-
-def declare_provider(name: str, *, http: bool) -> None:
-    """Accept ``name`` as a backend's ``provider`` (with the modes and options of a
-    provider with an HTTP layer, or of one without). Called by
-    :func:`reactlab.backends.registry.register`; the built-in names are the schema's."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ConfigError("provider", f"a provider name is lower-case letters, digits and "
-                                      f"underscores, not {name!r}")
-    _DECLARED[name] = http
-    _schema.cache_clear()
-
-
-def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequence[str],
-                      only: Sequence[str] = ()) -> None:
-    """Accept ``name`` as a suite entry's ``benchmark``, with its own ``categories`` and
-    ``policies``, and the entry fields ``only`` it takes (checked by
-    :func:`reactlab.config.suites.check_suites`). Called by
-    :func:`reactlab.suites.registry.register`; the built-in names are the schema's."""
-    from reactlab.config.suites import BENCHMARKS
-
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ConfigError("benchmark", f"a benchmark name is lower-case letters, digits and "
-                                       f"underscores, not {name!r}")
-    BENCHMARKS[name] = {"categories": tuple(categories), "policies": tuple(policies),
-                        "only": tuple(only)}
-    _schema.cache_clear()
-
-
-def declare_framework(name: str, *, providers: Sequence[str],
-                      settings: Sequence[str] = (), mcp: bool = False) -> None:
-    """Accept ``name`` as an agent's ``framework``, with the providers (wire APIs) its
-    client speaks, the ``settings`` it takes and whether it takes MCP tools (checked by
-    :func:`reactlab.config.agents.check_agents`). Called by
-    :func:`reactlab.frameworks.registry.register`."""
-    from reactlab.config.agents import FRAMEWORKS, LESSON
-
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == LESSON:
-        raise ConfigError("framework", f"a framework name is lower-case letters, digits and "
-                                       f"underscores, and not {LESSON!r}: {name!r}")
-    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings),
-                        "mcp": ("stdio",) if mcp else ()}
-
-
-def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
-    enum: list[str] = schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
-    return enum
-
-
-def provider_has_http(name: str) -> bool:
-    """Whether the provider ``name`` (built in or declared) has an HTTP layer."""
-    if name in _DECLARED:
-        return _DECLARED[name]
-    return name in _provider_enum(_schema(), True)
-
-
-@cache
-def _schema() -> dict[str, Any]:
-    """The config schema, its provider enums extended by the declared providers, its
-    suites' benchmark, category and policy enums by the declared benchmarks."""
-    schema = copy.deepcopy(schema_file())
-    backend = schema["properties"]["backends"]["additionalProperties"]["properties"]
-    for name, http in _DECLARED.items():
-        if name not in backend["provider"]["enum"]:
-            backend["provider"]["enum"].append(name)
-            _provider_enum(schema, http).append(name)
-    from reactlab.config.suites import BENCHMARKS
-
-    entry = schema["properties"]["suites"]["additionalProperties"]["properties"]
-    for name, spec in BENCHMARKS.items():  # the declared ones beyond the schema's enums
-        for enum, values in ((entry["benchmark"]["enum"], (name,)),
-                             (entry["categories"]["items"]["enum"], spec["categories"]),
-                             (entry["policies"]["items"]["enum"], spec["policies"])):
-            enum += [v for v in values if v not in enum]
-    return schema
-
-
-def _path(parts: Iterable[Any]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def _schema_error_message(err: Any) -> tuple[str, str]:
-    """Turn a jsonschema error into (field path, message) a person can act on."""
-    where = _path(err.absolute_path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = list(err.schema.get("properties", {}))
-        extra = [k for k in err.instance if k not in allowed]
-        if extra:
-            key = extra[0]
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
-            msg = "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-            msg += f"; allowed: {', '.join(allowed)}"
-            return _path([*err.absolute_path, key]), msg
-    parts = list(err.absolute_path)
-    if len(parts) == 2 and parts[0] == "scenarios" and err.validator in ("oneOf", "not"):
-        return where, ("a scenario has exactly one of `steps` (and optionally "
-                       "`repeat_last`), `extends` or `strategy`")
-    if parts[:1] == ["scenarios"] and "steps" in parts and err.validator in (
-            "minProperties", "maxProperties"):
-        return where, "a step has exactly one of `calls` or `answer`"
-    if (err.validator == "not" and isinstance(err.instance, dict)
-            and "raw_arguments" in err.instance):
-        return where, "a call has `arguments` or `raw_arguments`, not both"
-    return where, err.message
-
-
-def validate_schema(raw: Mapping[str, Any]) -> None:
-    import jsonschema
-
-    # JSON Schema counts 6.0 as an integer; a step limit of 6.0 would then reach
-    # range() as a float. Here an integer is a Python int (and never a bool).
-    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
-    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator,
-                                          type_checker=checker)
-    validator = strict(_schema())
-    errors = sorted(validator.iter_errors(raw), key=lambda e: (list(map(str, e.absolute_path))))
-    if errors:
-        best = jsonschema.exceptions.best_match(errors)
-        where, msg = _schema_error_message(best)
-        raise ConfigError(where, msg)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything one run needs (it travels to the job as JSON: :meth:`to_json`).
-
-    The backend, script, limits and agent settings are typed
-    (:mod:`reactlab.config.settings`); given as plain mappings (a spec read back from
-    JSON, a test), they are validated into their models here, once.
-    """
-
-    task: str
-    backend: str
-    scenario: str
-    question: str
-    tools: tuple[str, ...]
-    params: Mapping[str, Any]
-    backend_config: BackendSettings
-    script: ScriptSettings
-    limits: Limits
-    agent: AgentSettings
-    # Repeated trials (reactlab.config.trials): the trial number (None for a single run)
-    # and the seed (None unless the run has trials or its backend samples).
-    trial: int | None = None
-    seed: int | None = None
-    #: An outside suite's case (reactlab.suites): the suite, its benchmark, the tools the
-    #: model reads and what the benchmark's checker needs; None for the config's runs.
-    suite: SuiteCase | None = None
-    #: The agent when it is a framework (``agents:``, reactlab.frameworks); None: the
-    #: project's own loop (``lesson``).
-    framework: FrameworkSettings | None = None
-    #: The task's tools when an MCP server serves them (``tasks.<t>.mcp_server``,
-    #: docs/mcp.md): the server, how to reach it, the tools as it defines them and the
-    #: hash of its tool list; None: the project's tools (reactlab.tools).
-    mcp: McpTools | None = None
-
-    def __post_init__(self) -> None:
-        for name, build in (("backend_config", backend_settings), ("script", script_settings),
-                            ("limits", limits), ("agent", agent_settings),
-                            ("suite", suite_case), ("framework", framework_settings),
-                            ("mcp", mcp_tools)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):
-                object.__setattr__(self, name, build(value, name))
-
-    @property
-    def run_scenario(self) -> str:
-        """The scenario as the run's key, paths and tables name it: a framework's run is
-        ``{scenario}__{agent}`` beside the lesson loop's ``{scenario}``."""
-        if self.framework is not None:
-            return f"{self.scenario}__{self.framework.name}"
-        return self.scenario
-
-    @property
-    def base_key(self) -> str:
-        if self.suite is not None:
-            return f"{self.suite.name}/{self.backend}/{self.scenario}/{self.task}"
-        return f"{self.task}/{self.backend}/{self.run_scenario}"
-
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]] | None:
-        """The tool definitions an outside suite's case carries, or an MCP server's
-        (None: the project's tools, by name: :func:`reactlab.backends.tool_definitions`)."""
-        if self.mcp is not None:
-            return list(self.mcp.tools)
-        return list(self.suite.tools) if self.suite is not None else None
-
-    @property
-    def key(self) -> str:
-        return trial_key(self.base_key, self.trial)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "task": self.task, "backend": self.backend, "scenario": self.scenario,
-            "question": self.question, "tools": list(self.tools), "params": dict(self.params),
-            "backend_config": self.backend_config.to_dict(), "script": self.script.to_dict(),
-            "limits": self.limits.to_dict(), "agent": self.agent.to_dict(),
-        }
-        # only when set, so that the hashes of runs without trials or sampling stay put
-        if self.trial is not None:
-            out["trial"] = self.trial
-        if self.seed is not None:
-            out["seed"] = self.seed
-        if self.suite is not None:
-            out["suite"] = self.suite.to_dict()
-        if self.framework is not None:
-            out["framework"] = self.framework.to_dict()
-        if self.mcp is not None:
-            out["mcp"] = self.mcp.to_dict()
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"))
-
-    @property
-    def config_hash(self) -> str:
-        """sha256 of the config slice this run depends on."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
-
-    @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        return cls.from_dict(json.loads(text))
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
-        """The spec of :meth:`to_dict` (a trace header's ``spec``, a shard's spec file)."""
-        d = dict(d)
-        d["tools"] = tuple(d["tools"])
-        return cls(**d)
-
-    def script_obj(self) -> Script:
-        """The scripted steps (ConfigError for a strategy run, which has none)."""
-        if isinstance(self.script, PolicyScript):
-            raise ConfigError("script", f"{self.key} plays the policy "
-                                        f"{self.script.policy!r}, whose steps its benchmark "
-                                        "writes when the run starts")
-        if not isinstance(self.script, StepScript):
-            raise ConfigError("script", f"{self.key} runs a model ({self.script.strategy}); "
-                                        "it has no script")
-        return Script(self.script.model, tuple(self.script.steps), self.script.repeat_last)
-
-
-@dataclass(frozen=True)
-class Config:
-    raw: Mapping[str, Any]
-    runs: tuple[RunSpec, ...] = field(repr=False)
-
-    def run(self, task: str, backend: str, scenario: str, trial: int | None = None) -> RunSpec:
-        for r in self.runs:
-            if (r.task, r.backend, r.scenario, r.trial) == (task, backend, scenario, trial):
-                return r
-        raise KeyError(f"{trial_key(f'{task}/{backend}/{scenario}', trial)} is not in the matrix")
-
-    @property
-    def data(self) -> Mapping[str, Any]:
-        data: Mapping[str, Any] = self.raw["data"]
-        return data
-
-    @property
-    def figure(self) -> Mapping[str, Any]:
-        figure: Mapping[str, Any] = self.raw["figure"]
-        return figure
+__all__ = ["GENERATED_DATA", "MAX_NAME", "SCHEMA_PATH", "Config", "ConfigError", "RunSpec",
+           "check_files", "data_source", "declare_benchmark", "declare_framework",
+           "declare_provider", "load", "load_yaml", "merge", "parse", "provider_has_http",
+           "resolved_scenario", "validate_schema"]
 
 
 def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
@@ -519,8 +170,6 @@ def _resolve_scenarios(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         except ScriptError as exc:
             raise ConfigError(f"scenarios.{sid}.steps", str(exc)) from exc
         if scen.get("faults"):
-            from reactlab.config.faults import parse_plan
-
             parse_plan(scen["faults"], f"scenarios.{sid}.faults")  # overlaps, kinds
         scenarios[sid] = scen
     return scenarios
@@ -613,11 +262,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
     runs: list[RunSpec] = []
     seen: set[tuple[str, str, str]] = set()  # the lesson loop's runs
     seen_agents: set[tuple[str, str, str, str]] = set()
-    from reactlab.config.agents import LESSON, check_agents
-
     check_agents(raw)
-    from reactlab.config.mcp import Planner
-
     mcp = Planner(raw)
     for t in raw["tasks"]:
         mcp.check_task(t)
@@ -655,22 +300,8 @@ def parse(raw: Mapping[str, Any]) -> Config:
                               f"{fig['task']}/{fig['backend']}/{fig[name]} is not in the matrix")
     _check_marks(raw, runs)
     check_analysis(raw)
-    from reactlab.config.suites import check_suites
-
     check_suites(raw)
     return Config(raw=raw, runs=tuple(runs))
-
-
-def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """``overlay`` merged into ``base`` as Snakemake merges a --configfile (mappings
-    recursively, anything else replaced)."""
-    out = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def load(path: str | Path = "config.yaml", overlays: Iterable[str | Path] = ()) -> Config:

@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactlab.config.settings import ScriptSettings, StepScript, schema_at
+from reactlab.config.schema import schema_at
+from reactlab.config.settings import ScriptSettings, StepScript
 from reactlab.core.errors import ConfigError
 
 # The keys, their values and bounds are the config schema's ($defs.fault), one source.
@@ -137,22 +138,16 @@ def parse_plan(entries: Iterable[Any] | None, where: str = "faults") -> tuple[Fa
     if isinstance(entries, Mapping | str | bytes):
         raise ConfigError(where, "faults is a list of mappings")
     faults = tuple(parse_fault(e, f"{where}[{i}]") for i, e in enumerate(entries))
-    seen: dict[int, int] = {}
-    for i, f in enumerate(faults):
-        if f.attempt is not None:
-            if f.attempt in seen:
-                raise ConfigError(f"{where}[{i}].attempt",
-                                  f"attempt {f.attempt} already has a fault "
-                                  f"({where}[{seen[f.attempt]}])")
-            seen[f.attempt] = i
-    steps: dict[int, int] = {}
-    for i, f in enumerate(faults):
-        if f.step is not None:
-            if f.step in steps:
-                raise ConfigError(f"{where}[{i}].step",
-                                  f"step {f.step} already has a fault ({where}[{steps[f.step]}])"
-                                  "; use `times` to fail it more than once")
-            steps[f.step] = i
+    for key, hint in (("attempt", ""), ("step", "; use `times` to fail it more than once")):
+        seen: dict[int, int] = {}  # attempt (or step) -> the first fault on it
+        for i, f in enumerate(faults):
+            value = f.attempt if key == "attempt" else f.step
+            if value is None:
+                continue
+            if value in seen:
+                raise ConfigError(f"{where}[{i}].{key}", f"{key} {value} already has a fault "
+                                                         f"({where}[{seen[value]}]){hint}")
+            seen[value] = i
     return faults
 
 

@@ -38,6 +38,8 @@ from typing import Any
 
 from reactlab.config.settings import McpServerSettings, McpTools, mcp_server_settings, mcp_tools
 from reactlab.core.errors import ConfigError, ToolServerError
+from reactlab.core.io import write_json_atomic
+from reactlab.core.mcp_wire import list_tools, open_wire
 
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
@@ -142,8 +144,6 @@ def launch(server: McpServerSettings | McpTools, name: str, paths: Mapping[str, 
            root: str | Path = ".") -> Any:
     """The server started (stdio) or reached (HTTP), after the handshake
     (:func:`reactlab.core.mcp_wire.open_wire`)."""
-    from reactlab.core.mcp_wire import open_wire
-
     command = server.command
     if command is not None:
         program = resolve_command(command, root)
@@ -158,8 +158,6 @@ def launch(server: McpServerSettings | McpTools, name: str, paths: Mapping[str, 
 def read_tools(server: McpServerSettings, name: str,
                root: str | Path = ".") -> list[dict[str, Any]]:
     """The server's tool list, asked of the server now (ToolServerError on failure)."""
-    from reactlab.core.mcp_wire import list_tools
-
     with file_copies(server, root) as (_, paths):
         wire = launch(server, name, paths, root)
         try:
@@ -179,8 +177,6 @@ def _cached(key_text: str) -> tuple[Path, list[dict[str, Any]] | None]:
 
 
 def _store(cached: Path, key_text: str, tools: list[dict[str, Any]]) -> None:
-    from reactlab.core.io import write_json_atomic
-
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(cached, {"key": json.loads(key_text), "tools": tools})

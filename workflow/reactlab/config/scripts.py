@@ -35,15 +35,22 @@ cannot be filled stays a ScriptError (a bug in the script).
 
 from __future__ import annotations
 
+import importlib
 import json
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reactlab.core.errors import ScriptError
 
 ROOT_NAMES = frozenset({"results", "ok", "question"})
+
+#: How ``str.format`` splits a field name (``ok[0][cierre]``) into its root name and its
+#: lookups, ``(is_attribute, key)`` each: the function :class:`string.Formatter` uses,
+#: from the C module ``_string`` (which has no type stubs; typed here once).
+_split_field: Callable[[str], tuple[str | int, Iterable[tuple[bool, str | int]]]] = (
+    importlib.import_module("_string").formatter_field_name_split)
 
 
 @dataclass(frozen=True)
@@ -85,8 +92,8 @@ class _ItemOnlyFormatter(string.Formatter):
         self.lenient = lenient
 
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        first, rest = string._string.formatter_field_name_split(field_name)  # type: ignore[attr-defined]
-        if first not in kwargs:
+        first, rest = _split_field(field_name)
+        if not isinstance(first, str) or first not in kwargs:  # a number: positional
             raise ScriptError(f"unknown name {{{first}}}")
         obj = kwargs[first]
         for is_attr, key in rest:
@@ -137,9 +144,11 @@ def template_names(text: str) -> set[str]:
             if field is not None:
                 if field == "" or field.isdigit():
                     raise ScriptError(f"positional field in template {text!r}")
-                first, rest = string._string.formatter_field_name_split(field)  # type: ignore[attr-defined]
+                first, rest = _split_field(field)
                 if any(is_attr for is_attr, _ in rest):
                     raise ScriptError(f"attribute access is not allowed in {{{field}}}")
+                if not isinstance(first, str):  # {0[x]}: an item of a positional argument
+                    raise ScriptError(f"positional field in template {text!r}")
                 names.add(first)
     except ValueError as exc:
         raise ScriptError(f"malformed template {text!r}: {exc}") from exc
@@ -152,29 +161,34 @@ def render(value: Any, namespace: Mapping[str, Any], lenient: bool = False) -> A
     ``lenient``: a field the namespace cannot fill is written ``?`` instead of raising
     (see the module docstring).
     """
-    if isinstance(value, str):
+    formatter = _LENIENT if lenient else _FORMATTER
+
+    def render_text(text: str) -> str:
         try:
-            return (_LENIENT if lenient else _FORMATTER).vformat(value, (), namespace)
+            return formatter.vformat(text, (), namespace)
         except ScriptError:
             raise
         except (ValueError, TypeError) as exc:
-            raise ScriptError(f"cannot render {value!r}: {exc}") from exc
+            raise ScriptError(f"cannot render {text!r}: {exc}") from exc
+
+    return map_strings(value, render_text)
+
+
+def map_strings(value: Any, change: Callable[[str], Any]) -> Any:
+    """``value`` with ``change`` applied to every string inside it, through lists and the
+    values of dicts (keys are left as they are); anything else is kept."""
+    if isinstance(value, str):
+        return change(value)
     if isinstance(value, list):
-        return [render(v, namespace, lenient) for v in value]
+        return [map_strings(v, change) for v in value]
     if isinstance(value, dict):
-        return {k: render(v, namespace, lenient) for k, v in value.items()}
+        return {k: map_strings(v, change) for k, v in value.items()}
     return value
 
 
 def _escaped(value: Any) -> Any:
     """``value`` with every brace of its strings doubled (keys are never rendered)."""
-    if isinstance(value, str):
-        return value.replace("{", "{{").replace("}", "}}")
-    if isinstance(value, list):
-        return [_escaped(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
-    return value
+    return map_strings(value, lambda text: text.replace("{", "{{").replace("}", "}}"))
 
 
 def literal(step: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,10 @@ name one thing differently (the output-token cap: ``max_tokens``, a local model'
 
 **Defaults and bounds live in the config schema** (``workflow/schemas/config.schema.yaml``,
 ``default:``, ``minimum:``/``maximum:``): the fields below take them from there
-(:func:`_from_schema`); nothing restates them. An optional field left out of the config
-stays out of :meth:`Settings.to_dict` (a model remembers which fields were given), so a
-run's JSON, and with it its config hash, is exactly the config slice it was built from.
+(:func:`reactlab.config.schema.schema_field`); nothing restates them. An optional field
+left out of the config stays out of :meth:`Settings.to_dict` (a model remembers which
+fields were given), so a run's JSON, and with it its config hash, is exactly the config
+slice it was built from.
 
 The provider is a name, not a closed enum: the built-in names are the schema's, and a
 provider registered in code (:func:`reactlab.backends.registry.register`) is accepted
@@ -23,28 +24,26 @@ from then on; :func:`reactlab.config.validate_schema` checks it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from functools import partial
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
     TypeAdapter,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
+from reactlab.config.schema import schema_field
 from reactlab.core.errors import ConfigError
-
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 Mode = Literal["simulated", "scripted", "model", "live"]
 Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
@@ -63,43 +62,14 @@ StrategyName = Literal["react", "plan_execute", "single_turn"]
 Number = int | float
 
 
-@cache
-def schema_file() -> dict[str, Any]:
-    """The config schema as written (cached; :func:`reactlab.config.validate_schema`
-    extends its provider enums with the registered providers)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(SCHEMA_PATH, encoding="utf-8") as fh:
-        schema: dict[str, Any] = yaml.load(fh, Loader=loader)
-    return schema
+def _section(name: str) -> partial[Any]:
+    """:func:`~reactlab.config.schema.schema_field` for the entries of the config's
+    section ``name`` (``backends``, ``suites``...): ``_section("backends")("max_tokens")``
+    is the field the schema describes as ``backends.<name>.max_tokens``."""
+    return partial(schema_field, ("properties", name, "additionalProperties", "properties"))
 
 
-def schema_at(*path: str) -> Mapping[str, Any]:
-    """The schema node at ``path`` (keys from the top: ``"$defs", "fault"``...)."""
-    node: Any = schema_file()
-    for key in path:
-        node = node[key]
-    found: Mapping[str, Any] = node
-    return found
-
-
-_BACKEND_PATH = ("properties", "backends", "additionalProperties", "properties")
-_BOUNDS = {"minimum": "ge", "maximum": "le", "exclusiveMinimum": "gt",
-           "exclusiveMaximum": "lt", "minLength": "min_length", "pattern": "pattern"}
-
-
-def _from_schema(section: tuple[str, ...], name: str, *, optional: bool = False) -> Any:
-    """A pydantic Field with the default and bounds the schema gives ``name``: its
-    ``default`` (None when ``optional`` and the schema has none, i.e. "left out"; required
-    otherwise) and its minimum/maximum."""
-    prop = schema_at(*section)[name]
-    bounds = {arg: prop[key] for key, arg in _BOUNDS.items() if key in prop}
-    if "default" in prop:
-        return Field(default=prop["default"], **bounds)
-    return Field(default=None, **bounds) if optional else Field(**bounds)
-
-
-def _backend(name: str, *, optional: bool = False) -> Any:
-    return _from_schema(_BACKEND_PATH, name, optional=optional)
+_backend = _section("backends")
 
 
 class Settings(BaseModel):
@@ -107,7 +77,9 @@ class Settings(BaseModel):
 
     It remembers the fields it was given and their order: :meth:`to_dict` gives them
     back as given (a trace header holds that dict, so its bytes stay those of the config
-    slice or of the spec JSON the job read). Equality ignores the order.
+    slice or of the spec JSON the job read). Equality ignores the order. Hashing is
+    pydantic's for a frozen model: a model that holds a list (a script's steps) is
+    unhashable.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -131,8 +103,6 @@ class Settings(BaseModel):
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self.to_dict() == other.to_dict()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable values (steps) inside
 
     def replace(self, **changes: Any) -> Any:
         """A copy with ``changes``, validated again."""
@@ -239,7 +209,7 @@ class AgentSettings(Settings):
 
 
 class Limits(Settings):
-    max_steps: int = _from_schema(("$defs", "limits", "properties"), "max_steps")
+    max_steps: int = schema_field(("$defs", "limits", "properties"), "max_steps")
     token_budget: int | None = Field(ge=1)
 
 
@@ -279,11 +249,7 @@ class PolicyScript(Settings):
 ScriptSettings = StepScript | StrategyScript | PolicyScript
 
 
-_SUITE_PATH = ("properties", "suites", "additionalProperties", "properties")
-
-
-def _suite(name: str, *, optional: bool = False) -> Any:
-    return _from_schema(_SUITE_PATH, name, optional=optional)
+_suite = _section("suites")
 
 
 class SuiteSettings(Settings):
@@ -306,7 +272,7 @@ class SuiteSettings(Settings):
     system_prompt: str | None = _suite("system_prompt", optional=True)
 
 
-_AGENT_PATH = ("properties", "agents", "additionalProperties", "properties")
+_agent = _section("agents")
 
 
 class FrameworkSettings(Settings):
@@ -317,9 +283,22 @@ class FrameworkSettings(Settings):
 
     name: str
     framework: str
-    capped: bool = _from_schema(_AGENT_PATH, "capped")
-    max_requests: int = _from_schema(_AGENT_PATH, "max_requests")
+    capped: bool = _agent("capped")
+    max_requests: int = _agent("max_requests")
     settings: dict[str, Any] = Field(default_factory=dict)
+
+
+def _sorted_keys(value: Any) -> Any:
+    """A list of tool definitions with its keys sorted at every level: the form a spec
+    has after its JSON round trip (a shard's spec file, a job's spec), so that a run built
+    in memory and the same run read back by its job render the same prompt."""
+    if isinstance(value, list | tuple):
+        return json.loads(json.dumps(list(value), sort_keys=True, ensure_ascii=False))
+    return value
+
+
+#: Tool definitions (:attr:`SuiteCase.tools`, :attr:`McpTools.tools`), keys sorted.
+SortedTools = Annotated[list[dict[str, Any]], BeforeValidator(_sorted_keys)]
 
 
 class SuiteCase(Settings):
@@ -336,16 +315,7 @@ class SuiteCase(Settings):
 
     name: str
     benchmark: str
-    tools: list[dict[str, Any]]
-
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _sorted_keys(cls, value: Any) -> Any:
-        import json
-
-        if isinstance(value, list | tuple):
-            return json.loads(json.dumps(list(value), sort_keys=True, ensure_ascii=False))
-        return value
+    tools: SortedTools
 
     def __getitem__(self, key: str) -> Any:
         """A field by name, the benchmark's own included (KeyError when it has none)."""
@@ -360,13 +330,9 @@ class SuiteCase(Settings):
             return default
 
 
-_MCP_PATH = ("properties", "mcp_servers", "additionalProperties", "properties")
+_mcp = _section("mcp_servers")
 #: How an MCP result's text becomes what the model reads (the schema's enum).
 ResultsFormat = Literal["text", "json", "lesson"]
-
-
-def _mcp(name: str, *, optional: bool = False) -> Any:
-    return _from_schema(_MCP_PATH, name, optional=optional)
 
 
 class McpServerSettings(Settings):
@@ -411,20 +377,8 @@ class McpTools(Settings):
     timeout: Number
     max_result_bytes: int
     results: ResultsFormat = "text"
-    tools: list[dict[str, Any]]
+    tools: SortedTools
     tools_hash: str
-
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _sorted_keys(cls, value: Any) -> Any:
-        """Keys sorted at every level: the form the spec has after its JSON round trip
-        (as :class:`SuiteCase`'s tools), so that a run planned in memory and the same run
-        read back by its job render the same request."""
-        import json
-
-        if isinstance(value, list | tuple):
-            return json.loads(json.dumps(list(value), sort_keys=True, ensure_ascii=False))
-        return value
 
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
@@ -453,6 +407,22 @@ def _build(kind: Any, value: Any, where: str) -> Any:
         raise ConfigError(where + "".join(loc), err["msg"]) from None
 
 
+S = TypeVar("S", bound=Settings)
+
+
+class _Builder(Generic[S]):
+    """``build(value, where)``: ``value`` (a mapping, or settings of the same kind)
+    validated as the settings model ``kind``; a ConfigError names the first bad field
+    under ``where`` (default: the config section or spec field the model stands for)."""
+
+    def __init__(self, kind: type[S], where: str) -> None:
+        self.kind, self.where = kind, where
+
+    def __call__(self, value: Any, where: str | None = None) -> S:
+        built: S = _build(self.kind, value, self.where if where is None else where)
+        return built
+
+
 def backend_settings(value: Any, where: str = "backend_config") -> BackendSettings:
     settings: BackendSettings = _build(BackendSettings, value, where)
     return settings
@@ -468,36 +438,10 @@ def script_settings(value: Any, where: str = "script") -> ScriptSettings:
     return settings
 
 
-def agent_settings(value: Any, where: str = "agent") -> AgentSettings:
-    settings: AgentSettings = _build(AgentSettings, value, where)
-    return settings
-
-
-def limits(value: Any, where: str = "limits") -> Limits:
-    settings: Limits = _build(Limits, value, where)
-    return settings
-
-
-def suite_settings(value: Any, where: str = "suites") -> SuiteSettings:
-    settings: SuiteSettings = _build(SuiteSettings, value, where)
-    return settings
-
-
-def framework_settings(value: Any, where: str = "agents") -> FrameworkSettings:
-    settings: FrameworkSettings = _build(FrameworkSettings, value, where)
-    return settings
-
-
-def suite_case(value: Any, where: str = "suite") -> SuiteCase:
-    settings: SuiteCase = _build(SuiteCase, value, where)
-    return settings
-
-
-def mcp_server_settings(value: Any, where: str = "mcp_servers") -> McpServerSettings:
-    settings: McpServerSettings = _build(McpServerSettings, value, where)
-    return settings
-
-
-def mcp_tools(value: Any, where: str = "mcp") -> McpTools:
-    settings: McpTools = _build(McpTools, value, where)
-    return settings
+agent_settings = _Builder(AgentSettings, "agent")
+limits = _Builder(Limits, "limits")
+suite_settings = _Builder(SuiteSettings, "suites")
+framework_settings = _Builder(FrameworkSettings, "agents")
+suite_case = _Builder(SuiteCase, "suite")
+mcp_server_settings = _Builder(McpServerSettings, "mcp_servers")
+mcp_tools = _Builder(McpTools, "mcp")

@@ -10,7 +10,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reactlab import backends
+from reactlab.agent.defences import question_tickers
+from reactlab.agent.loop import run_agent
+from reactlab.agent.strategies import strategy_named
+from reactlab.agent.types import SessionFacts
+from reactlab.backends.recording import Recorder, Replay
+from reactlab.backends.registry import provider as provider_entry
+from reactlab.config import RunSpec
 from reactlab.core.errors import UsageError
+from reactlab.frameworks.wire import FrameworkMcp, run_framework
+from reactlab.mcp.source import ServerJob
+from reactlab.tools import ToolBox
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
@@ -20,7 +31,6 @@ if TYPE_CHECKING:
     from reactlab.agent.loop import Executor
     from reactlab.agent.types import ModelTurn, Session
     from reactlab.backends.local.model import LocalModel
-    from reactlab.config import RunSpec
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 
@@ -29,8 +39,6 @@ _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 def package_versions(provider: str) -> dict[str, str]:
     """Versions of Python, the package's own dependencies and the packages the provider
     imports (its registry entry's ``packages``)."""
-    from reactlab.backends.registry import provider as provider_entry
-
     names = _VERSIONED + provider_entry(provider).packages
     out = {"python": platform.python_version()}
     for name in names:
@@ -46,8 +54,6 @@ def header(spec: RunSpec, session: object | None = None) -> Header:
     that session says it sends the model (:class:`reactlab.agent.types.SessionFacts`:
     whether the agent's system prompt goes to it, how tool results are written), so that
     a reader of the trace (the exports) never has to work it out from the provider."""
-    from reactlab.agent.types import SessionFacts
-
     run: dict[str, Any] = {"task": spec.task, "backend": spec.backend,
                            "scenario": spec.run_scenario}
     if spec.framework is not None:
@@ -78,20 +84,14 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
         if replay is not None:
             raise UsageError(f"{spec.key}: a framework's run on MCP tools is not replayed: "
                              "its own MCP client calls the server (docs/mcp.md)")
-        from reactlab.frameworks.wire import FrameworkMcp
-
         yield FrameworkMcp(recording)
         return
     if spec.mcp is None:
         if recording is not None or replay is not None:
             raise UsageError(f"{spec.key}: a tool recording is for a task whose tools come "
                              "from an MCP server")
-        from reactlab.tools import ToolBox
-
         yield ToolBox.shared(prices, news)
         return
-    from reactlab.mcp.source import ServerJob
-
     with ServerJob(spec.mcp, replay=replay is not None) as job, \
             job.run(recording=recording, replay=replay) as tools:
         yield tools
@@ -106,8 +106,6 @@ def run_job(spec_json: str, prices: str | Path, news: str | Path, out: str | Pat
     spec, open its tool source (:func:`tool_source`; ``tools_recording`` /
     ``tools_replay``: an MCP server's exchange), run, write the trace; returns the summary
     line for the job's log. Holds no state between calls, so jobs may run as threads."""
-    from reactlab.config import RunSpec
-
     spec = RunSpec.from_json(spec_json)
     with tool_source(spec, prices, news, recording=tools_recording,
                      replay=tools_replay) as tools:
@@ -123,9 +121,6 @@ def _no_sleep(seconds: float) -> None:
 def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, Any]:
     """A framework's run (:mod:`reactlab.frameworks`): the framework runs with its own
     loop against the backend's simulator; the trace is built from the wire."""
-    from reactlab.frameworks.wire import FrameworkMcp, run_framework
-    from reactlab.tools import ToolBox
-
     if not isinstance(tools, ToolBox | FrameworkMcp):
         raise UsageError(f"{spec.key}: a framework's run executes the task's tools "
                          "(a ToolBox) or takes them over MCP itself")
@@ -169,12 +164,6 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     live mode a missing key raises ClientError before anything is sent, and nothing is
     written.
     """
-    from reactlab.agent.defences import question_tickers
-    from reactlab.agent.loop import run_agent
-    from reactlab.agent.strategies import strategy_named
-    from reactlab.backends import open_session
-    from reactlab.backends.recording import Recorder, Replay
-
     if recording is not None and replay is not None:
         raise UsageError("run_to_trace: give `recording` or `replay`, not both")
     if spec.framework is not None:
@@ -184,9 +173,10 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     recorder = Recorder() if recording is not None else None
     player = Replay.load(replay) if replay is not None else None
     # the session the strategy needs, as the backend's provider opens it
-    session: Session = open_session(spec, sleep=_no_sleep if player is not None else None,
-                                    recorder=recorder, replay=player, model=model,
-                                    first_turn=first_turn)
+    # (looked up on the package at each run, where a test may put its own)
+    session: Session = backends.open_session(
+        spec, sleep=_no_sleep if player is not None else None, recorder=recorder,
+        replay=player, model=model, first_turn=first_turn)
     writer = TraceWriter(out)
     writer.add(header(spec, session))  # with what the session says it sends
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from reactlab.core.errors import TraceError
 from reactlab.core.io import loads_strict, write_bytes_atomic
 from reactlab.core.io import write_json_atomic as write_json_atomic  # re-exported
 from reactlab.trace.records import (
+    BODY_CLASSES,
     RECORD_CLASSES,
     Answer,
     End,
@@ -32,7 +33,6 @@ from reactlab.trace.records import (
     Record,
     Request,
     ToolCallRecord,
-    record_from_json,
 )
 
 __all__ = ["SCHEMA_VERSION", "Answer", "End", "Error", "Guardrail", "Header", "Record",
@@ -162,11 +162,23 @@ def read(path: str | Path) -> Trace:
     digest = _digest([line + b"\n" for line in lines[:-1]], end)
     if end.get("sha256") != digest:
         raise TraceError(f"{path}: checksum mismatch (the file was edited after it was written)")
-    typed = []
-    for i, rec in enumerate(records, 1):
-        try:
-            typed.append(record_from_json(rec))
-        except TraceError as exc:
-            raise TraceError(f"{path}: line {i}: {exc}") from exc
-    return Trace(path=path, header=typed[0], records=typed[1:-1],  # type: ignore[arg-type]
-                 end=typed[-1])  # type: ignore[arg-type]
+    # the checks above leave the header first, the end last and body records between
+    typed_header = _typed(path, 1, Header.from_json, header)
+    body = [_typed(path, i, _body_record, rec) for i, rec in enumerate(records[1:-1], 2)]
+    typed_end = _typed(path, len(records), End.from_json, end)
+    return Trace(path=path, header=typed_header, records=body, end=typed_end)
+
+
+def _body_record(rec: Mapping[str, Any]) -> Record:
+    """A record between the header and the end (its ``type`` is one of those)."""
+    return BODY_CLASSES[rec["type"]].from_json(rec)
+
+
+def _typed(path: Path, line: int, build: Callable[[Mapping[str, Any]], T],
+           rec: Mapping[str, Any]) -> T:
+    """``rec`` (line ``line`` of the trace at ``path``) as its typed record; a TraceError
+    says which line is wrong and how."""
+    try:
+        return build(rec)
+    except TraceError as exc:
+        raise TraceError(f"{path}: line {line}: {exc}") from exc

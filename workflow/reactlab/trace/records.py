@@ -15,15 +15,14 @@ written) are left out of the JSON when they are ``None``.
 
 from __future__ import annotations
 
-import builtins
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from reactlab.core.errors import TraceError
 
-__all__ = ["RECORD_CLASSES", "Answer", "End", "Error", "ErrorKind", "Guardrail",
+__all__ = ["BODY_CLASSES", "RECORD_CLASSES", "Answer", "End", "Error", "ErrorKind", "Guardrail",
            "GuardrailRule", "Header", "Record", "Request", "Termination", "ToolCallRecord",
            "ToolStatus", "record_from_json"]
 
@@ -48,18 +47,18 @@ the request past the agent's ``max_requests``); ``end.ending`` names its own end
 ErrorKind = Literal["rate_limit", "server", "client", "protocol", "timeout", "connection"]
 """The ``kind`` of a backend failure: one per ``BackendError`` subclass (core/errors.py)."""
 
-R = TypeVar("R", bound="_Record")
-
-
 class _Record:
     """Shared JSON conversion: fields in declaration order, ``type`` first."""
 
     type: ClassVar[str]
     _optional: ClassVar[frozenset[str]] = frozenset()  # left out of the JSON when None
+    #: set by ``@dataclass`` on each record class; declared here so that the type checker
+    #: knows every record is a dataclass (what :func:`dataclasses.fields` takes)
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             value = getattr(self, f.name)
             if value is None and f.name in self._optional:
                 continue
@@ -67,10 +66,10 @@ class _Record:
         return out
 
     @classmethod
-    def from_json(cls: builtins.type[R], obj: Mapping[str, Any]) -> R:
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
         if obj.get("type") != cls.type:
             raise TraceError(f"not a {cls.type} record: type {obj.get('type')!r}")
-        names = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        names = {f.name: f for f in fields(cls)}
         hints = _hints(cls)
         unknown = sorted(set(obj) - set(names) - {"type"})
         if unknown:
@@ -269,13 +268,17 @@ class End(_Record):
 Record = Union[Request, ToolCallRecord, Guardrail, Answer, Error]  # noqa: UP007
 """A record between the header and the end."""
 
-RECORD_CLASSES: dict[str, type[_Record]] = {
-    c.type: c for c in (Header, Request, ToolCallRecord, Guardrail, Answer, Error, End)}
+#: The record classes between the header and the end, by ``type``.
+BODY_CLASSES: dict[str, type[Record]] = {
+    c.type: c for c in (Request, ToolCallRecord, Guardrail, Answer, Error)}
+
+RECORD_CLASSES: dict[str, type[_Record]] = {"header": Header, **BODY_CLASSES, "end": End}
 
 
 def record_from_json(obj: Mapping[str, Any]) -> _Record:
     """The typed record of one JSON object (dispatch on ``type``)."""
-    cls = RECORD_CLASSES.get(obj.get("type"))  # type: ignore[arg-type]
+    kind = obj.get("type")
+    cls = RECORD_CLASSES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise TraceError(f"unknown record type {obj.get('type')!r}")
     return cls.from_json(obj)
