@@ -348,12 +348,13 @@ def copy_run(src: Path, dest: Path) -> Path:
 
 
 def in_process(command: str, cwd: Path) -> Ran:
-    """``reactlab ...`` / ``python -m reactlab ...`` run by :func:`reactlab.cli.main` in
-    this process, in ``cwd`` (what the command does, without an interpreter's start)."""
+    """``.venv/bin/reactlab ...`` (or ``reactlab ...``, ``python -m reactlab ...``) run by
+    :func:`reactlab.cli.main` in this process, in ``cwd`` (what the command does, without
+    an interpreter's start)."""
     from reactlab.cli import main
 
     words = shlex.split(command)
-    while words and words[0] != "reactlab":
+    while words and words[0].rpartition("/")[2] != "reactlab":
         words = words[1:]  # .venv/bin/python -m
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
