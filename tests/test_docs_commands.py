@@ -191,7 +191,7 @@ TABLE: dict[str, Entry] = {
     # --- docs/agents.md
     ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
     "results-agents -- results/tables/agents.csv":
-        not_run("575 runs, about 4 minutes on 2 cores; tests/test_agents_all.py runs a slice "
+        not_run("651 runs, minutes on 2 cores; tests/test_agents_all.py runs a slice "
                 "of it in process and checks the whole run's table when its folder exists"),
     ".venv/bin/python -m reactlab.dev.agents_bench --faults":
         not_run("times every framework's fault runs (Inspect's own backoff: seconds each): "

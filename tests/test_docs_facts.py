@@ -269,3 +269,55 @@ def test_mcp_counts_are_the_default_runs(plan: Plan) -> None:
     assert int(stated) == run_mcp, f"docs/mcp.md: write {run_mcp} `run_mcp` jobs"
     (stated,) = re.findall(r"the MCP slice \((\d+) runs", flat(ROOT / "docs/cluster.md"))
     assert int(stated) == run_mcp, f"docs/cluster.md: write {run_mcp} runs"
+
+
+def test_workflow_page_counts_the_default_jobs(plan: Plan) -> None:
+    """docs/workflow.md's breakdown of the default run's jobs."""
+    from reactlab import config
+
+    runs = config.load(ROOT / "config.yaml").runs
+    (found,) = re.findall(
+        r"clean folder: (\d+) runs — (\d+) of them agent frameworks' \(docs/agents\.md\), "
+        r"(\d+) with their tools from an MCP server \(docs/mcp\.md\) —, (\d+) verifications, "
+        r"(\d+) suite shard jobs .*?, (\d+) table jobs, (\d+) figures",
+        flat(ROOT / "docs/workflow.md"))
+    jobs = plan.jobs
+    expected = (len(runs), sum(r.framework is not None for r in runs),
+                sum(bool(r.mcp) for r in runs), jobs["verify"],
+                jobs.get("suite_run", 0) + jobs.get("suite_verify", 0),
+                sum(n for rule, n in jobs.items() if rule == "tables"
+                    or rule.startswith("suite_tables_")),
+                sum(n for rule, n in jobs.items() if rule.startswith("figure_")))
+    assert tuple(map(int, found)) == expected, f"docs/workflow.md: write {expected}"
+
+
+def test_suites_page_counts_the_default_bfcl_slice(plan: Plan) -> None:
+    from reactlab import config
+
+    bfcl = config.load(ROOT / "config.yaml").raw["suites"]["bfcl"]
+    (found,) = re.findall(r"\((\d+) cases × (\d+) scripted policies on the local scripted "
+                          r"backend and the three simulated APIs = (\d+) runs in (\d+) shards",
+                          flat(ROOT / "docs/suites.md"))
+    cases = bfcl["sample"] * len(bfcl["categories"])
+    expected = (cases, len(bfcl["policies"]),
+                cases * len(bfcl["policies"]) * len(bfcl["backends"]),
+                plan.count(r"results/suites/bfcl/shards/.+\.traces\.json"))
+    assert len(bfcl["backends"]) == 4, "the page names four backends"
+    assert tuple(map(int, found)) == expected, f"docs/suites.md: write {expected}"
+
+
+def test_agents_page_counts_the_agents_all_overlay() -> None:
+    from reactlab import config
+
+    runs = config.load(ROOT / "config.yaml", [ROOT / "workflow/configs/agents_all.yaml"]).runs
+    framework = [r for r in runs if r.framework is not None]
+    page = flat(ROOT / "docs/agents.md")
+    ((scenarios, tasks, total),) = re.findall(
+        r"\((\d+) scenarios on their (\w+) tasks, the SQL tasks of docs/mcp\.md included: "
+        r"(\d+) runs\)", page)
+    expected = (len({r.scenario for r in framework}), len({r.task for r in framework}),
+                len(runs))
+    assert (int(scenarios), NUMBER_WORDS[tasks], int(total)) == expected, \
+        f"docs/agents.md: write {expected}"
+    ((more, measured),) = re.findall(r"(\d+) runs more, not measured.*?: (\d+) runs \(", page)
+    assert int(measured) + int(more) == len(runs), "the measured runs and those added since"
