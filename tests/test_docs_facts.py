@@ -321,3 +321,20 @@ def test_agents_page_counts_the_agents_all_overlay() -> None:
         f"docs/agents.md: write {expected}"
     ((more, measured),) = re.findall(r"(\d+) runs more, not measured.*?: (\d+) runs \(", page)
     assert int(measured) + int(more) == len(runs), "the measured runs and those added since"
+
+
+def test_statistics_page_counts_the_default_trials() -> None:
+    """docs/statistics.md: the sampled backend's trials and tasks, and the forced-decoding
+    runs, of the default config."""
+    from reactlab import config
+
+    runs = config.load(ROOT / "config.yaml").runs
+    trials = [r for r in runs if r.trial]
+    forced = [r for r in runs if r.backend_config.mode == "model"
+              and getattr(r.backend_config, "decoding", None) == "forced"]
+    ((n_trials, n_tasks, n_forced),) = re.findall(
+        r"for (\w+) trials on the (\w+) lesson tasks.*? the (\w+) forced-decoding runs",
+        flat(ROOT / "docs/statistics.md"))
+    expected = (len({r.trial for r in trials}), len({r.task for r in trials}), len(forced))
+    assert (NUMBER_WORDS[n_trials], NUMBER_WORDS[n_tasks], NUMBER_WORDS[n_forced]) == \
+        expected, f"docs/statistics.md: write {expected}"
