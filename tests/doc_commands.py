@@ -16,9 +16,10 @@ A text *reads as a command* when, after any ``NAME=value`` assignments, it start
 ``.venv/bin/PROGRAM`` and an argument, ``python -m MODULE``, ``snakemake``, ``pytest`` or
 ``conda`` and an argument, ``make TARGET``, or ``reactlab SUBCOMMAND`` (one of the CLI's).
 A bare program name (`make`, `snakemake`) or a module name (`reactlab.jobs`) is prose.
-Blocks in another language (``yaml``, ``python``) are examples, not commands; the README's
-YAML examples are checked by their own test. A command is identified by its text with
-whitespace collapsed: the same text in two places is one command.
+Blocks in another language (``yaml``, ``python``) are examples, not commands; the YAML
+examples of docs/configuration.md are checked by their own test. A command is identified by
+its text with whitespace collapsed: the same text in two places is one command. How a
+command is spelled (``.venv/bin/...``) is checked by ``tests/test_docs_facts.py``.
 """
 
 from __future__ import annotations
@@ -352,12 +353,13 @@ def copy_run(src: Path, dest: Path) -> Path:
 
 
 def in_process(command: str, cwd: Path) -> Ran:
-    """``reactlab ...`` / ``python -m reactlab ...`` run by :func:`reactlab.cli.main` in
-    this process, in ``cwd`` (what the command does, without an interpreter's start)."""
+    """``.venv/bin/reactlab ...`` (or ``reactlab ...``, ``python -m reactlab ...``) run by
+    :func:`reactlab.cli.main` in this process, in ``cwd`` (what the command does, without
+    an interpreter's start)."""
     from reactlab.cli import main
 
     words = shlex.split(command)
-    while words and words[0] != "reactlab":
+    while words and words[0].rpartition("/")[2] != "reactlab":
         words = words[1:]  # .venv/bin/python -m
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \

@@ -82,127 +82,140 @@ SUITE = "a test of this suite: `make test` runs it"
 SYNOPSIS = "a synopsis with placeholders: its program and options are checked, {}"
 OWN_SERVER = ("starts a server that runs until stopped; tests/test_server.py drives the same "
               "server on a free port")
+SHORT_FORM = "the Makefile's short form of `{}`, classified (and not run) below"
 LIVE = "needs live API keys and buys real API calls; tests/test_live.py covers the path offline"
 
 #: Every command of the docs, by its text (whitespace collapsed).
 TABLE: dict[str, Entry] = {
-    # --- README: the two commands, the conda route, the other targets
+    # --- README and docs/testing.md: the two commands, the conda route, the other targets
     "make run": slow("default_run"),
     "make test": not_run(SUITE + " (it is this suite, with ruff and mypy)"),
     "make test-full": not_run("the tests marked `full` of this suite: .ci/run runs them "
                               "after make test"),
-    "python -m reactlab.mcp.relay --log CALLS.jsonl -- COMMAND ARG...":
+    ".venv/bin/python -m reactlab.mcp.relay --log CALLS.jsonl -- COMMAND ARG...":
         not_run("a template (CALLS.jsonl, COMMAND); tests/test_mcp_relay.py runs the relay "
                 "around the project's server"),
-    "make bench": not_run("several full pipeline runs, minutes of CPU; a measurement"),
-    "make bench-plan": not_run("ten minutes of planning and building; a measurement"),
-    "make bench-bfcl": not_run("the whole BFCL suite on the local model: half an hour"),
-    "make golden": not_run("rewrites tests/golden/ (explicit, review the diff); "
-                           "tests/test_pipeline.py compares with it in every make test"),
     "make clean": cheap("make_clean"),
-    "make env": not_run("installs the environment this test runs in"),
+    # --- docs/testing.md: the Makefile's short forms of commands the docs give in full
+    "make recover": cheap("recover"),
     "make exports": slow("exports"),
+    "make bench": not_run(SHORT_FORM.format(".venv/bin/reactlab bench --cores 4")),
+    "make bench-plan": not_run(SHORT_FORM.format(
+        ".venv/bin/python -m reactlab.dev.plan_bench --repeat 3 --cores 4")),
+    "make golden": not_run(SHORT_FORM.format(
+        ".venv/bin/pytest tests/test_pipeline.py --regen-golden")),
+    "make bench-bfcl": not_run("the whole BFCL suite on the local model: half an hour"),
+    "make distclean": not_run("removes the generated data and the converted model besides "
+                              "what `make clean` removes, which is run cheap"),
+    ".venv/bin/pytest tests/test_pipeline.py --regen-golden":
+        not_run("rewrites tests/golden/ (explicit, review the diff); "
+                "tests/test_pipeline.py compares with it in every make test"),
+    ".venv/bin/reactlab bench --cores 4":
+        not_run("several full pipeline runs, minutes of CPU; a measurement"),
+    ".venv/bin/python -m reactlab.dev.plan_bench --repeat 3 --cores 4":
+        not_run("ten minutes of planning and building; a measurement"),
+    "make env": not_run("installs the environment this test runs in"),
     # --- docs/mcp.md: a task's tools from an MCP server
-    "reactlab run --spec ... --tools-recording PATH":
+    ".venv/bin/reactlab run --spec ... --tools-recording PATH":
         not_run(SYNOPSIS.format("and tests/test_mcp.py records and replays runs through "
                                 "the same run_job")),
-    "reactlab bench --mcp": not_run("a measurement (this machine's timings); "
-                                    "tests/test_mcp.py drives the same tool source"),
-    "reactlab bench --mcp --calls 500": not_run("the same measurement with more calls"),
-    "reactlab bench --mcp --pipeline --cores 2 --repeat 2":
+    ".venv/bin/reactlab bench --mcp":
+        not_run("a measurement (this machine's timings); "
+                "tests/test_mcp.py drives the same tool source"),
+    ".venv/bin/reactlab bench --mcp --calls 500":
+        not_run("the same measurement with more calls"),
+    ".venv/bin/reactlab bench --mcp --pipeline --cores 2 --repeat 2":
         not_run("a measurement (minutes): four runs of the simulated matrix"),
-    "make recover": cheap("recover"),
     "conda env create -f environment.yml && conda activate reactlab":
         not_run("needs conda and the network; tests/test_packaging.py checks that "
                 "environment.yml has the pins of pyproject.toml"),
-    "snakemake --cores 4": slow("rerun_is_noop"),
-    "snakemake --cores 2": slow("rerun_is_noop"),
-    "pytest": not_run(SUITE),
-    'pytest -m "not e2e"': not_run(SUITE),
-    "pytest -s": not_run(SUITE),
-    # --- README: configuration, the lesson overlay, reading the results
+    ".venv/bin/snakemake --cores 4": slow("rerun_is_noop"),
+    ".venv/bin/snakemake --cores 2": slow("rerun_is_noop"),
+    '.venv/bin/pytest -m "not e2e"': not_run(SUITE),
+    ".venv/bin/pytest -s": not_run(SUITE),
+    # --- docs/configuration.md and docs/pipeline.md: configuration, the lesson overlay,
+    # reading the results
     ".venv/bin/snakemake --cores 4 --configfile workflow/configs/lesson.yaml":
         slow("lesson"),
-    "python -m reactlab check": cheap("check"),
-    "reactlab check": cheap("check"),
-    "python -m reactlab check --list": cheap("check_list_examples"),
-    ".venv/bin/python -m reactlab check --list | head": cheap("check_list_head"),
-    ".venv/bin/python -m reactlab check --configfile workflow/configs/lesson.yaml":
-        cheap("check"),
-    "python -m reactlab check --configfile OVERLAY": cheap("check_every_overlay"),
+    ".venv/bin/reactlab check": cheap("check"),
+    ".venv/bin/reactlab check --list": cheap("check_list_examples"),
+    ".venv/bin/reactlab check --list | head": cheap("check_list_head"),
+    ".venv/bin/reactlab check --configfile workflow/configs/lesson.yaml": cheap("check"),
+    ".venv/bin/reactlab check --configfile OVERLAY": cheap("check_every_overlay"),
     ".venv/bin/snakemake --report results/report.html": slow("report"),
-    ".venv/bin/python -m reactlab show "
+    ".venv/bin/reactlab show "
     "results/traces/cierre_acme/openai/cierre_inventado.jsonl": cheap("show"),
-    "reactlab show": not_run("names the command; its full form "
-                             "(`... show results/traces/...`) is run cheap"),
-    "reactlab export inspect|otel":
-        not_run(SYNOPSIS.format("its two forms (`... export inspect`, `... export otel`) "
-                                "are run")),
-    "python -m reactlab serve": not_run(OWN_SERVER),
-    ".venv/bin/python -m reactlab serve": not_run(OWN_SERVER),
+    ".venv/bin/reactlab show": not_run("names the command; its full form "
+                                       "(`... show results/traces/...`) is run cheap"),
+    ".venv/bin/reactlab serve": not_run(OWN_SERVER),
     "curl -s http://127.0.0.1:8000/v1/models":
         not_run("asks the server above, which is not running here; tests/test_server.py "
                 "checks GET /v1/models"),
     # --- docs/exports.md
-    ".venv/bin/python -m reactlab export inspect": slow("export"),
-    ".venv/bin/python -m reactlab export otel": cheap("export_otel"),
-    "snakemake --cores 4 exports": slow("exports"),
-    "snakemake --cores 4 all exports": slow("exports"),
+    ".venv/bin/reactlab export inspect": slow("export"),
+    ".venv/bin/reactlab export otel": cheap("export_otel"),
+    ".venv/bin/snakemake --cores 4 exports": slow("exports"),
+    ".venv/bin/snakemake --cores 4 all exports": slow("exports"),
     ".venv/bin/inspect view --log-dir results/inspect --host 127.0.0.1 --port 7575":
         not_run("a web server for a person's browser; tests/test_exports_browser.py looks "
                 "at the logs in `inspect view` with chromium"),
-    "pytest tests/test_exports.py --regen-golden":
+    ".venv/bin/pytest tests/test_exports.py --regen-golden":
         not_run("rewrites tests/golden/exports (review the diff); tests/test_exports.py "
                 "compares with it"),
     # --- docs/workflow.md
-    "snakemake -n": cheap("dry_run"),
-    "snakemake --lint": not_run("tests/test_workflow_lint.py runs it in every make test"),
-    "snakemake --lint json": not_run("Snakemake 9.27's command line prints text for it; "
-                                     "tests/test_workflow_lint.py asks the API for the JSON"),
-    "snakemake --unlock": not_run("only after a killed run without the default profile "
-                                  "(Snakemake's own advice); nothing to unlock here"),
-    "reactlab recover": cheap("recover"),
-    "python -m reactlab bench --options":
+    ".venv/bin/snakemake -n": cheap("dry_run"),
+    ".venv/bin/snakemake --lint":
+        not_run("tests/test_workflow_lint.py runs it in every make test"),
+    ".venv/bin/snakemake --lint json":
+        not_run("Snakemake 9.27's command line prints text for it; "
+                "tests/test_workflow_lint.py asks the API for the JSON"),
+    ".venv/bin/snakemake --unlock":
+        not_run("only after a killed run without the default profile "
+                "(Snakemake's own advice); nothing to unlock here"),
+    ".venv/bin/reactlab recover": cheap("recover"),
+    ".venv/bin/reactlab bench --options":
         not_run("times a fresh Snakemake per job: over 27 minutes"),
-    "python -m reactlab bench --cores 4 --repeat 3":
-        not_run("the benchmark of `make bench`, three times: a measurement of minutes"),
-    "python -m reactlab bench --cores 4 [--repeat N] [--options]":
+    ".venv/bin/reactlab bench --cores 4 --repeat 3":
+        not_run("the benchmark (`.venv/bin/reactlab bench --cores 4`), three times: "
+                "a measurement of minutes"),
+    ".venv/bin/reactlab bench --cores 4 [--repeat N] [--options]":
         not_run(SYNOPSIS.format("its concrete forms are measurements (not run)")),
-    "python -m reactlab.dev.matrixgen N":
+    ".venv/bin/python -m reactlab.dev.matrixgen N":
         not_run(SYNOPSIS.format("tests/test_dag_scaling.py runs the generator")),
-    "python -m reactlab.dev.plan_bench [--repeat 3] [--cores 2] [--make-run] "
+    ".venv/bin/python -m reactlab.dev.plan_bench [--repeat 3] [--cores 2] [--make-run] "
     "[--workflow CHECKOUT]": not_run(SYNOPSIS.format("its forms are measurements")),
-    "python -m reactlab.dev.plan_bench --only none --only 10k":
+    ".venv/bin/python -m reactlab.dev.plan_bench --only none --only 10k":
         not_run("builds a 10,000-run suite: minutes; a measurement"),
-    "python -m reactlab.dev.plan_bench --make-run":
+    ".venv/bin/python -m reactlab.dev.plan_bench --make-run":
         not_run("four clean default runs: a quarter of an hour; a measurement"),
-    "python -m reactlab.dev.local_bench":
+    ".venv/bin/python -m reactlab.dev.local_bench":
         not_run("loads the real model and times it: a measurement"),
     # --- docs/agents.md
-    "snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
+    ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
     "results-agents -- results/tables/agents.csv":
-        not_run("575 runs, about 4 minutes on 2 cores; tests/test_agents_all.py runs a slice "
+        not_run("651 runs, minutes on 2 cores; tests/test_agents_all.py runs a slice "
                 "of it in process and checks the whole run's table when its folder exists"),
-    "python -m reactlab.dev.agents_bench --faults":
+    ".venv/bin/python -m reactlab.dev.agents_bench --faults":
         not_run("times every framework's fault runs (Inspect's own backoff: seconds each): "
                 "a measurement"),
-    "python -m reactlab.dev.agents_bench [--faults] [--pipeline]":
+    ".venv/bin/python -m reactlab.dev.agents_bench [--faults] [--pipeline]":
         not_run(SYNOPSIS.format("its forms are measurements (minutes; `--pipeline` runs the "
                                 "simulated matrix twice)")),
     # --- docs/viewer.md
     ".venv/bin/python -m reactlab.dev.viewer_scale 5000 --templates results/traces --out "
     "/tmp/big --viewer /tmp/big/viewer": slow("viewer_scale"),
     ".venv/bin/pytest -m slow tests/test_viewer_scale.py -s": not_run(SUITE),
-    "reactlab viewer --traces … --verified … [--suite-traces … --suite-verified …] "
+    ".venv/bin/reactlab viewer --traces … --verified … [--suite-traces … --suite-verified …] "
     "[--suite-tables results/tables/bfcl.csv …] --out-dir DIR":
         not_run(SYNOPSIS.format("the rule `viewer` runs the same function in every "
                                 "pipeline test")),
-    "reactlab figure --kind":
+    ".venv/bin/reactlab figure --kind":
         not_run("names an option; the figure rules run the same function in every "
                 "pipeline test"),
     # --- docs/local-models.md
-    "python -m reactlab.dev.decoding_bench table results/traces": slow("decoding_table"),
-    "python -m reactlab.dev.decoding_bench":
+    ".venv/bin/python -m reactlab.dev.decoding_bench table results/traces":
+        slow("decoding_table"),
+    ".venv/bin/python -m reactlab.dev.decoding_bench":
         not_run("runs the real model in every decoding mode: a measurement of minutes"),
     # --- docs/simulators.md
     "OPENAI_API_KEY=... ANTHROPIC_API_KEY=... .venv/bin/snakemake --cores 4 --configfile "
@@ -210,80 +223,80 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/snakemake --cores 4 --configfile workflow/configs/replay.yaml":
         not_run("needs the recordings of a live run (results/recordings/); "
                 "tests/test_live.py replays recorded exchanges"),
-    "python -m reactlab.dev.serving prepare --model data/models/SmolLM2-135M-Instruct --out "
+    ".venv/bin/python -m reactlab.dev.serving prepare --model "
+    "data/models/SmolLM2-135M-Instruct --out "
     "data/models/SmolLM2-135M-Instruct-tools":
         not_run("one step of the transformers-serve walk-through, which "
                 "tests/test_transformers_serve.py runs (slow)"),
-    "python -m reactlab.dev.serving serve --model data/models/SmolLM2-135M-Instruct-tools "
-    "--port 8011": not_run("a model server that runs until stopped; "
-                           "tests/test_transformers_serve.py starts it on a free port"),
-    "REACTLAB_SERVE_KEY=local snakemake --cores 1 --configfile "
+    ".venv/bin/python -m reactlab.dev.serving serve --model "
+    "data/models/SmolLM2-135M-Instruct-tools --port 8011":
+        not_run("a model server that runs until stopped; "
+                "tests/test_transformers_serve.py starts it on a free port"),
+    "REACTLAB_SERVE_KEY=local .venv/bin/snakemake --cores 1 --configfile "
     "workflow/configs/transformers_serve.yaml":
         not_run("needs the `transformers serve` server above running; "
                 "tests/test_transformers_serve.py runs the same overlay against it"),
-    "snakemake --cores 1 --configfile workflow/configs/transformers_serve.yaml "
+    ".venv/bin/snakemake --cores 1 --configfile workflow/configs/transformers_serve.yaml "
     "workflow/configs/replay.yaml":
         not_run("replays the recordings of the run above; tests/test_transformers_serve.py "
                 "replays its kept recording"),
-    "pytest -m slow tests/test_clients.py": not_run(SUITE),
-    "REACTLAB_WRITE_CLIENTS_TABLE=1 pytest -m slow tests/test_clients.py":
+    ".venv/bin/pytest -m slow tests/test_clients.py": not_run(SUITE),
+    "REACTLAB_WRITE_CLIENTS_TABLE=1 .venv/bin/pytest -m slow tests/test_clients.py":
         not_run("rewrites the clients table of docs/simulators.md from the same test"),
     # --- docs/cluster.md
     "PYTHONPATH=.venv/cluster-plugins .venv/bin/snakemake --workflow-profile "
     "workflow/profiles/slurm": not_run("needs a SLURM cluster; tests/test_slurm_cluster.py "
                                        "brings one up and runs the profile"),
-    "PYTHONPATH=.venv/cluster-plugins snakemake --workflow-profile workflow/profiles/slurm "
-    "all": not_run("needs a SLURM cluster; tests/test_slurm_cluster.py brings one up"),
-    "python -m tests.cluster.slurm_cluster up [--accounting] [--dir DIR]":
+    "PYTHONPATH=.venv/cluster-plugins .venv/bin/snakemake --workflow-profile "
+    "workflow/profiles/slurm all":
+        not_run("needs a SLURM cluster; tests/test_slurm_cluster.py brings one up"),
+    ".venv/bin/python -m tests.cluster.slurm_cluster up [--accounting] [--dir DIR]":
         not_run(SYNOPSIS.format("tests/test_slurm_cluster.py brings the cluster up")),
     # --- docs/suites.md
-    "snakemake --cores 2 results/tables/bfcl.csv": slow("bfcl_table"),
-    "snakemake -n --configfile workflow/configs/agentdojo.yaml": slow("dry_run"),
-    "snakemake --cores 2 --configfile workflow/configs/bfcl_apis.yaml -- "
+    ".venv/bin/snakemake --cores 2 results/tables/bfcl.csv": slow("bfcl_table"),
+    ".venv/bin/snakemake -n --configfile workflow/configs/agentdojo.yaml": slow("dry_run"),
+    ".venv/bin/snakemake --cores 2 --configfile workflow/configs/bfcl_apis.yaml -- "
     "results/tables/bfcl.csv":
         not_run("3,720 runs of the oracle on the three simulated APIs: about 40 s, "
                 "measured in docs/suites.md's goals table"),
-    "snakemake --cores 4 --configfile workflow/configs/bfcl.yaml":
+    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml":
         not_run("the whole BFCL suite under every decoding mode: hours on a CPU"),
-    "snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
+    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
     "workflow/configs/bfcl_bf16.yaml -- results/tables/bfcl.csv":
         not_run("1,240 cases on the local model: about 15 minutes on 2 cores"),
-    "snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
+    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
     "workflow/configs/bfcl_free_forced.yaml -- results/tables/bfcl.csv":
         not_run("1,240 cases on the local model in two modes: about an hour"),
-    "snakemake --cores 2 --configfile workflow/configs/agentdojo.yaml -- "
+    ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agentdojo.yaml -- "
     "results/tables/agentdojo.csv": not_run("7,592 AgentDojo runs: many minutes"),
-    "python -m reactlab.dev.serving serve --model data/models/SmolLM2-135M-Instruct-tools "
-    "--port 8011 --dtype bfloat16 --threads 2 --continuous-batching --cb-batch-tokens 512":
+    ".venv/bin/python -m reactlab.dev.serving serve --model "
+    "data/models/SmolLM2-135M-Instruct-tools --port 8011 --dtype bfloat16 --threads 2 "
+    "--continuous-batching --cb-batch-tokens 512":
         not_run("a model server that runs until stopped; tests/test_bfcl_serve.py starts "
                 "it (slow) with the same options on a free port"),
-    "REACTLAB_SERVE_KEY=local snakemake --cores 2 --configfile "
+    "REACTLAB_SERVE_KEY=local .venv/bin/snakemake --cores 2 --configfile "
     "workflow/configs/bfcl_serve.yaml -- results/tables/bfcl.csv":
         not_run("needs the server above running, and 1,240 cases through it: most of an "
                 "hour on this CPU; tests/test_bfcl_serve.py runs 10 cases of the overlay "
                 "against it (slow)"),
-    "snakemake --cores 2 --configfile workflow/configs/bfcl_serve.yaml "
+    ".venv/bin/snakemake --cores 2 --configfile workflow/configs/bfcl_serve.yaml "
     "workflow/configs/replay.yaml -- results/tables/bfcl.csv":
         not_run("replays the recordings of the run above; tests/test_bfcl_serve.py "
                 "replays its kept slice in every make test"),
-    "python -m reactlab.dev.suite_bench --per-category 8 --batch 8 --decoding free":
+    ".venv/bin/python -m reactlab.dev.suite_bench --per-category 8 --batch 8 --decoding free":
         not_run("the local model on 40 cases twice: a measurement of minutes"),
-    "python -m reactlab.suites.shard_job SPECS.json":
+    ".venv/bin/python -m reactlab.suites.shard_job SPECS.json":
         not_run(SYNOPSIS.format("the shard rules run it in every pipeline test")),
-    "python -m reactlab.suites.agentdojo":
+    ".venv/bin/python -m reactlab.suites.agentdojo":
         not_run("the whole AgentDojo suite through the harness: many minutes"),
-    "python -m reactlab.suites.agentdojo [--suites …] [--limit N] [--out DIR]":
+    ".venv/bin/python -m reactlab.suites.agentdojo [--suites …] [--limit N] [--out DIR]":
         not_run(SYNOPSIS.format("tests/test_agentdojo.py runs the same functions")),
     # --- docs/mcp.md
-    ".venv/bin/python -m reactlab mcp": cheap("mcp_stdio"),
-    ".venv/bin/python -m reactlab mcp --task variacion_busi_alto": cheap("mcp_stdio"),
-    ".venv/bin/python -m reactlab mcp --transport http --port 8001":
+    ".venv/bin/reactlab mcp": cheap("mcp_stdio"),
+    ".venv/bin/reactlab mcp --task variacion_busi_alto": cheap("mcp_stdio"),
+    ".venv/bin/reactlab mcp --transport http --port 8001":
         not_run("a server that runs until stopped; tests/test_mcp_server.py drives the same "
                 "command on a free port (--port 0) with the official client"),
-    "python -m reactlab mcp": not_run("the README's name for `.venv/bin/python -m reactlab "
-                                      "mcp`, which is run cheap"),
-    "reactlab mcp": not_run("names the command; its forms (`... mcp`, `... mcp --task "
-                            "variacion_busi_alto`) are run cheap"),
     "sh tests/setup_mcp_conformance.sh":
         not_run("installs the npm conformance suite (seconds to a minute, from the npm "
                 "registry); tests/test_mcp_conformance.py runs it first (slow)"),
@@ -392,7 +405,7 @@ def run_check_every_overlay(command: str, request: pytest.FixtureRequest) -> Non
 
 
 def run_check_list_examples(command: str, request: pytest.FixtureRequest) -> None:
-    """What the README says to run after adding its scenario and its task: the new runs
+    """What docs/configuration.md says to run after adding its scenario and its task: the new runs
     are listed."""
     merged = request.getfixturevalue("readme_merged")
     ran = in_process(command, merged.work)
@@ -529,17 +542,17 @@ def run_viewer_scale(command: str, request: pytest.FixtureRequest) -> None:
 
 
 def lesson_table() -> dict[tuple[str, str], list[int]]:
-    """The README's table of the lesson: (scenario, backend) -> steps, calls, errors,
-    tokens."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### The lesson's table"):readme.index("and the loop on")]
+    """docs/pipeline.md's table of the lesson: (scenario, backend) -> steps, calls,
+    errors, tokens."""
+    page = (ROOT / "docs/pipeline.md").read_text(encoding="utf-8")
+    section = page[page.index("## The lesson's table"):page.index("and the loop on")]
     return {(m[0], m[1]): [int(x) for x in m[2:]] for m in re.findall(
         r"^\| (\w+) \| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", section, re.M)}
 
 
 def run_lesson(command: str, request: pytest.FixtureRequest) -> None:
-    """After `make run`, as the README says: exit 0, the tables built, and runs.csv
-    holds the README's table of the lesson."""
+    """After `make run`, as docs/pipeline.md says: exit 0, the tables built, and runs.csv
+    holds its table of the lesson."""
     from reactlab.analysis import outputs
 
     work = copy_run(request.getfixturevalue("default_run"),
@@ -652,16 +665,18 @@ def test_slow_command(command: str, request: pytest.FixtureRequest) -> None:
     check_command(command, request)
 
 
-# ------------------------------------------------------------------ the README's examples
+# ------------------------------------------------------------------ configuration.md's examples
+
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 
 def yaml_blocks(text: str) -> list[str]:
     return re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)
 
 
 def readme_example(top_key: str, entry: str) -> str:
-    """The README's YAML example whose ``top_key`` section holds ``entry``."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in yaml_blocks(readme)
+    """docs/configuration.md's YAML example whose ``top_key`` section holds ``entry``."""
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    (block,) = [b for b in yaml_blocks(page)
                 if entry in (yaml.safe_load(b) or {}).get(top_key, {})]
     return block
 
@@ -672,7 +687,7 @@ class Merged(NamedTuple):
 
 
 def merge_example(raw: dict[str, Any], example: dict[str, Any]) -> None:
-    """As the README says: the entries of a section go into the existing section, the
+    """As docs/configuration.md says: the entries of a section go into the existing section, the
     blocks of `matrix:` at the end of the existing list."""
     for key, value in example.items():
         if isinstance(value, list):
@@ -686,7 +701,7 @@ def merge_example(raw: dict[str, Any], example: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def readme_merged(tmp_path_factory: pytest.TempPathFactory, checkout: Path,
                   dry_run: Ran) -> Merged:
-    """A copy whose config.yaml has the README's scenario and task examples merged in
+    """A copy whose config.yaml has docs/configuration.md's scenario and task examples merged in
     (with the caches the checkout's dry run left)."""
     from reactlab import config
 
@@ -702,20 +717,19 @@ def readme_merged(tmp_path_factory: pytest.TempPathFactory, checkout: Path,
     return Merged(work, new)
 
 
-def test_readme_scenario_pasted_as_new_sections_is_refused_as_the_readme_says(
+def test_example_scenario_pasted_as_new_sections_is_refused_as_the_docs_say(
         scratch: Path) -> None:
     cfg = scratch / "config.yaml"
     cfg.write_text(cfg.read_text(encoding="utf-8") + "\n"
                    + readme_example("scenarios", "doble_consulta"), encoding="utf-8")
     ran = in_process("reactlab check", scratch)
     assert ran.rc == 2 and "duplicate key 'scenarios'" in ran.err, ran.why()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "duplicate key 'scenarios'" in readme
+    assert "duplicate key 'scenarios'" in CONFIGURATION.read_text(encoding="utf-8")
 
 
-def test_readme_scenario_and_task_examples_merge_check_plan_and_verify(
+def test_example_scenario_and_task_merge_check_plan_and_verify(
         readme_merged: Merged, toolbox: Any) -> None:
-    """The README's two examples merged as it says: `reactlab check` and `snakemake -n`
+    """docs/configuration.md's two examples merged as it says: `reactlab check` and `snakemake -n`
     accept them, they add four runs, and those runs, run, are verified."""
     from reactlab import config
     from tests.conftest import run_specs
@@ -788,9 +802,9 @@ def builtin_providers() -> set[str]:
             *schema["$defs"]["inprocess_provider"]["enum"]}
 
 
-def test_readme_config_table_lists_every_provider() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    (row,) = [line for line in readme.splitlines() if line.startswith("| `backends` |")]
+def test_config_table_lists_every_provider() -> None:
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    (row,) = [line for line in page.splitlines() if line.startswith("| `backends` |")]
     assert {p for p in builtin_providers() if f"`{p}`" not in row} == set(), row
 
 
