@@ -53,7 +53,12 @@ from reactlab.simulate.anthropic_messages_requests import (
     validate,
     wrong_type,
 )
-from reactlab.simulate.base import Simulator
+from reactlab.simulate.base import (
+    ANTHROPIC_ERROR_MESSAGES,
+    Simulator,
+    anthropic_error_body,
+    anthropic_error_type,
+)
 
 # The request side (validation, beta headers, turns, tool choice, hosted servers) is
 # anthropic_messages_requests'; these are this API's names for it.
@@ -65,9 +70,8 @@ __all__ = ["THREAD_UNSUPPORTED", "admit", "error_body", "error_type", "events", 
 _BROKEN_USAGE = {"input_tokens": 0, "output_tokens": 0}
 
 
-def error_body(kind: str, message: str) -> dict[str, Any]:
-    """The Messages API's error shape."""
-    return {"type": "error", "error": {"type": kind, "message": message}}
+error_body = anthropic_error_body  # the Messages API's error shape
+error_type = anthropic_error_type  # its error type of a status
 
 
 # --- answers --------------------------------------------------------------------------
@@ -231,25 +235,6 @@ def events(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-# The documented error type of each status (the Messages API's error shapes).
-_STATUS_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                 402: "billing_error", 403: "permission_error", 404: "not_found_error",
-                 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-                 504: "timeout_error", 529: "overloaded_error"}
-_MESSAGES = {"invalid_request_error": "Invalid request", "authentication_error":
-             "invalid x-api-key", "billing_error": "Billing issue",
-             "permission_error": "Your API key does not have permission to use the specified "
-             "resource", "not_found_error": "Not found", "request_too_large":
-             "Request exceeds the maximum allowed number of bytes", "rate_limit_error":
-             "Number of requests has exceeded your rate limit", "api_error":
-             "Internal server error", "timeout_error": "Request timed out",
-             "overloaded_error": "Overloaded"}
-
-
-def error_type(status: int) -> str:
-    return _STATUS_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-
-
 class MessagesSimulator(Simulator):
     """The Messages API on the simulator base (:mod:`reactlab.simulate.base`)."""
 
@@ -261,16 +246,15 @@ class MessagesSimulator(Simulator):
         admit(body, headers)
 
     def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
-        body = error_body(error_type(exc.status), exc.message)
+        body = error_body(anthropic_error_type(exc.status), exc.message)
         if exc.code == THREAD_UNSUPPORTED:
             body["error"]["details"] = {"error_code": THREAD_UNSUPPORTED}
         return body
 
     def status_fault(self, fault: Fault) -> tuple[dict[str, Any], dict[str, str]]:
         assert fault.status is not None
-        kind = error_type(fault.status)
-        return ({"type": "error", "error": {
-                    "type": kind, "message": f"{_MESSAGES[kind]} (simulated fault)"}},
+        kind = anthropic_error_type(fault.status)
+        return (error_body(kind, f"{ANTHROPIC_ERROR_MESSAGES[kind]} (simulated fault)"),
                 {"request-id": "req_sim", **retry_after_headers(fault)})
 
     def broken_source(self, answer: dict[str, Any]) -> dict[str, Any]:

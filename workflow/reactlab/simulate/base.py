@@ -326,3 +326,33 @@ def openai_play(policy: ScriptedPolicy, model: str, outputs: list[str], turn: in
     except RecursionError:
         raise RequestInvalid("a tool output is nested too deeply for the scripted model",
                              where, code="script_error") from None
+
+
+# --- the Messages API's error shapes -------------------------------------------------------
+
+
+def anthropic_error_body(kind: str, message: str) -> dict[str, Any]:
+    """The Messages API's error shape."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+# The documented error type of each status, and the message of each type.
+_ANTHROPIC_STATUS_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+    429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
+ANTHROPIC_ERROR_MESSAGES = {
+    "invalid_request_error": "Invalid request", "authentication_error": "invalid x-api-key",
+    "billing_error": "Billing issue",
+    "permission_error": "Your API key does not have permission to use the specified "
+    "resource", "not_found_error": "Not found",
+    "request_too_large": "Request exceeds the maximum allowed number of bytes",
+    "rate_limit_error": "Number of requests has exceeded your rate limit",
+    "api_error": "Internal server error", "timeout_error": "Request timed out",
+    "overloaded_error": "Overloaded"}
+
+
+def anthropic_error_type(status: int) -> str:
+    """The Messages API's error type of an HTTP status."""
+    return _ANTHROPIC_STATUS_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error")
