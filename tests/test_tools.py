@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from reactlab import tools
 from reactlab.core.errors import DataError
-from reactlab.tools import TOOLS, ToolBox
+from reactlab.tools import TOOLS, ToolBox, calculator
 
 # --------------------------------------------------------------------------- schemas
 
@@ -344,13 +344,13 @@ def test_big_integers_stay_exact(toolbox: ToolBox) -> None:
 
 def test_calculator_beyond_the_cap(monkeypatch: pytest.MonkeyPatch, toolbox: ToolBox) -> None:
     """Overflow and recursion are handled even if the caps on text are raised."""
-    monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**6)
+    monkeypatch.setattr(calculator, "MAX_EXPRESSION", 10**6)
     assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "número demasiado largo"}
     assert toolbox.execute("calculadora", {"expresion": "(" * 300 + "1" + ")" * 300}) == {
         "error": "expresión demasiado compleja"}
-    monkeypatch.setattr(tools, "MAX_DIGITS", 10**6)
-    monkeypatch.setattr(tools, "MAX_PARENS", 10**6)
+    monkeypatch.setattr(calculator, "MAX_DIGITS", 10**6)
+    monkeypatch.setattr(calculator, "MAX_PARENS", 10**6)
     assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "/3.0"}) == {
         "error": "resultado no finito"}
     assert toolbox.execute("calculadora", {"expresion": "9" * 400 + "*1.5"}) == {

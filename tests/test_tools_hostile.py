@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from reactlab import tools
-from reactlab.tools import TOOLS, CalculatorError, ToolBox, parse_arguments_strict
+from reactlab.tools import TOOLS, CalculatorError, ToolBox, calculator, parse_arguments_strict
 
 SOLO = "solo números, + - * / y paréntesis"
 NO_VALIDA = "expresión no válida"
@@ -177,20 +177,20 @@ def test_calculator_error_is_a_value_error() -> None:
 
 def test_tree_caps(monkeypatch: pytest.MonkeyPatch, toolbox: ToolBox) -> None:
     """Depth and node count are checked on the tree, before evaluating."""
-    monkeypatch.setattr(tools, "MAX_DEPTH", 10)
+    monkeypatch.setattr(calculator, "MAX_DEPTH", 10)
     assert toolbox.execute("calculadora", {"expresion": "-" * 9 + "1"}) == {"resultado": -1}
     assert toolbox.execute("calculadora", {"expresion": "-" * 10 + "1"}) == {"error": COMPLEJA}
-    monkeypatch.setattr(tools, "MAX_NODES", 7)
+    monkeypatch.setattr(calculator, "MAX_NODES", 7)
     assert toolbox.execute("calculadora", {"expresion": "1+1+1+1"}) == {"resultado": 4}
     assert toolbox.execute("calculadora", {"expresion": "1+1+1+1+1"}) == {"error": COMPLEJA}
-    monkeypatch.setattr(tools, "MAX_PARENS", 3)
+    monkeypatch.setattr(calculator, "MAX_PARENS", 3)
     assert toolbox.execute("calculadora", {"expresion": "(((1)))"}) == {"resultado": 1}
     assert toolbox.execute("calculadora", {"expresion": "((((1))))"}) == {"error": COMPLEJA}
 
 
 def test_caps_hold_when_the_length_cap_is_lifted(monkeypatch: pytest.MonkeyPatch,
                                                  toolbox: ToolBox) -> None:
-    monkeypatch.setattr(tools, "MAX_EXPRESSION", 10**7)
+    monkeypatch.setattr(calculator, "MAX_EXPRESSION", 10**7)
     cases = ["(" * 1000 + "1" + ")" * 1000, "-" * 1000 + "1", "-" * 100000 + "1",
              "1+" * 10**5 + "1", "9" * 5000, "(" * 10**6]
     for expresion in cases:

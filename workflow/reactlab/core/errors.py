@@ -222,6 +222,13 @@ class BackendError(ReactlabError):
     KINDS: ClassVar[tuple[str, ...]] = (
         "rate_limit", "server", "client", "protocol", "timeout", "connection")
 
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        """A subclass declares its kind in its class line: ``class X(BackendError,
+        kind="server")``; a subclass of a kinded class without one keeps the parent's."""
+        super().__init_subclass__(**kwargs)
+        if kind:
+            cls.kind = kind
+
     def __init__(self, message: str, *, status: int | None = None, attempts: int = 1,
                  retryable: bool = False, history: list[dict[str, Any]] | None = None
                  ) -> None:
@@ -250,40 +257,28 @@ class BackendError(ReactlabError):
             self.args = (f"{self.args[0]} (gave up after {attempts} attempts)", *self.args[1:])
 
 
-class RateLimitError(BackendError):
+class RateLimitError(BackendError, kind="rate_limit"):
     """HTTP 429: the provider asks to slow down."""
 
-    kind = "rate_limit"
 
-
-class ServerError(BackendError):
+class ServerError(BackendError, kind="server"):
     """HTTP 409 or 5xx: the provider failed."""
 
-    kind = "server"
 
-
-class ClientError(BackendError):
+class ClientError(BackendError, kind="client"):
     """Any other 4xx, or a request that cannot be made (no key, unsupported mode, no model)."""
 
-    kind = "client"
 
-
-class ProtocolError(BackendError):
+class ProtocolError(BackendError, kind="protocol"):
     """A 2xx whose body is not a valid answer of the API (or a replay that diverges)."""
 
-    kind = "protocol"
 
-
-class RequestTimeoutError(BackendError):
+class RequestTimeoutError(BackendError, kind="timeout"):
     """HTTP 408 or a transport timeout."""
 
-    kind = "timeout"
 
-
-class NetworkError(BackendError):
+class NetworkError(BackendError, kind="connection"):
     """The connection to the provider failed."""
-
-    kind = "connection"
 
 
 _BY_KIND: dict[str, type[BackendError]] = {

@@ -10,12 +10,15 @@ propagates. Nothing of one job reaches another job's log.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from reactlab.core.errors import ReactlabError, TraceError
 
 #: Loggers whose INFO records belong in a job's log: the package's, and those each
 #: provider registers (its SDK logs its retries; :func:`register_loggers`).
@@ -42,10 +45,6 @@ def error_line(exc: BaseException, command: str | None = None) -> str | None:
     """The one line that reports a deliberate error (a ReactlabError, or a full disk) of
     the CLI ``command`` or the pipeline job of that name; None for anything else (a bug:
     its traceback is shown)."""
-    import errno
-
-    from reactlab.core.errors import ReactlabError, TraceError
-
     if isinstance(exc, ReactlabError):
         hint = ""
         if (isinstance(exc, TraceError) and command in ("verify", "tables", "viewer")

@@ -265,7 +265,7 @@ class HttpWire:
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
                  timeout: float = 30.0, max_bytes: int = 1_000_000,
                  name: str = "server") -> None:
-        import httpx
+        import httpx  # lazy: heavy (httpx); only a server spoken to over HTTP needs it
 
         self.name = name
         self.url = url

@@ -84,7 +84,7 @@ def _encoding() -> tiktoken.Encoding:
     directory = cache_dir()
     provision(directory)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
-    import tiktoken
+    import tiktoken  # lazy: heavy (tiktoken), loaded on the first count
 
     return tiktoken.get_encoding(ENCODING)
 

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from reactlab.core.errors import UsageError
+from reactlab.simulate.base import anthropic_error_body, anthropic_error_type, openai_error_body
 
 #: ``error(status, message, param=, code=, kind=)`` → the API's JSON error body. ``kind``
 #: overrides the error type the API would give ``status``; an API whose shape has no
@@ -100,9 +101,7 @@ def api_for_path(path: str) -> WireApi:
 
 def _openai_error(status: int, message: str, *, param: str | None = None,
                   code: str | None = None, kind: str | None = None) -> dict[str, Any]:
-    from reactlab.simulate.openai_responses import error_body
-
-    return error_body(kind or ("server_error" if status >= 500 else "invalid_request_error"),
+    return openai_error_body(kind or ("server_error" if status >= 500 else "invalid_request_error"),
                       message, param, code)
 
 
@@ -113,9 +112,7 @@ def _openai_models(names: Sequence[str]) -> dict[str, Any]:
 
 def _anthropic_error(status: int, message: str, *, param: str | None = None,
                      code: str | None = None, kind: str | None = None) -> dict[str, Any]:
-    from reactlab.simulate.anthropic_messages import error_body, error_type
-
-    return error_body(kind or error_type(status), message)
+    return anthropic_error_body(kind or anthropic_error_type(status), message)
 
 
 def _anthropic_models(names: Sequence[str]) -> dict[str, Any]:

@@ -29,26 +29,33 @@ answer)``
 ==========================  ==============================================================
 
 :class:`OpenAIErrors` implements the error hooks in the OpenAI APIs' shape, for the
-Responses and Chat Completions simulators alike. A subclass is used through one
-instance (``SIMULATOR = MySimulator()``); its bound :meth:`~Simulator.handler` and
-:meth:`~Simulator.with_faults` are what the in-process transports and the server call.
+Responses and Chat Completions simulators alike. The first four hooks run the API
+module's own functions of the same names, given when the one instance is made
+(``SIMULATOR = MySimulator(validate, step_of, respond, events)``); its bound
+:meth:`~Simulator.handler` and :meth:`~Simulator.with_faults` are what the in-process
+transports and the server call.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, ClassVar
 
 from reactlab.config.faults import Fault, FaultPlan
+from reactlab.config.scripts import Action
+from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     FaultInjector,
     Handler,
     RequestInvalid,
     ResponseStore,
     ScriptedPolicy,
+    ToolChoice,
     broken_body,
     content_type_refused,
+    parse_tool_output,
     read_request,
     retry_after_headers,
     sse,
@@ -58,6 +65,12 @@ from reactlab.simulate import (
 
 #: The extension of a simulator response that holds the answer it was built from.
 ANSWER = "reactlab.answer"
+
+#: An API module's functions that the hooks of the same names run.
+Validate = Callable[[dict[str, Any]], None]
+StepOf = Callable[[dict[str, Any]], int]
+Respond = Callable[[ScriptedPolicy, dict[str, Any], int], tuple[int, dict[str, Any]]]
+Events = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 
 class Simulator:
@@ -70,24 +83,29 @@ class Simulator:
     #: The answer member a ``missing_fields`` broken-body fault drops.
     broken_member: ClassVar[str] = ""
 
+    def __init__(self, validate: Validate, step_of: StepOf, respond: Respond,
+                 events: Events) -> None:
+        self._validate, self._step_of = validate, step_of
+        self._respond, self._events = respond, events
+
     # --- hooks --------------------------------------------------------------------------
 
     def validate(self, body: dict[str, Any]) -> None:
         """RequestInvalid for a malformed request body."""
-        raise NotImplementedError
+        self._validate(body)
 
     def step_of(self, body: dict[str, Any]) -> int:
         """The loop step of a request: 1 + the assistant turns it holds."""
-        raise NotImplementedError
+        return self._step_of(body)
 
     def respond(self, policy: ScriptedPolicy, body: dict[str, Any],
                 input_tokens: int = 0) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) of the answer to a validated request."""
-        raise NotImplementedError
+        return self._respond(policy, body, input_tokens)
 
     def events(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
         """The server-sent events that stream a 200 answer."""
-        raise NotImplementedError
+        return self._events(answer)
 
     def refusal(self, exc: RequestInvalid) -> dict[str, Any]:
         """The API's error body for a request refused before the model saw it."""
@@ -131,13 +149,8 @@ class Simulator:
 
     def need(self, d: dict[str, Any], key: str, kind: type | tuple[type, ...],
              expected: str, where: str) -> Any:
-        """``d[key]``, which must be present and of ``kind`` (a bool is no number)."""
-        value = d.get(key)
-        if value is None:
-            raise self.missing(f"{where}.{key}")
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise self.wrong_type(f"{where}.{key}", expected, value)
-        return value
+        """``d[key]``, which must be present and of ``kind`` (:func:`need`)."""
+        return need(d, key, kind, expected, where, self.missing, self.wrong_type)
 
     def read(self, raw: bytes, content_type: str | None) -> dict[str, Any]:
         """The validated JSON body of a request (RequestInvalid otherwise)."""
@@ -209,6 +222,31 @@ class Simulator:
         return FaultInjector(handle, plan, self.step_of, self.fault_response)
 
 
+def need(d: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
+         where: str, missing: Callable[[str], RequestInvalid],
+         wrong_type: Callable[[str, str, Any], RequestInvalid]) -> Any:
+    """``d[key]``, which must be present and of ``kind`` (a bool is no number); the API's
+    ``missing(path)`` or ``wrong_type(path, expected, value)`` refusal otherwise."""
+    value = d.get(key)
+    if value is None:
+        raise missing(f"{where}.{key}")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise wrong_type(f"{where}.{key}", expected, value)
+    return value
+
+
+def content_parts(parts: list[Any], where: str, missing: Callable[[str], RequestInvalid],
+                  wrong_type: Callable[[str, str, Any], RequestInvalid],
+                  ) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(path, part, type) of each content part of ``parts`` (at ``where``): an object with
+    a string ``type``; the API's ``missing`` / ``wrong_type`` refusal otherwise."""
+    for j, part in enumerate(parts):
+        pw = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise wrong_type(pw, "an object", part)
+        yield pw, part, need(part, "type", str, "a string", pw, missing, wrong_type)
+
+
 # --- the OpenAI APIs' error shapes (Responses, Chat Completions) ---------------------------
 
 # The error the OpenAI APIs send for each status: (type, code, message).
@@ -267,3 +305,54 @@ class OpenAIErrors:
             "'application/json' requests, but you specified the header 'Content-Type: "
             f"{shown}'. Please try again with a supported content type.",
             code="unsupported_content_type")
+
+
+def openai_play(policy: ScriptedPolicy, model: str, outputs: list[str], turn: int,
+                choice: ToolChoice, calls_made: int, *, unknown: RequestInvalid,
+                where: str) -> tuple[Action, str]:
+    """The scripted model's action on ``turn`` of a conversation whose tool outputs are
+    ``outputs`` (in the order of the calls), and the answer's model name; when it cannot
+    play, the OpenAI APIs' refusal as a RequestInvalid (status, message, param, code):
+    ``unknown`` for a model not served, a script error, or a tool output nested too
+    deeply for the scripted model (``where`` names the conversation's field)."""
+    results = [parse_tool_output(o) for o in outputs]
+    try:
+        action = policy.act(model, turn, results, "\n".join(outputs), choice, calls_made)
+        return action, policy.resolve(model)
+    except KeyError:
+        raise unknown from None
+    except ScriptError as exc:
+        raise RequestInvalid(str(exc), code="script_error") from None
+    except RecursionError:
+        raise RequestInvalid("a tool output is nested too deeply for the scripted model",
+                             where, code="script_error") from None
+
+
+# --- the Messages API's error shapes -------------------------------------------------------
+
+
+def anthropic_error_body(kind: str, message: str) -> dict[str, Any]:
+    """The Messages API's error shape."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+# The documented error type of each status, and the message of each type.
+_ANTHROPIC_STATUS_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+    429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
+ANTHROPIC_ERROR_MESSAGES = {
+    "invalid_request_error": "Invalid request", "authentication_error": "invalid x-api-key",
+    "billing_error": "Billing issue",
+    "permission_error": "Your API key does not have permission to use the specified "
+    "resource", "not_found_error": "Not found",
+    "request_too_large": "Request exceeds the maximum allowed number of bytes",
+    "rate_limit_error": "Number of requests has exceeded your rate limit",
+    "api_error": "Internal server error", "timeout_error": "Request timed out",
+    "overloaded_error": "Overloaded"}
+
+
+def anthropic_error_type(status: int) -> str:
+    """The Messages API's error type of an HTTP status."""
+    return _ANTHROPIC_STATUS_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error")

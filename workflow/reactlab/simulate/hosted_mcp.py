@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reactlab.core.errors import ToolServerError
+from reactlab.core.mcp_wire import list_tools, open_wire
 
 #: The Messages API beta that enables ``mcp_servers`` and ``mcp_toolset`` tools.
 ANTHROPIC_BETA = "mcp-client-2025-11-20"
@@ -123,8 +124,6 @@ class Server:
 
     def connect(self) -> None:
         """Handshake and ``tools/list`` (every page); ToolServerError on failure."""
-        from reactlab.core.mcp_wire import list_tools, open_wire
-
         try:
             self.wire = open_wire(name=self.name, url=self.url, headers=self.headers,
                                   timeout=TIMEOUT, max_bytes=MAX_BYTES)

@@ -23,12 +23,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from reactlab.simulate import RequestInvalid, ResponseStore, ScriptedPolicy, tokens_of
+from reactlab.simulate import (
+    RequestInvalid,
+    ResponseStore,
+    ScriptedPolicy,
+    read_request,
+    tokens_of,
+)
 from reactlab.simulate import anthropic_messages as sim_anthropic
 from reactlab.simulate import openai_responses as sim_openai
 from reactlab.simulate.base import openai_error_body
 
-MAX_BODY = 32 * 1024 * 1024  # bytes, as the API routes
+MAX_BODY = 32 * 1024 * 1024  # bytes; larger requests get 413 (as the Messages API does)
 _NO_SCRIPTS = ScriptedPolicy({}, {}, "")  # respond() with it gives the API's unknown-model 404
 
 
@@ -38,13 +44,16 @@ def _json(content: Any, status: int = 200) -> Response:
                     status_code=status, media_type="application/json")
 
 
-async def _body(request: Request) -> bytes | None:
-    """The request body, or None when it is larger than MAX_BODY."""
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None when it is (or says it is) larger than ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
@@ -58,14 +67,12 @@ def extra_routes(models: Mapping[str, Any], store: ResponseStore,
     async def count(request: Request, anthropic: bool) -> Response:
         sim_module = sim_anthropic if anthropic else sim_openai
         sim = sim_module.SIMULATOR
-        raw = await _body(request)
+        raw = await read_body(request, MAX_BODY)
         if raw is None:
             too_large = RequestInvalid(f"Request exceeds the maximum size of {MAX_BODY} "
                                        "bytes", status=413)
             return _json(sim.refusal(too_large), 413)
         try:
-            from reactlab.simulate import read_request
-
             body = read_request(raw, request.headers.get("content-type"),
                                 sim.content_type_refusal)
             if anthropic:
@@ -128,4 +135,4 @@ def extra_routes(models: Mapping[str, Any], store: ResponseStore,
     ]
 
 
-__all__ = ["extra_routes"]
+__all__ = ["MAX_BODY", "extra_routes", "read_body"]

@@ -50,8 +50,7 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -64,11 +63,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reactlab.config import resolved_scenario
-from reactlab.config.faults import Fault, FaultPlan, parse_plan
-from reactlab.config.scripts import ROOT_NAMES, Script
-from reactlab.core.errors import CommandFailed, ConfigError, ReactlabError
+from reactlab.core.errors import CommandFailed
 from reactlab.simulate import (
+    Handler,
     RequestInvalid,
     ResponseStore,
     ScriptedPolicy,
@@ -76,7 +73,8 @@ from reactlab.simulate import (
     read_request,
 )
 from reactlab.simulate.apis import WireApi, api_for_path, apis
-from reactlab.simulate.routes import extra_routes
+from reactlab.simulate.routes import MAX_BODY, extra_routes, read_body
+from reactlab.simulate.served import FaultRuns, RunState, ServedModel, served_models
 
 if TYPE_CHECKING:
     import uvicorn
@@ -86,108 +84,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("reactlab.simulate.server")
 
 RUN_HEADER = "x-reactlab-run"
-MAX_BODY = 32 * 1024 * 1024  # bytes; larger requests get 413 (as the Messages API does)
-_MAX_RUNS = 1024  # fault-plan states kept (least recently used dropped)
 _NO_SCRIPTS = ScriptedPolicy({}, {}, "")  # respond() with it gives the API's unknown-model 404
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-# --- which model names are served -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """One model name the server answers to: a scenario's script played on a task."""
-
-    name: str
-    task: str
-    scenario: str
-    script: Script
-    params: Mapping[str, Any]
-    question: str
-    faults: tuple[Fault, ...] = ()
-
-
-def served_models(config: Config, task: str | None = None) -> dict[str, ServedModel]:
-    """Every model name served, in listing order: bare scenario names, then TASK/SCENARIO.
-
-    ``task`` is the task bare names play (default: each scenario's first task in the
-    matrix). A (task, scenario) pair is served when the task defines every parameter the
-    script uses. Strategy scenarios (real models) are not served.
-    """
-    raw = config.raw
-    tasks: Mapping[str, Any] = raw["tasks"]
-    if task is not None and task not in tasks:
-        raise ConfigError("task", f"no task named {task!r}; tasks: {', '.join(tasks)}")
-    scenarios: dict[str, tuple[Script, tuple[Fault, ...]]] = {}
-    for sid, declared in raw["scenarios"].items():
-        if "strategy" in declared:
-            continue
-        resolved = resolved_scenario(raw, sid)
-        faults = parse_plan(resolved.get("faults") or (), f"scenarios.{sid}.faults")
-        if any(f.raises for f in faults):
-            log.warning("scenario %s: `raise` faults cannot be served over HTTP; skipped", sid)
-            faults = tuple(f for f in faults if f.raises is None)
-        scenarios[sid] = (Script.from_config(resolved["model"], resolved), faults)
-
-    def fits(t: str, sid: str) -> bool:
-        return not (scenarios[sid][0].names() - set(tasks[t]["params"]) - ROOT_NAMES)
-
-    default: dict[str, str] = {}
-    for block in raw["matrix"]:
-        for sid in block["scenarios"]:
-            if sid in scenarios and sid not in default:
-                default[sid] = block["tasks"][0]
-
-    def entry(name: str, t: str, sid: str) -> ServedModel:
-        script, faults = scenarios[sid]
-        return ServedModel(name=name, task=t, scenario=sid, script=script,
-                           params=tasks[t]["params"], question=tasks[t]["question"],
-                           faults=faults)
-
-    out: dict[str, ServedModel] = {}
-    for sid in scenarios:
-        t = task if task is not None else default.get(sid)
-        if t is not None and fits(t, sid):
-            out[sid] = entry(sid, t, sid)
-    for t in tasks:
-        for sid in scenarios:
-            if fits(t, sid):
-                out[f"{t}/{sid}"] = entry(f"{t}/{sid}", t, sid)
-    return out
-
-
-# --- fault plans across requests --------------------------------------------------------
-
-
-@dataclass
-class _RunState:
-    plan: FaultPlan
-    last_step: int = 0
-    last_clean: bool = False  # the last attempt was answered without a fault
-
-
-class _FaultRuns:
-    """The fault plan of the run in progress, per (API, model name, run header)."""
-
-    def __init__(self, limit: int = _MAX_RUNS) -> None:
-        self.limit = limit
-        self.states: OrderedDict[tuple[str, str, str], _RunState] = OrderedDict()
-
-    def plan_for(self, api: str, served: ServedModel, run_id: str, step: int) -> _RunState:
-        key = (api, served.name, run_id)
-        state = self.states.get(key)
-        if state is None or step < state.last_step or (
-                step == state.last_step and state.last_clean):
-            state = _RunState(FaultPlan(served.faults))
-        self.states[key] = state
-        self.states.move_to_end(key)
-        while len(self.states) > self.limit:
-            self.states.popitem(last=False)
-        return state
-
-
 # --- the APIs -----------------------------------------------------------------------
+
 
 
 class _JSONResponse(JSONResponse):
@@ -228,24 +130,6 @@ def _check(api: WireApi, raw: bytes, content_type: str | None,
         return _JSONResponse(simulator.refusal(exc), status_code=exc.status)
 
 
-class _TooLarge(ReactlabError):
-    pass
-
-
-async def _read_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _to_response(resp: Any) -> Response:
     """A starlette Response from the simulator's httpx / httpx2 response, byte for byte.
 
@@ -274,104 +158,128 @@ def _note(request: Request, **details: Any) -> None:
 # --- the app ----------------------------------------------------------------------------
 
 
-def make_app(config: Config, task: str | None = None) -> Starlette:
-    """The ASGI app serving ``config``'s scripted scenarios (see the module docstring)."""
-    models = served_models(config, task)
-    runs = _FaultRuns()
-    store = ResponseStore()  # Responses answers, for GET /v1/responses/{id} and chaining
+@dataclass(frozen=True)
+class _State:
+    """What the app serves and keeps across requests."""
 
-    async def api_endpoint(request: Request, api: WireApi) -> Response:
-        try:
-            raw = await _read_body(request)
-        except _TooLarge:
-            return _error(api, 413, f"Request exceeds the maximum size of {MAX_BODY} bytes")
-        url = str(request.url)
-        checked = _check(api, raw, request.headers.get("content-type"), store)
-        if isinstance(checked, JSONResponse):
-            return checked
-        body = checked
-        sim = api.sim()
-        simulator = _simulator(api)
-        name = body["model"]
-        _note(request, model=name, **({"stream": True} if body.get("stream") is True else {}))
-        served = models.get(name)
-        if served is None:
-            status, payload = sim.respond(_NO_SCRIPTS, body)
-            return _JSONResponse(payload, status_code=status)
-        # The policy knows the requested name; the answer names the script that plays
-        # (as a real API answers an alias with the model it resolved to), so its bytes are
-        # those of the in-process run.
-        policy = ScriptedPolicy({name: served.script}, served.params, served.question,
-                                answer_names={name: served.script.name})
-        handle = (simulator.handler(policy, store) if simulator is not None
-                  else sim.handler(policy))
-        step = sim.step_of(body)
-        _note(request, task=served.task, scenario=served.scenario, step=step)
-        state = None
-        if served.faults:
-            state = runs.plan_for(api.name, served, request.headers.get(RUN_HEADER, ""),
-                                  step)
-            handle = sim.with_faults(handle, state.plan)
-        headers = {"content-type": request.headers.get("content-type", "")}
-        if "anthropic-beta" in request.headers:  # the betas a request enables (hosted MCP)
-            headers["anthropic-beta"] = request.headers["anthropic-beta"]
-        http_request = api.http().Request("POST", url, content=raw, headers=headers)
-        try:
-            if hosted_mcp.requested(body):
-                # the simulator calls the request's MCP servers itself: off the event loop
-                resp = await run_in_threadpool(handle, http_request)
-            else:
-                resp = handle(http_request)
-        except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
-            log.exception("%s %s: the simulator failed", request.method, request.url.path)
-            return _error(api, 500, "Internal server error (simulator failure)")
-        if state is not None:
-            fault = state.plan.log[-1][2]
-            state.last_step, state.last_clean = step, fault is None
-            if fault is not None:
-                _note(request, fault=fault.to_dict())
-        return _to_response(resp)
+    models: dict[str, ServedModel]
+    runs: FaultRuns
+    store: ResponseStore  # Responses answers, for GET /v1/responses/{id} and chaining
 
-    def endpoint(api: WireApi) -> Callable[[Request], Awaitable[Response]]:
-        async def serve_api(request: Request) -> Response:
-            return await api_endpoint(request, api)
 
-        return serve_api
+def _handler(state: _State, api: WireApi, served: ServedModel, body: dict[str, Any],
+             request: Request) -> tuple[Handler, int, RunState | None]:
+    """(handler, step, fault-plan state) of a request for ``served``'s script.
 
-    served_apis = list(apis().values())
+    The policy knows the requested name; the answer names the script that plays (as a
+    real API answers an alias with the model it resolved to), so its bytes are those of
+    the in-process run."""
+    sim = api.sim()
+    simulator = _simulator(api)
+    name = body["model"]
+    policy = ScriptedPolicy({name: served.script}, served.params, served.question,
+                            answer_names={name: served.script.name})
+    handle: Handler = (simulator.handler(policy, state.store) if simulator is not None
+                       else sim.handler(policy))
+    step: int = sim.step_of(body)
+    _note(request, task=served.task, scenario=served.scenario, step=step)
+    run = None
+    if served.faults:
+        run = state.runs.plan_for(api.name, served, request.headers.get(RUN_HEADER, ""), step)
+        handle = sim.with_faults(handle, run.plan)
+    return handle, step, run
+
+
+async def _api_endpoint(state: _State, request: Request, api: WireApi) -> Response:
+    """A POST to one of ``api``'s routes: checked, then answered by the script it names."""
+    raw = await read_body(request, MAX_BODY)
+    if raw is None:
+        return _error(api, 413, f"Request exceeds the maximum size of {MAX_BODY} bytes")
+    checked = _check(api, raw, request.headers.get("content-type"), state.store)
+    if isinstance(checked, JSONResponse):
+        return checked
+    body = checked
+    _note(request, model=body["model"],
+          **({"stream": True} if body.get("stream") is True else {}))
+    served = state.models.get(body["model"])
+    if served is None:
+        status, payload = api.sim().respond(_NO_SCRIPTS, body)
+        return _JSONResponse(payload, status_code=status)
+    handle, step, run = _handler(state, api, served, body, request)
+    headers = {"content-type": request.headers.get("content-type", "")}
+    if "anthropic-beta" in request.headers:  # the betas a request enables (hosted MCP)
+        headers["anthropic-beta"] = request.headers["anthropic-beta"]
+    http_request = api.http().Request("POST", str(request.url), content=raw, headers=headers)
+    try:
+        if hosted_mcp.requested(body):
+            # the simulator calls the request's MCP servers itself: off the event loop
+            resp = await run_in_threadpool(handle, http_request)
+        else:
+            resp = handle(http_request)
+    except Exception:  # a bug, not a scenario: the API's 500, and the traceback logged
+        log.exception("%s %s: the simulator failed", request.method, request.url.path)
+        return _error(api, 500, "Internal server error (simulator failure)")
+    if run is not None:
+        fault = run.plan.log[-1][2]
+        run.last_step, run.last_clean = step, fault is None
+        if fault is not None:
+            _note(request, fault=fault.to_dict())
+    return _to_response(resp)
+
+
+def _endpoint(state: _State, api: WireApi) -> Callable[[Request], Awaitable[Response]]:
+    async def serve_api(request: Request) -> Response:
+        return await _api_endpoint(state, request, api)
+
+    return serve_api
+
+
+def _models_listing(models: dict[str, ServedModel], served_apis: list[WireApi],
+                    ) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /v1/models`` in the shape of the API whose header the request carries."""
 
     async def list_models(request: Request) -> Response:
-        names = list(models)
         listing = next((a for a in served_apis if a.models_list is not None
                         and a.models_header is not None and a.models_header in request.headers),
                        None) or next(a for a in served_apis if a.models_list is not None)
         assert listing.models_list is not None
-        return _JSONResponse(listing.models_list(names))
+        return _JSONResponse(listing.models_list(list(models)))
+
+    return list_models
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A 404, a 405 or another HTTP error of the router, in the path's API's shape."""
+    assert isinstance(exc, HTTPException)
+    api = api_for_path(request.url.path)
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404:
+        resp = _error(api, 404, api.not_found(where))
+    elif exc.status_code == 405:
+        resp = _error(api, 405, f"Method not allowed ({where})")
+    else:
+        resp = _error(api, exc.status_code, str(exc.detail))
+    resp.headers.update(exc.headers or {})
+    return resp
+
+
+def make_app(config: Config, task: str | None = None) -> Starlette:
+    """The ASGI app serving ``config``'s scripted scenarios (see the module docstring)."""
+    models = served_models(config, task)
+    state = _State(models, FaultRuns(), ResponseStore())
+    served_apis = list(apis().values())
 
     async def healthz(request: Request) -> Response:
         return _JSONResponse({"status": "ok", "models": len(models)})
 
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        api = api_for_path(request.url.path)
-        where = f"{request.method} {request.url.path}"
-        if exc.status_code == 404:
-            resp = _error(api, 404, api.not_found(where))
-        elif exc.status_code == 405:
-            resp = _error(api, 405, f"Method not allowed ({where})")
-        else:
-            resp = _error(api, exc.status_code, str(exc.detail))
-        resp.headers.update(exc.headers or {})
-        return resp
-
-    routes = [Route(path, endpoint(api), methods=["POST"])
+    routes = [Route(path, _endpoint(state, api), methods=["POST"])
               for api in served_apis for path in api.routes]
     routes += [
-        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models", _models_listing(models, served_apis), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
-    routes += extra_routes(models, store, lambda: routes)
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    routes += extra_routes(models, state.store, lambda: routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.add_middleware(_LogRequests)
     app.state.models = models
     return app
@@ -409,7 +317,7 @@ class _LogRequests:
 
 
 def _uvicorn_config(app: Starlette, host: str, port: int) -> uvicorn.Config:
-    import uvicorn
+    import uvicorn  # lazy: heavy (uvicorn), only a server that runs needs it
 
     return uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                           lifespan="off", loop="asyncio", http="h11", ws="none",
@@ -425,7 +333,7 @@ def _warn_if_exposed(host: str) -> None:
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *,
           task: str | None = None) -> None:
     """Serve ``config``'s scenarios until interrupted (Ctrl-C)."""
-    import uvicorn
+    import uvicorn  # lazy: heavy (uvicorn), only a server that runs needs it
 
     app = make_app(config, task)
     _warn_if_exposed(host)
@@ -470,7 +378,7 @@ class ServerThread:
             self._error = exc
 
     def start(self) -> ServerThread:
-        import uvicorn
+        import uvicorn  # lazy: heavy (uvicorn), only a server that runs needs it
 
         _warn_if_exposed(self.host)
         self._server = server = uvicorn.Server(_uvicorn_config(self.app, self.host, self.port))
