@@ -217,3 +217,13 @@ def interrupt(proc: Any, timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def stages(output: str) -> dict[str, int]:
+    """{rule: jobs done} from a run's terminal output: the progress line per stage that
+    reactlab's logger plugin prints (profiles/default; workflow/snakemake_logger_plugin_
+    reactlab), each when the stage has finished all its jobs."""
+    import re
+
+    return {m[1]: int(m[2]) for m in re.finditer(
+        r"^\[\s*\d+:\d\d\] (\w+)\s+(\d+)/(\d+)\s+jobs", output, re.M) if m[2] == m[3]}

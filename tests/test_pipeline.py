@@ -6,6 +6,7 @@ never done automatically.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -288,3 +289,23 @@ def test_a_dry_run_changes_no_file_with_a_grown_config_or_any_overlay(
         {k: v for k, v in before.items() if k.startswith("results/traces/")}
     runs_csv = (work / "results" / "tables" / "runs.csv").read_text(encoding="utf-8")
     assert "\nvariacion_busi_alto,openai,correcto," in runs_csv
+
+
+def test_the_default_run_prints_one_line_per_stage(pipeline: Path,
+                                                   tmp_path_factory: pytest.TempPathFactory
+                                                   ) -> None:
+    """Issue 38: `make run` shows the planned jobs, then one progress line per stage (its
+    jobs done / total, all jobs, elapsed), in at most 300 lines; third-party output (the
+    model conversion's progress bars, an MCP server's warnings) is in the job logs."""
+    from tests.conftest import stages
+    from tests.doc_commands import finished_default_run
+
+    _, ran = finished_default_run(tmp_path_factory.getbasetemp())
+    shown = ran.out + ran.err
+    assert len(shown.splitlines()) <= 300, shown[-3000:]
+    (planned,) = re.findall(r"\] (\d+) jobs in (\d+) stages", shown)
+    done = stages(shown)
+    assert len(done) == int(planned[1]) and sum(done.values()) == int(planned[0]), shown
+    for noise in ("it/s]", "validation error", "Select jobs to execute"):
+        assert noise not in shown, noise
+    assert "Converting" in (pipeline / "results/logs/convert_smollm2.log").read_text()
