@@ -104,9 +104,11 @@ bench-bfcl: env
 golden: env
 	$(BIN)/pytest tests/test_pipeline.py --regen-golden
 
+# Keeps results/recordings/: a live run's recordings are paid API calls (docs/simulators.md).
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
-	rm -rf results/inspect results/otel results/benchmarks
+	rm -rf results/inspect results/otel results/benchmarks results/viewer results/suites
+	rm -rf results/report.html
 
 # also forget the generated data and the converted model
 distclean: clean

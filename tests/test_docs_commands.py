@@ -474,14 +474,15 @@ def run_make_clean(command: str, request: pytest.FixtureRequest) -> None:
     work = request.getfixturevalue("scratch")
     outputs = ["results/traces", "results/verified", "results/tables", "results/figures",
                "results/logs", ".snakemake", "results/inspect", "results/otel",
-               "results/benchmarks"]
-    for folder in [*outputs, "data/generated", "data/models"]:
+               "results/benchmarks", "results/viewer", "results/suites"]
+    for folder in [*outputs, "data/generated", "data/models", "results/recordings"]:
         (work / folder).mkdir(parents=True, exist_ok=True)
         (work / folder / "x").write_text("x", encoding="utf-8")
     ran = shell(command, work, timeout=60)
     assert ran.rc == 0, ran.why()
     assert not any((work / f).exists() for f in outputs), ran.why()
     assert (work / "data/generated/x").exists() and (work / "data/models/x").exists()
+    assert (work / "results/recordings/x").exists()  # a live run's paid calls stay
 
 
 def run_default_run(command: str, request: pytest.FixtureRequest) -> None:

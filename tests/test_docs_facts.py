@@ -339,3 +339,9 @@ def test_statistics_page_counts_the_default_trials() -> None:
     expected = (len({r.trial for r in trials}), len({r.task for r in trials}), len(forced))
     assert (NUMBER_WORDS[n_trials], NUMBER_WORDS[n_tasks], NUMBER_WORDS[n_forced]) == \
         expected, f"docs/statistics.md: write {expected}"
+
+
+def test_readme_gives_the_default_runs_job_count(plan: Plan) -> None:
+    """The README's `make run` line names the number of jobs the default run plans."""
+    (stated,) = re.findall(r"default run's (\d+) jobs", flat(ROOT / "README.md"))
+    assert int(stated) == plan.jobs["total"], f"README.md: write {plan.jobs['total']} jobs"
