@@ -54,12 +54,15 @@ $(MCP_SQLITE_STAMP): workflow/envs/mcp-sqlite.txt
 
 env: $(STAMP) $(MCP_SQLITE_STAMP)
 
+# --logger reactlab: one progress line per stage instead of a block per job (reactlab's
+# Snakemake logger plugin, workflow/snakemake_logger_plugin_reactlab); every job's own
+# output is in its log under results/logs/, Snakemake's complete log in .snakemake/log/.
 run: env
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) --logger reactlab
 
 # Inspect logs and OpenTelemetry GenAI spans of the results (docs/exports.md).
 exports: env
-	$(BIN)/snakemake --cores $(CORES) exports
+	$(BIN)/snakemake --cores $(CORES) --logger reactlab exports
 
 lint: env
 	$(BIN)/ruff check .

@@ -18,7 +18,7 @@ import pytest
 
 from reactlab.config import parse
 from reactlab.core.errors import ConfigError, RecordingError, ToolServerError
-from tests.conftest import ROOT, stages, with_own_mcp_server
+from tests.conftest import ROOT, with_own_mcp_server
 
 BAD = str(ROOT / "tests" / "mcp_bad_server.py")
 SQLITE = ROOT / ".venv-mcp-sqlite" / "bin" / "mcp-server-sqlite"
@@ -600,7 +600,7 @@ def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_p
         return proc.stdout + proc.stderr
 
     out = snakemake(*targets)
-    assert stages(out)["sqlite_db"] == 1 and stages(out)["run_mcp"] == 4, out
+    assert "rule sqlite_db" in out and out.count("rule run_mcp") == 4
     recorded = {t: (work / t).read_bytes() for t in targets}
     for k in keys:
         assert (work / "results" / "recordings" / f"{k}.mcp.jsonl").is_file()
@@ -609,7 +609,7 @@ def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_p
         (work / t).unlink()
     (work / "replay.yaml").write_text("mcp_servers:\n  sqlite:\n    replay: true\n")
     out = snakemake(*targets, "--configfile", "replay.yaml")
-    assert stages(out)["replay_mcp"] == 4 and "run_mcp" not in stages(out), out
+    assert out.count("rule replay_mcp") == 4 and "rule run_mcp" not in out
     assert {t: (work / t).read_bytes() for t in targets} == recorded
     assert (work / "data/generated/acciones6.sqlite").read_bytes() == pristine
 

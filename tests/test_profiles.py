@@ -307,11 +307,9 @@ def test_default_profile_only_runs_jobs_as_threads_and_resumes_a_killed_run() ->
     """The profile Snakemake reads by itself changes how `run:` jobs execute (threads of
     the Snakemake process) and how a killed run is taken up again (the pipeline's flock
     instead of Snakemake's lock, interrupted jobs rerun: docs/workflow.md, "Recovery and
-    lints") and what the terminal shows (one line per stage: reactlab's logger plugin),
-    nothing about what a run plans or where."""
+    lints"), nothing about what a run plans or where."""
     profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
-    assert profile == {"force-use-threads": True, "nolock": True, "rerun-incomplete": True,
-                       "logger": ["reactlab"]}
+    assert profile == {"force-use-threads": True, "nolock": True, "rerun-incomplete": True}
 
 
 @pytest.mark.parametrize("name", ["slurm", "kubernetes"])

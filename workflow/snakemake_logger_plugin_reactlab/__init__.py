@@ -1,9 +1,11 @@
 """reactlab's Snakemake logger plugin: one progress line per stage instead of a block per job.
 
 Snakemake finds it by its package name (``snakemake_logger_plugin_*`` on the import path,
-which the project's editable install puts there) and the default profile turns it on
-(``logger: [reactlab]`` in profiles/default/config.yaml; ``--logger`` on a command line).
-It is Snakemake's stream handler, so the terminal shows:
+which the project's editable install puts there); ``make run`` turns it on (``.venv/bin/
+snakemake --logger reactlab``; any command line may add that option). Not in the default
+profile: there a Snakemake without reactlab on its path would refuse the option before
+the Snakefile could say how to build the environment. It is Snakemake's stream handler,
+so the terminal shows:
 
 - one line when the jobs are planned (how many, in how many stages);
 - one line each time a stage (a rule) has finished all its jobs: the stage's jobs done /
