@@ -89,6 +89,7 @@ LIVE = "needs live API keys and buys real API calls; tests/test_live.py covers t
 TABLE: dict[str, Entry] = {
     # --- README and docs/testing.md: the two commands, the conda route, the other targets
     "make run": slow("default_run"),
+    "make run CORES=2": slow("default_run"),
     "make test": not_run(SUITE + " (it is this suite, with ruff and mypy)"),
     "make test-full": not_run("the tests marked `full` of this suite: .ci/run runs them "
                               "after make test"),
@@ -155,6 +156,7 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/reactlab export inspect": slow("export"),
     ".venv/bin/reactlab export otel": cheap("export_otel"),
     ".venv/bin/snakemake --cores 4 exports": slow("exports"),
+    ".venv/bin/snakemake --cores 4 --logger reactlab exports": slow("exports"),
     ".venv/bin/snakemake --cores 4 all exports": slow("exports"),
     ".venv/bin/inspect view --log-dir results/inspect --host 127.0.0.1 --port 7575":
         not_run("a web server for a person's browser; tests/test_exports_browser.py looks "

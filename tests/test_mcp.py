@@ -392,7 +392,7 @@ def test_the_sql_scenarios_verdicts(raw_config, data_files, tmp_path, monkeypatc
     cfg = parse(raw_config)
     verdicts = {}
     for key in ("sql_cierre_busi/local/sql_correcto", "sql_cierre_busi/local/sql_consulta_erronea",
-                "sql_cierre_busi/local/sql_escritura", "sql_cierre_acme/local/sql_sin_datos"):
+                "sql_cierre_busi/local/sql_escritura", "sql_cierre_acme/openai/sql_sin_datos"):
         task, backend, scenario = key.split("/")
         trace = tmp_path / f"{scenario}.jsonl"
         run(cfg.run(task, backend, scenario), trace, tools_recording=tmp_path / "r.jsonl")
