@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
-SIMULATED_BASE_URL = "http://simulado"
-
 
 def read_message(r: Any) -> Answer:
     """(calls, text, content blocks to keep) of a Message; ProtocolError if the
@@ -104,7 +102,7 @@ def messages_final(client: Any, raw: Any) -> Any:
 class AnthropicMessagesSession(ApiSession):
     api = ANTHROPIC_MESSAGES
     sdk: ClassVar[ModuleType] = anthropic
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado"
     system_field = "system"
     catch = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
     answer_type = Message

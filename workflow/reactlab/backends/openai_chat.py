@@ -52,7 +52,6 @@ from reactlab.core.errors import UsageError
 from reactlab.simulate.apis import OPENAI_CHAT
 from reactlab.simulate.openai_chat import unstreamed_body
 
-SIMULATED_BASE_URL = "http://simulado/v1"
 # What a broken 200 can raise inside the SDK or while reading the parsed object.
 _CAUGHT = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError, IndexError)
 
@@ -164,7 +163,7 @@ def _stream_metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
 class OpenAIChatSession(ApiSession):
     api = OPENAI_CHAT
     sdk: ClassVar[ModuleType] = openai
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado/v1"
     system_field = "messages"  # a system message first in the conversation
     catch = _CAUGHT
     answer_type = ChatCompletion

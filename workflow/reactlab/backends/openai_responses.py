@@ -29,8 +29,6 @@ from reactlab.simulate.apis import OPENAI_RESPONSES
 if TYPE_CHECKING:
     import httpx2
 
-SIMULATED_BASE_URL = "http://simulado/v1"
-
 
 def read_response(r: Any) -> Answer:
     """(calls, text, output items to keep) of a Response; ProtocolError if the
@@ -72,7 +70,7 @@ def responses_final(client: Any, raw: Any) -> Any:
 class OpenAIResponsesSession(ApiSession):
     api = OPENAI_RESPONSES
     sdk: ClassVar[ModuleType] = openai
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado/v1"
     system_field = "instructions"
     catch = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError)
     answer_type = Response
