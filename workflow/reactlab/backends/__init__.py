@@ -16,13 +16,21 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolOutcome
+from reactlab.agent.types import BudgetExceeded, RequestMeter, ToolCall, ToolOutcome
+from reactlab.backends import registry
+from reactlab.backends.recording import REPLAY_API_KEY, Recorder
+from reactlab.backends.retry import API_KEY_HINT
+from reactlab.config.faults import FaultPlan
 from reactlab.core.errors import ClientError, ProtocolError
+from reactlab.core.tokens import count
+from reactlab.simulate import ScriptedPolicy
+from reactlab.tools import TOOLS, json_schema, parse_arguments_strict
+from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn, Session
     from reactlab.backends.local.model import LocalModel
-    from reactlab.backends.recording import Recorder, Replay
+    from reactlab.backends.recording import Replay
     from reactlab.config import RunSpec
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
@@ -43,8 +51,6 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     ``api_key_env`` names: BackendError ("client") before anything is sent when it is
     unset or empty.
     """
-    from reactlab.backends import registry
-
     return registry.open_session(spec, sleep=sleep, recorder=recorder, replay=replay,
                                  model=model, first_turn=first_turn)
 
@@ -69,8 +75,6 @@ def api_key(spec: RunSpec) -> str:
 
 def api_key_hint(spec: RunSpec) -> str:
     """What a 401 tells the user to check (the variable, for a live backend)."""
-    from reactlab.backends.retry import API_KEY_HINT
-
     name = getattr(spec.backend_config, "api_key_env", None)
     return f"{API_KEY_HINT} in ${name}" if name else API_KEY_HINT
 
@@ -84,22 +88,17 @@ def http_transport(spec: RunSpec, lib: ModuleType, simulated: Callable[[], Any],
     also keeps the key out of what the SDK reads back), the key from the environment.
     Simulated: ``simulated()``, wrapped when a recorder is given.
     """
-    from reactlab.backends.recording import REPLAY_API_KEY
-    from reactlab.backends.recording import Recorder as _Recorder
-
     if replay is not None:
         return replay.transport(lib), REPLAY_API_KEY
     if spec.backend_config.mode == "live":
         key = api_key(spec)
-        return (recorder or _Recorder()).wrap(lib, lib.HTTPTransport(), secret=key), key
+        return (recorder or Recorder()).wrap(lib, lib.HTTPTransport(), secret=key), key
     transport = simulated()
     return (transport if recorder is None else recorder.wrap(lib, transport)), "sk-simulado"
 
 
 def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     """An httpx/httpx2 request event hook: count the body's tokens, enforce the budget."""
-    from reactlab.core.tokens import count
-
     def hook(request: Any) -> None:
         n = count(request.content.decode("utf-8"))
         if meter.limit is not None and n > meter.limit:
@@ -137,8 +136,6 @@ def tool_definitions(spec: ToolsOf) -> list[tuple[str, str, dict[str, Any]]]:
     own = spec.tool_schemas
     if own is not None:
         return [(t["name"], t["description"], t["parameters"]) for t in own]
-    from reactlab.tools import TOOLS, json_schema
-
     return [(n, TOOLS[n].description, json_schema(n)) for n in spec.tools]
 
 
@@ -148,11 +145,15 @@ def parse_arguments(text: Any) -> tuple[dict[str, Any] | None, str | None]:
         return text, None
     if isinstance(text, str):
         # Strict: duplicate keys, NaN/Infinity and non-finite numbers are refused.
-        from reactlab.tools import parse_arguments_strict
-
         value = parse_arguments_strict(text)
         return (value, None) if isinstance(value, dict) else (None, text)
     return None, json.dumps(text)
+
+
+def parsed_call(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """A tool call of an answer, its ``arguments`` read by :func:`parse_arguments`."""
+    args, raw = parse_arguments(arguments)
+    return ToolCall(id=call_id, name=name, arguments=args, raw=raw)
 
 
 #: How the HTTP adapters write a tool result's JSON: with ASCII escapes (``json.dumps``
@@ -165,17 +166,12 @@ def api_result_text(oc: ToolOutcome) -> str:
     """A tool result as the HTTP APIs get it back: ``json.dumps`` defaults (ASCII escapes,
     as in the lesson: :data:`API_RESULTS_ASCII`), marked as data when the delimiting
     defence is on."""
-    from reactlab.tools.messages import tool_message
-
     return tool_message(oc.result, delimit=oc.delimit, ensure_ascii=API_RESULTS_ASCII)
 
 
 def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:
     """(MockTransport of ``lib`` serving the spec's script through simulator module
     ``sim``, with its fault plan injected; the plan)."""
-    from reactlab.config.faults import FaultPlan
-    from reactlab.simulate import ScriptedPolicy
-
     policy = ScriptedPolicy({spec.script.model: spec.script_obj()}, spec.params, spec.question)
     plan = FaultPlan.from_script(spec.script)
     handle = sim.handler(policy)

@@ -28,6 +28,7 @@ reading an answer (and a streamed one), remembering the answer and adding tool r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,6 +50,8 @@ from reactlab.config.settings import LiveBackend, SimulatedBackend
 from reactlab.core.errors import BackendError, ClientError, NetworkError, RequestTimeoutError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
     from reactlab.simulate.apis import WireApi
@@ -57,11 +60,21 @@ if TYPE_CHECKING:
 Answer = tuple[list[ToolCall], str, list[dict[str, Any]]]
 
 
+def answer_items(r: Any, cls: type, kind: str, field: str) -> list[Any]:
+    """The ``field`` list of an SDK answer object; ProtocolError if ``r`` is not a ``cls``
+    (``kind`` names it: "a Messages API object") or has no ``field`` list (an HTML page,
+    JSON without it ...)."""
+    if not isinstance(r, cls):
+        raise protocol_error(None, f"expected {kind}, got {type(r).__name__} {str(r)[:80]!r}")
+    items = getattr(r, field, None)
+    if not isinstance(items, list):
+        raise protocol_error(None, f"the response has no `{field}` list")
+    return items
+
+
 def content_text(content: Any) -> str:
     """A message content as the text it holds: a string as it is, a list of parts (text
     blocks, ``input_text`` / ``output_text`` items) joined, anything else as JSON."""
-    import json
-
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -102,6 +115,8 @@ class ApiSession:
     system_field: ClassVar[str]
     #: What a broken answer can raise inside the SDK or while reading the parsed object.
     catch: ClassVar[tuple[type[Exception], ...]]
+    #: The SDK's answer type (what :meth:`read` reads; :meth:`read_payload` builds one).
+    answer_type: ClassVar[type[BaseModel]]
     #: Tool results go back as :func:`reactlab.backends.api_result_text` writes them.
     tool_results_ascii: ClassVar[bool] = API_RESULTS_ASCII
 
@@ -183,16 +198,17 @@ class ApiSession:
         raise NotImplementedError
 
     def _remember(self, items: list[dict[str, Any]]) -> None:
-        """Append the kept items of an answer to the history."""
-        raise NotImplementedError
+        """Append the kept items of an answer to the history (as they are: an API whose
+        history holds them otherwise overrides this)."""
+        self.history += items
 
     # --- reading another client's exchange (a framework's run, reactlab.frameworks) -----
 
     @classmethod
     def read_payload(cls, payload: dict[str, Any]) -> Answer:
         """(calls, text, items) of an answer's JSON body, as :meth:`read` reads the SDK's
-        object of it."""
-        raise NotImplementedError
+        object of it (validated into :attr:`answer_type`)."""
+        return cls.read(cls.answer_type.model_validate(payload))
 
     @staticmethod
     def sent_results(body: dict[str, Any]) -> dict[str, str]:

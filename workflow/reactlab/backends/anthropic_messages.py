@@ -21,8 +21,8 @@ import httpx2
 from anthropic.types import Message
 
 from reactlab.agent.types import ToolCall, ToolOutcome
-from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
-from reactlab.backends.adapter import Answer, ApiSession, content_text
+from reactlab.backends import api_result_text, parsed_call, streaming
+from reactlab.backends.adapter import Answer, ApiSession, answer_items, content_text
 from reactlab.core.errors import StreamError
 from reactlab.simulate import cut_json, partial_object
 from reactlab.simulate.apis import ANTHROPIC_MESSAGES
@@ -31,18 +31,11 @@ if TYPE_CHECKING:
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
-SIMULATED_BASE_URL = "http://simulado"
-
 
 def read_message(r: Any) -> Answer:
     """(calls, text, content blocks to keep) of a Message; ProtocolError if the
     object is not a Messages API answer (an HTML page, JSON without ``content`` ...)."""
-    if not isinstance(r, Message):
-        raise protocol_error(None, f"expected a Messages API object, got {type(r).__name__}"
-                                   f" {str(r)[:80]!r}")
-    content = getattr(r, "content", None)
-    if not isinstance(content, list):
-        raise protocol_error(None, "the response has no `content` list")
+    content = answer_items(r, Message, "a Messages API object", "content")
     calls = []
     cut_off = getattr(r, "stop_reason", None) == "max_tokens"
     for i, b in enumerate(content):
@@ -54,8 +47,7 @@ def read_message(r: Any) -> Answer:
                 calls.append(ToolCall(id=b.id, name=b.name, arguments=None,
                                       raw=cut_json(b.input)))
                 continue
-            args, raw = parse_arguments(b.input)
-            calls.append(ToolCall(id=b.id, name=b.name, arguments=args, raw=raw))
+            calls.append(parsed_call(b.id, b.name, b.input))
     text = "".join(b.text for b in content if getattr(b, "type", None) == "text")
     dumped = [b.model_dump(exclude_none=True, warnings=False) for b in content]
     return calls, text, dumped
@@ -110,15 +102,12 @@ def messages_final(client: Any, raw: Any) -> Any:
 class AnthropicMessagesSession(ApiSession):
     api = ANTHROPIC_MESSAGES
     sdk: ClassVar[ModuleType] = anthropic
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado"
     system_field = "system"
     catch = (anthropic.AnthropicError, ValueError, AttributeError, TypeError, KeyError)
+    answer_type = Message
     read = staticmethod(read_message)
     read_stream = staticmethod(messages_final)
-
-    @classmethod
-    def read_payload(cls, payload: dict[str, Any]) -> Answer:
-        return read_message(Message.model_validate(payload))
 
     @staticmethod
     def sent_results(body: dict[str, Any]) -> dict[str, str]:

@@ -42,16 +42,16 @@ from reactlab.agent.types import RequestMeter, ToolCall, ToolOutcome
 from reactlab.backends import (
     api_result_text,
     metering_hook,
-    parse_arguments,
+    parsed_call,
     protocol_error,
     streaming,
 )
 from reactlab.backends.adapter import Answer, ApiSession, content_text
+from reactlab.backends.openai_responses import openai_client
 from reactlab.core.errors import UsageError
 from reactlab.simulate.apis import OPENAI_CHAT
 from reactlab.simulate.openai_chat import unstreamed_body
 
-SIMULATED_BASE_URL = "http://simulado/v1"
 # What a broken 200 can raise inside the SDK or while reading the parsed object.
 _CAUGHT = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError, IndexError)
 
@@ -71,8 +71,7 @@ def read_completion(r: Any) -> Answer:
     kept_calls: list[dict[str, Any]] = []
     for c in message.tool_calls or []:
         if c.type == "function":
-            args, raw = parse_arguments(c.function.arguments)
-            calls.append(ToolCall(id=c.id, name=c.function.name, arguments=args, raw=raw))
+            calls.append(parsed_call(c.id, c.function.name, c.function.arguments))
             kept_calls.append({"id": c.id, "type": "function", "function": {
                 "name": c.function.name, "arguments": c.function.arguments}})
         else:  # a custom tool: its input is free text, not JSON arguments
@@ -164,15 +163,12 @@ def _stream_metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
 class OpenAIChatSession(ApiSession):
     api = OPENAI_CHAT
     sdk: ClassVar[ModuleType] = openai
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado/v1"
     system_field = "messages"  # a system message first in the conversation
     catch = _CAUGHT
+    answer_type = ChatCompletion
     read = staticmethod(read_completion)
     read_stream = staticmethod(chat_final)
-
-    @classmethod
-    def read_payload(cls, payload: dict[str, Any]) -> Answer:
-        return read_completion(ChatCompletion.model_validate(payload))
 
     @staticmethod
     def sent_results(body: dict[str, Any]) -> dict[str, str]:
@@ -193,10 +189,7 @@ class OpenAIChatSession(ApiSession):
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
         if self.stream:  # count the body without its streaming members, stream_options too
             http.event_hooks = {"request": [_stream_metering_hook(self.meter)]}
-        return openai.OpenAI(api_key=key, base_url=base_url,
-                             # openai annotates httpx2.Client; it takes an httpx.Client too
-                             http_client=http,  # type: ignore[arg-type]
-                             max_retries=0)
+        return openai_client(key, base_url, http)
 
     def add_system_prompt(self, text: str) -> None:
         self.history.insert(0, {"role": "system", "content": text})
@@ -212,9 +205,6 @@ class OpenAIChatSession(ApiSession):
                                                        messages=self.history, **self.extra)
         return self.client.chat.completions.with_raw_response.create(
             model=self.model, messages=self.history, **self.extra, **self.stream_extra)
-
-    def _remember(self, items: list[dict[str, Any]]) -> None:
-        self.history += items
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:

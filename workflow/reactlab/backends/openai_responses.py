@@ -14,38 +14,42 @@ non-empty key.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import httpx
 import openai
 from openai.types.responses import Response
 
-from reactlab.agent.types import ToolCall, ToolOutcome
-from reactlab.backends import api_result_text, parse_arguments, protocol_error, streaming
-from reactlab.backends.adapter import Answer, ApiSession, content_text
+from reactlab.agent.types import ToolOutcome
+from reactlab.backends import api_result_text, parsed_call, streaming
+from reactlab.backends.adapter import Answer, ApiSession, answer_items, content_text
 from reactlab.core.errors import StreamError
 from reactlab.simulate.apis import OPENAI_RESPONSES
 
-SIMULATED_BASE_URL = "http://simulado/v1"
+if TYPE_CHECKING:
+    import httpx2
 
 
 def read_response(r: Any) -> Answer:
     """(calls, text, output items to keep) of a Response; ProtocolError if the
     object is not a Responses API answer (an HTML page, JSON without ``output`` ...)."""
-    if not isinstance(r, Response):
-        raise protocol_error(None, f"expected a Responses API object, got {type(r).__name__}"
-                                   f" {str(r)[:80]!r}")
-    output = getattr(r, "output", None)
-    if not isinstance(output, list):
-        raise protocol_error(None, "the response has no `output` list")
+    output = answer_items(r, Response, "a Responses API object", "output")
     calls = []
     for o in output:
         if getattr(o, "type", None) == "function_call":
-            args, raw = parse_arguments(o.arguments)
-            calls.append(ToolCall(id=o.call_id, name=o.name, arguments=args, raw=raw))
+            calls.append(parsed_call(o.call_id, o.name, o.arguments))
     text = r.output_text
     dumped = [o.model_dump(exclude_none=True) for o in output]
     return calls, text, dumped
+
+
+def openai_client(key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
+    """The ``openai`` client of a session on ``http`` (``max_retries=0``: the retries are
+    ours), for the Responses and the Chat Completions adapters alike."""
+    # openai annotates http_client as an httpx2.Client; it takes an httpx.Client too (the
+    # same interface: the sessions of the openai providers run on httpx, registry.py)
+    return openai.OpenAI(api_key=key, base_url=base_url,
+                         http_client=cast("httpx2.Client", http), max_retries=0)
 
 
 def responses_final(client: Any, raw: Any) -> Any:
@@ -66,9 +70,10 @@ def responses_final(client: Any, raw: Any) -> Any:
 class OpenAIResponsesSession(ApiSession):
     api = OPENAI_RESPONSES
     sdk: ClassVar[ModuleType] = openai
-    simulated_base_url = SIMULATED_BASE_URL
+    simulated_base_url = "http://simulado/v1"
     system_field = "instructions"
     catch = (openai.OpenAIError, ValueError, AttributeError, TypeError, KeyError)
+    answer_type = Response
     read = staticmethod(read_response)
     read_stream = staticmethod(responses_final)
 
@@ -87,10 +92,7 @@ class OpenAIResponsesSession(ApiSession):
                 and i.get("type") == "function_call_output"}
 
     def make_client(self, key: str, base_url: str | None, http: httpx.Client) -> openai.OpenAI:
-        return openai.OpenAI(api_key=key, base_url=base_url,
-                             # openai annotates httpx2.Client; it takes an httpx.Client too
-                             http_client=http,  # type: ignore[arg-type]
-                             max_retries=0)
+        return openai_client(key, base_url, http)
 
     def tool_definition(self, name: str, description: str,
                         schema: dict[str, Any]) -> dict[str, Any]:
@@ -103,9 +105,6 @@ class OpenAIResponsesSession(ApiSession):
                                                 **self.extra)
         return self.client.responses.with_raw_response.create(
             model=self.model, input=self.history, stream=True, **self.extra)
-
-    def _remember(self, items: list[dict[str, Any]]) -> None:
-        self.history += items
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:

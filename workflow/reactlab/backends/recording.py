@@ -50,6 +50,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from reactlab.backends.retry import retry_after
 from reactlab.core.errors import ProtocolError, RecordingError
 from reactlab.core.io import write_bytes_atomic
 
@@ -133,8 +134,6 @@ def _normalise_retry_after(headers: dict[str, str]) -> None:
     try:
         float(raw)
     except ValueError:
-        from reactlab.backends.retry import retry_after
-
         seconds = retry_after({"retry-after": raw})
         if seconds is None:
             del headers["retry-after"]
@@ -337,26 +336,38 @@ class Replay:
                 f"{len(self.records)} recorded attempts; it is not the run that was recorded")
 
 
+class _Recording:
+    """A transport that sends through ``inner`` and records each attempt (the behaviour of
+    the recording transport; :func:`_transport_classes` puts it on the library's base)."""
+
+    def __init__(self, recorder: Recorder, lib_: ModuleType, inner: Any,
+                 secret: str | None) -> None:
+        self.recorder, self.lib, self.inner, self.secret = recorder, lib_, inner, secret
+
+    def handle_request(self, request: Any) -> Any:
+        return self.recorder.exchange(self.lib, self.inner, request, self.secret)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _Replaying:
+    """A transport that answers every request from a recording (the behaviour of the
+    replay transport; :func:`_transport_classes` puts it on the library's base)."""
+
+    def __init__(self, replay: Replay, lib_: ModuleType) -> None:
+        self.replay, self.lib = replay, lib_
+
+    def handle_request(self, request: Any) -> Any:
+        return self.replay.answer(self.lib, request)
+
+
 @cache
 def _transport_classes(lib: ModuleType) -> tuple[type, type]:
-    """(recording, replay) transport classes for ``lib`` (httpx or httpx2)."""
-
-    class RecordingTransport(lib.BaseTransport):  # type: ignore[name-defined,misc]
-        def __init__(self, recorder: Recorder, lib_: ModuleType, inner: Any,
-                     secret: str | None) -> None:
-            self.recorder, self.lib, self.inner, self.secret = recorder, lib_, inner, secret
-
-        def handle_request(self, request: Any) -> Any:
-            return self.recorder.exchange(self.lib, self.inner, request, self.secret)
-
-        def close(self) -> None:
-            self.inner.close()
-
-    class ReplayTransport(lib.BaseTransport):  # type: ignore[name-defined,misc]
-        def __init__(self, replay: Replay, lib_: ModuleType) -> None:
-            self.replay, self.lib = replay, lib_
-
-        def handle_request(self, request: Any) -> Any:
-            return self.replay.answer(self.lib, request)
-
-    return RecordingTransport, ReplayTransport
+    """(recording, replay) transport classes for ``lib`` (httpx or httpx2): the behaviours
+    above first, then ``lib.BaseTransport`` (what the client calls on its transport
+    besides ``handle_request``: the context manager, ``close``). Built with ``type()``:
+    the base is the library the session runs on, known only at run time."""
+    base = lib.BaseTransport
+    return (type("RecordingTransport", (_Recording, base), {}),
+            type("ReplayTransport", (_Replaying, base), {}))

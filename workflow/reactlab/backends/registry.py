@@ -39,8 +39,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from reactlab.agent.strategies import strategy_named
 from reactlab.config import declare_provider
-from reactlab.core.errors import ClientError, UsageError
+from reactlab.core.errors import ClientError, RecordingError, UsageError
 from reactlab.core.joblog import register_loggers
 from reactlab.simulate.apis import (
     ANTHROPIC_MESSAGES,
@@ -128,8 +129,8 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
                                             "OpenAIChatSession")},
              api=OPENAI_CHAT, packages=("openai", "httpx"), loggers=("openai",),
              quiet=("httpx", "httpcore")),
-    Provider("local", {CONVERSATION: ("reactlab.backends.registry", "open_local"),
-                       "plan_execute": ("reactlab.backends.registry", "open_plan_execute")},
+    Provider("local", {CONVERSATION: ("reactlab.backends.local", "open_local"),
+                       "plan_execute": ("reactlab.backends.local", "open_plan_execute")},
              packages=("transformers", "torch")),
 )}
 
@@ -177,41 +178,11 @@ def slot_resources(provider_of: Callable[[Any], str]) -> dict[str, Callable[[Any
     return {p.resource: slot(p.name) for p in _REGISTERED.values() if p.http}
 
 
-def open_local(spec: RunSpec, *, model: LocalModel | None = None,
-               first_turn: ModelTurn | None = None) -> Session:
-    """A session on the in-process backend: the scripted one, or the model in ``model``
-    mode: ``model`` when given (a shard's, loaded once for its cases; its cache of the
-    previous prompt is dropped), else loaded. ``first_turn``: the run's one turn, already
-    decoded in a batch (:mod:`reactlab.backends.local.batch`)."""
-    from reactlab.backends import local
-
-    if spec.backend_config.mode == "model":
-        if first_turn is not None:
-            from reactlab.backends.local.batch import PrecomputedSession
-
-            return PrecomputedSession(first_turn)
-        if model is None:
-            model = local.load_model(spec)
-        else:
-            model.reset_cache()
-        return local.LocalModelSession(spec, model)
-    return local.LocalScriptedSession(spec)
-
-
-def open_plan_execute(spec: RunSpec) -> Session:
-    """The model's side of plan-and-execute, on the backend's local model."""
-    from reactlab.backends import local
-
-    return local.PlanExecuteSession(spec, local.load_model(spec))
-
-
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None,
                  model: LocalModel | None = None,
                  first_turn: ModelTurn | None = None) -> Session:
     """See :func:`reactlab.backends.open_session`."""
-    from reactlab.agent.strategies import strategy_named
-
     entry = provider(spec.backend_config.provider)
     factory = entry.load(strategy_named(spec.script.strategy).session)
     if entry.http:
@@ -223,8 +194,6 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
         session: Session = factory(spec, sleep=sleep, recorder=recorder, replay=replay)
         return session
     if recorder is not None or replay is not None:
-        from reactlab.core.errors import RecordingError
-
         raise RecordingError(f"backend {spec.backend!r} ({entry.name}) has no HTTP layer to "
                              "record or replay; recordings are for the "
                              f"{' and '.join(n for n, p in _REGISTERED.items() if p.http)} "

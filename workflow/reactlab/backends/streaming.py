@@ -23,15 +23,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from reactlab.agent.types import RequestMeter
+from reactlab.backends import metering_hook as plain_metering_hook
 from reactlab.simulate import unstreamed
 
 __all__ = ["is_event_stream", "metering_hook", "plain_answer", "unstreamed"]
 
 def metering_hook(meter: RequestMeter) -> Callable[[Any], None]:
     """The adapters' metering hook, counting the body as the non-streamed request sends it."""
-    from reactlab.backends import metering_hook as plain
-
-    hook = plain(meter)
+    hook = plain_metering_hook(meter)
 
     def count(request: Any) -> None:
         hook(SimpleNamespace(content=unstreamed(request.content)))

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import tempfile
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
@@ -97,8 +98,8 @@ def resolve_settings(kit: Kit) -> dict[str, int | None]:
 
 def _tool(tool: ToolDef) -> Any:
     """Inspect's own tool for ``tool`` (see the module docstring)."""
-    from inspect_ai.tool import ToolDef as InspectToolDef
-    from inspect_ai.tool import ToolParams
+    from inspect_ai.tool import ToolDef as InspectToolDef  # lazy: framework (agents extra)
+    from inspect_ai.tool import ToolParams  # lazy: framework (agents extra)
 
     fields = tool.args_model.model_fields
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
@@ -125,7 +126,7 @@ def _tool(tool: ToolDef) -> Any:
 
 def _model(kit: Kit, settings: dict[str, int | None]) -> Any:
     """Inspect's own model for the kit's wire API, on the kit's HTTP client."""
-    from inspect_ai.model import GenerateConfig, get_model
+    from inspect_ai.model import GenerateConfig, get_model  # lazy: framework (agents extra)
 
     config = GenerateConfig(max_retries=settings["max_retries"], timeout=settings["timeout"])
     args: dict[str, Any] = {"http_client": kit.http_client(asynchronous=True),
@@ -148,11 +149,9 @@ class InspectReact:
     mcp = True
 
     def run(self, kit: Kit) -> Ending:
-        import tempfile
-
-        from inspect_ai import Task
-        from inspect_ai import eval as inspect_eval
-        from inspect_ai.dataset import Sample
+        from inspect_ai import Task  # lazy: framework (agents extra)
+        from inspect_ai import eval as inspect_eval  # lazy: framework (agents extra)
+        from inspect_ai.dataset import Sample  # lazy: framework (agents extra)
 
         settings = resolve_settings(kit)
         kit.answer_tool = ANSWER_TOOL
@@ -178,7 +177,7 @@ def _tools(kit: Kit) -> list[Any]:
     it after)."""
     if kit.mcp is None:
         return [_tool(t) for t in kit.tools]
-    from inspect_ai.tool import mcp_server_stdio, mcp_tools
+    from inspect_ai.tool import mcp_server_stdio, mcp_tools  # lazy: framework (agents extra)
 
     server = mcp_server_stdio(name="reactlab", command=kit.mcp.command, args=kit.mcp.args,
                               env=kit.mcp.env)
@@ -190,10 +189,15 @@ def _solver(kit: Kit, settings: dict[str, int | None], ending: list[Ending],
     """The eval's one solver: runs ``react()`` in the sample with the limits of the
     settings, and keeps how it ended in ``ending`` (the simulator's hard stop in
     ``stopped``: eval() would record it as the sample's error)."""
-    from inspect_ai.agent import AgentPrompt, react
-    from inspect_ai.agent import run as run_agent
-    from inspect_ai.solver import Generate, TaskState, solver
-    from inspect_ai.util import LimitExceededError, message_limit, token_limit, turn_limit
+    from inspect_ai.agent import AgentPrompt, react  # lazy: framework (agents extra)
+    from inspect_ai.agent import run as run_agent  # lazy: framework (agents extra)
+    from inspect_ai.solver import Generate, TaskState, solver  # lazy: framework (agents extra)
+    from inspect_ai.util import (  # lazy: framework (agents extra)
+        LimitExceededError,
+        message_limit,
+        token_limit,
+        turn_limit,
+    )
 
     limits: list[Any] = []
     if settings["turn_limit"] is not None:

@@ -11,6 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from reactlab.backends import registry
+from reactlab.config.faults import FaultPlan
+from reactlab.simulate import ScriptedPolicy
+from reactlab.simulate.base import ANSWER
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -55,11 +60,7 @@ class Wire:
     """The transport handler of a framework's run (see the module docstring)."""
 
     def __init__(self, spec: RunSpec, max_requests: int) -> None:
-        from reactlab.backends.registry import provider
-        from reactlab.config.faults import FaultPlan
-        from reactlab.simulate import ScriptedPolicy
-
-        api = provider(spec.backend_config.provider).api
+        api = registry.provider(spec.backend_config.provider).api
         assert api is not None, f"{spec.key}: a framework runs on an HTTP API's simulator"
         self.lib = api.http()
         sim = api.sim()
@@ -73,8 +74,6 @@ class Wire:
         self.lock = threading.Lock()
 
     def __call__(self, request: Any) -> Any:
-        from reactlab.simulate.base import ANSWER
-
         with self.lock:
             if len(self.exchanges) >= self.max_requests:
                 raise HardStop(f"request {len(self.exchanges) + 1} refused: the agent's "
@@ -160,9 +159,7 @@ class Kit:
     def base_url(self) -> str:
         """The base URL the framework's SDK client is given (never contacted: the kit's
         HTTP client answers from the simulator)."""
-        from reactlab.backends.registry import provider
-
-        return provider(self.provider).adapter().simulated_base_url
+        return registry.provider(self.provider).adapter().simulated_base_url
 
     @property
     def api_key(self) -> str:

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import SecretStr
+
 from reactlab.frameworks.kit import Ending, Kit, ToolDef
 
 __all__ = ["MAX_RETRIES", "NAME", "TIMEOUT", "LangChain", "recursion_limit"]
@@ -60,7 +62,7 @@ def recursion_limit(kit: Kit) -> int:
 
 
 def _tool(tool: ToolDef) -> Any:
-    from langchain_core.tools import StructuredTool
+    from langchain_core.tools import StructuredTool  # lazy: framework (agents extra)
 
     def run(**arguments: Any) -> dict[str, Any]:
         return tool.call(arguments)
@@ -71,14 +73,12 @@ def _tool(tool: ToolDef) -> Any:
 
 
 def _model(kit: Kit) -> Any:
-    from pydantic import SecretStr
-
     settings = kit.settings
     retries = int(settings.get("max_retries", MAX_RETRIES))
     timeout = float(settings.get("timeout", TIMEOUT))
     if kit.provider == "anthropic":
-        import anthropic
-        from langchain_anthropic import ChatAnthropic
+        import anthropic  # lazy: SDK (anthropic)
+        from langchain_anthropic import ChatAnthropic  # lazy: framework (agents extra)
 
         # the backend's max_tokens (config.yaml), else ChatAnthropic's own default
         max_tokens = kit.spec.backend_config.max_output_tokens
@@ -93,7 +93,7 @@ def _model(kit: Kit) -> Any:
         chat.__dict__["_async_client"] = anthropic.AsyncClient(
             **chat._client_params, http_client=kit.http_client(asynchronous=True))
         return chat
-    from langchain_openai import ChatOpenAI
+    from langchain_openai import ChatOpenAI  # lazy: framework (agents extra)
 
     return ChatOpenAI(model=kit.model, base_url=kit.base_url, api_key=SecretStr(kit.api_key),
                       max_retries=retries, timeout=timeout,
@@ -116,11 +116,14 @@ class LangChain:
     mcp = False
 
     def run(self, kit: Kit) -> Ending:
-        from langchain.agents import create_agent
-        from langchain_core.messages import AIMessage, HumanMessage
-        from langchain_core.runnables import RunnableConfig
-        from langgraph.errors import GraphRecursionError
-        from langsmith.run_helpers import tracing_context
+        from langchain.agents import create_agent  # lazy: framework (agents extra)
+        from langchain_core.messages import (  # lazy: framework (agents extra)
+            AIMessage,
+            HumanMessage,
+        )
+        from langchain_core.runnables import RunnableConfig  # lazy: framework (agents extra)
+        from langgraph.errors import GraphRecursionError  # lazy: framework (agents extra)
+        from langsmith.run_helpers import tracing_context  # lazy: framework (agents extra)
 
         agent = create_agent(_model(kit), [_tool(t) for t in kit.tools],
                              system_prompt=kit.system_prompt)

@@ -103,8 +103,8 @@ def function_tool_of(tool: ToolDef, *, strict: bool) -> Any:
     result as JSON text (``json.dumps``, its defaults: ASCII escapes), which the SDK sends
     back as it is (a dict would go back as its Python ``str()``, which no JSON reader
     reads)."""
-    from agents import function_tool
-    from agents.strict_schema import ensure_strict_json_schema
+    from agents import function_tool  # lazy: framework (agents extra)
+    from agents.strict_schema import ensure_strict_json_schema  # lazy: framework (agents extra)
 
     fields = tool.args_model.model_fields
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
@@ -137,7 +137,10 @@ async def _tools(kit: Kit, settings: dict[str, Any],
     if kit.mcp is None:
         return {"tools": [function_tool_of(t, strict=settings["strict_json_schema"])
                           for t in kit.tools]}
-    from agents.mcp import MCPServerStdio, create_static_tool_filter
+    from agents.mcp import (  # lazy: framework (agents extra)
+        MCPServerStdio,
+        create_static_tool_filter,
+    )
 
     server = MCPServerStdio(params={"command": kit.mcp.command, "args": kit.mcp.args,
                                     "env": kit.mcp.env},
@@ -163,7 +166,7 @@ class OpenAIAgents:
         return asyncio.run(self._run(kit))
 
     async def _run(self, kit: Kit) -> Ending:
-        from agents import (
+        from agents import (  # lazy: framework (agents extra)
             Agent,
             MaxTurnsExceeded,
             OpenAIChatCompletionsModel,
@@ -172,7 +175,7 @@ class OpenAIAgents:
             Runner,
             set_tracing_disabled,
         )
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI  # lazy: SDK (openai)
 
         settings = resolve_settings(kit)
         set_tracing_disabled(True)

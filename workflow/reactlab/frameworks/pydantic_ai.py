@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from reactlab.core.errors import UsageError
 from reactlab.frameworks.kit import Ending
 
@@ -82,17 +84,22 @@ def _public_name(exc: BaseException) -> str:
 def _model(kit: Kit) -> Any:
     """The framework's own model for the kit's wire API, on the kit's HTTP client."""
     if kit.provider == "anthropic":
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
+        from anthropic import AsyncAnthropic  # lazy: SDK (anthropic)
+        from pydantic_ai.models.anthropic import AnthropicModel  # lazy: framework (agents extra)
+        from pydantic_ai.providers.anthropic import (  # lazy: framework (agents extra)
+            AnthropicProvider,
+        )
 
         anthropic_client = AsyncAnthropic(base_url=kit.base_url, api_key=kit.api_key,
                                           http_client=kit.http_client())
         return AnthropicModel(kit.model,
                               provider=AnthropicProvider(anthropic_client=anthropic_client))
-    from openai import AsyncOpenAI
-    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-    from pydantic_ai.providers.openai import OpenAIProvider
+    from openai import AsyncOpenAI  # lazy: SDK (openai)
+    from pydantic_ai.models.openai import (  # lazy: framework (agents extra)
+        OpenAIChatModel,
+        OpenAIResponsesModel,
+    )
+    from pydantic_ai.providers.openai import OpenAIProvider  # lazy: framework (agents extra)
 
     openai_client = AsyncOpenAI(base_url=kit.base_url, api_key=kit.api_key,
                                 http_client=kit.http_client())
@@ -104,8 +111,7 @@ def _model(kit: Kit) -> Any:
 
 def _tool(tool: ToolDef, max_retries: int) -> Any:
     """The framework's own tool for ``tool``: a function of its pydantic argument model."""
-    from pydantic import BaseModel
-    from pydantic_ai import Tool
+    from pydantic_ai import Tool  # lazy: framework (agents extra)
 
     async def function(args: BaseModel) -> dict[str, Any]:
         return tool.call(args.model_dump())
@@ -124,8 +130,8 @@ def _tools(kit: Kit, tool_retries: int, timeout: float) -> dict[str, Any]:
     sent back as a retry, as the framework does by default)."""
     if kit.mcp is None:
         return {"tools": [_tool(t, tool_retries) for t in kit.tools]}
-    from fastmcp.client.transports import StdioTransport
-    from pydantic_ai.mcp import MCPToolset
+    from fastmcp.client.transports import StdioTransport  # lazy: framework (agents extra)
+    from pydantic_ai.mcp import MCPToolset  # lazy: framework (agents extra)
 
     transport = StdioTransport(kit.mcp.command, kit.mcp.args, env=kit.mcp.env,
                                keep_alive=False)
@@ -145,9 +151,9 @@ class PydanticAI:
     mcp = True
 
     def run(self, kit: Kit) -> Ending:
-        from pydantic_ai import Agent, UsageLimits
-        from pydantic_ai.exceptions import UsageLimitExceeded
-        from pydantic_ai.settings import ModelSettings
+        from pydantic_ai import Agent, UsageLimits  # lazy: framework (agents extra)
+        from pydantic_ai.exceptions import UsageLimitExceeded  # lazy: framework (agents extra)
+        from pydantic_ai.settings import ModelSettings  # lazy: framework (agents extra)
 
         given = {**DEFAULTS, **kit.settings}
         request_limit = kit.max_steps if kit.capped else int(_setting(given, "request_limit"))

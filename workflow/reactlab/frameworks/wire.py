@@ -37,22 +37,25 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from reactlab.backends.registry import provider
+from reactlab.config.mcp import file_copies, resolve_command, substitute
 from reactlab.core.errors import UsageError
+from reactlab.core.io import write_text_atomic
+from reactlab.core.tokens import count
 from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, StdioCommand, ToolDef, Wire
+from reactlab.frameworks.registry import framework
 from reactlab.mcp import relay
+from reactlab.tools import TOOLS, ToolBox, json_schema
 from reactlab.trace.records import Answer, End, Request, Termination, ToolCallRecord, ToolStatus
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
-    from reactlab.tools import ToolBox
 
 __all__ = ["FrameworkMcp", "build_records", "run_framework"]
 
 logger = logging.getLogger(__name__)
 
 def _tools(spec: RunSpec, toolbox: ToolBox, executed: list[Any]) -> list[ToolDef]:
-    from reactlab.tools import TOOLS, json_schema
-
     lock = threading.Lock()
 
     def caller(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -143,9 +146,6 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
     """The records of a framework's run, from its exchanges and tool executions (see
     the module docstring); a call to ``answer_tool`` (the framework's own answer tool,
     :attr:`Kit.answer_tool`) is the run's answer, not a tool call."""
-    from reactlab.backends.registry import provider
-    from reactlab.core.tokens import count
-
     session = provider(spec.backend_config.provider).adapter()
     answers = [None if ex.payload is None else session.read_payload(ex.payload)
                for ex in exchanges]
@@ -231,8 +231,6 @@ def _server(spec: RunSpec, log: Path | None) -> Iterator[StdioCommand | None]:
         yield None
         return
     assert log is not None, "a run with MCP tools has the relay's log"
-    from reactlab.config.mcp import file_copies, resolve_command, substitute
-
     if part.command is None:
         raise UsageError(f"{spec.key}: a framework takes MCP tools from a stdio server, "
                          f"and {part.server!r} is reached by URL")
@@ -250,10 +248,6 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
     runner writes them: :func:`reactlab.runner.run_to_trace`). With MCP tools
     (``tools`` a :class:`FrameworkMcp`) the executions are the relay's log, written to
     its ``recording`` when it names one."""
-    from reactlab.core.io import write_text_atomic
-    from reactlab.frameworks.registry import framework
-    from reactlab.tools import ToolBox
-
     assert spec.framework is not None, f"{spec.key} runs the lesson's loop"
     entry = framework(spec.framework.framework)
     wire = Wire(spec, spec.framework.max_requests)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -60,8 +61,6 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The relay's (and so its server's) environment: this process's, with the folder
     this package is imported from first on ``PYTHONPATH`` (so ``-m reactlab.mcp.relay``
     finds the same code from any working directory), then ``extra``."""
-    import os
-
     root = str(Path(__file__).resolve().parents[2])  # the folder holding reactlab/
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""),
@@ -72,6 +71,7 @@ def outcome(result: Any, results: str = "text") -> dict[str, Any]:
     """A logged MCP answer as the trace's tool result, read as the project's own MCP
     client reads one (:func:`reactlab.mcp.source.result_of`, with the server's
     ``results`` setting); a JSON-RPC error as that client's failure text."""
+    # lazy: the relay's own process (python -m) starts without config and pydantic (~0.5 s)
     from reactlab.mcp.source import FAILURES, result_of
 
     if not isinstance(result, dict):

@@ -32,8 +32,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
 
 from reactlab import config as config_module
 from reactlab import data
@@ -178,9 +181,6 @@ def _quiet_sdk_loggers() -> None:
 
 def serve_stdio(server: Server[Any]) -> None:
     """Serve over this process's stdin and stdout until the client closes stdin."""
-    import anyio
-    from mcp.server.stdio import stdio_server
-
     async def run() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
@@ -206,8 +206,6 @@ def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = DEFAULT
     Port 0 takes a free port; the URL logged (stderr) names the port bound. The socket is
     bound and listening before the URL is logged, so a client that read it can connect.
     """
-    import uvicorn
-
     if host not in LOOPBACK:
         log.warning("serving on %s: the MCP server has no authentication, and the DNS "
                     "rebinding protection is on for a loopback host only", host)

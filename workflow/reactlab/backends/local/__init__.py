@@ -32,13 +32,18 @@ from reactlab.agent.strategies import (
 )
 from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
 from reactlab.backends import ToolsOf, tool_definitions
+from reactlab.backends.local.grammar import Decoder, DecodingError, GrammarFactory, generate_with
 from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
+from reactlab.backends.local.model import LocalModel
 from reactlab.config.settings import ModelBackend
-from reactlab.core.errors import ClientError, ScriptError
+from reactlab.core.errors import ClientError, InternalError, ModelNotFound, ScriptError
+from reactlab.core.tokens import count
+from reactlab.simulate import parse_tool_output
+from reactlab.tools import json_schema
 from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.agent.types import Session
     from reactlab.config import RunSpec
 
 def hermes_tools(spec: ToolsOf) -> list[dict[str, Any]]:
@@ -100,8 +105,6 @@ class LocalScriptedSession(_TextSession):
         return render_chatml([{"role": "system", "content": system}, *self.messages[1:]])
 
     def _results(self) -> list[Any]:
-        from reactlab.simulate import parse_tool_output
-
         return [parse_tool_output(m["content"]) for m in self.messages if m["role"] == "tool"]
 
     def _write(self) -> str:
@@ -122,8 +125,6 @@ class LocalScriptedSession(_TextSession):
         return "\n".join(blocks)
 
     def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab.core.tokens import count
-
         sent = count(self.prompt())
         if budget_left is not None and sent > budget_left:
             raise BudgetExceeded(sent, budget_left)
@@ -150,8 +151,6 @@ class LocalModelSession(_TextSession):
         self.decoder: Any = None
         self.had_ok_result = False
         if self.decoding != "free":
-            from reactlab.backends.local.grammar import Decoder, DecodingError
-
             try:
                 self.decoder = Decoder(self.decoding, model, self.tools)
             except DecodingError as exc:
@@ -221,9 +220,6 @@ class PlanExecuteSession:
         the JSON schema of `variacion`'s arguments instead of being started by
         PLAN_EXTRACT_PREFIX. Built once, on first use."""
         if self._grammar is None:
-            from reactlab.backends.local.grammar import GrammarFactory
-            from reactlab.tools import json_schema
-
             factory = GrammarFactory(self.model.tokenizer,
                                      int(self.model.model.config.vocab_size))
             self._grammar = factory.json_object(json_schema(PLAN_TOOL))
@@ -251,8 +247,6 @@ class PlanExecuteSession:
         if self.decoding == "free":
             gen = self.model.generate(ids, max_new_tokens=self.max_new_tokens)
         else:
-            from reactlab.backends.local.grammar import generate_with
-
             grammar = self._extraction_grammar() if self.data is None else None
             gen, record = generate_with(self.model, ids, self.max_new_tokens, self.decoding,
                                         grammar, prefix)
@@ -276,8 +270,6 @@ def model_settings(spec: RunSpec) -> ModelBackend:
 
 
 def load_model(spec: RunSpec) -> LocalModel:
-    from reactlab.backends.local.model import LocalModel, ModelNotFound
-
     settings = model_settings(spec)
     try:
         model = LocalModel.load(settings.model, threads=settings.threads,
@@ -292,3 +284,51 @@ def load_model(spec: RunSpec) -> LocalModel:
                            float(settings.top_p if settings.top_p is not None else 1.0),
                            spec.seed)
     return model
+
+
+# ------------------------------------------------------------- the provider's factories
+
+
+class PrecomputedSession:
+    """A session whose one turn was decoded in a batch (single-turn cases only). It says
+    what the local model session that prepared its prompt says (the trace header of a
+    batched case is the one-at-a-time case's)."""
+
+    system_prompt_sent: ClassVar[bool] = _TextSession.system_prompt_sent
+    tool_results_ascii: ClassVar[bool] = _TextSession.tool_results_ascii
+
+    def __init__(self, turn: ModelTurn) -> None:
+        self.turn: ModelTurn | None = turn
+
+    def request(self, budget_left: int | None) -> ModelTurn:
+        if self.turn is None:
+            raise InternalError("a batched single-turn session has one turn")
+        turn, self.turn = self.turn, None
+        if budget_left is not None and turn.tokens_sent > budget_left:
+            raise BudgetExceeded(turn.tokens_sent, budget_left)
+        return turn
+
+    def add_results(self, outcomes: list[Any]) -> None:
+        """Single turn: results never go back."""
+
+
+def open_local(spec: RunSpec, *, model: LocalModel | None = None,
+               first_turn: ModelTurn | None = None) -> Session:
+    """A session on the in-process backend: the scripted one, or the model in ``model``
+    mode: ``model`` when given (a shard's, loaded once for its cases; its cache of the
+    previous prompt is dropped), else loaded. ``first_turn``: the run's one turn, already
+    decoded in a batch (:mod:`reactlab.backends.local.batch`)."""
+    if spec.backend_config.mode == "model":
+        if first_turn is not None:
+            return PrecomputedSession(first_turn)
+        if model is None:
+            model = load_model(spec)
+        else:
+            model.reset_cache()
+        return LocalModelSession(spec, model)
+    return LocalScriptedSession(spec)
+
+
+def open_plan_execute(spec: RunSpec) -> Session:
+    """The model's side of plan-and-execute, on the backend's local model."""
+    return PlanExecuteSession(spec, load_model(spec))

@@ -36,10 +36,16 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import ModelTurn
-from reactlab.backends.local import _TextSession
+from reactlab.backends.local import (
+    LocalModelSession,
+    calls_from_text,
+    model_settings,
+)
+from reactlab.backends.local.grammar import xgrammar_version
+from reactlab.backends.local.hermes import parse_tool_calls
 from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:
@@ -61,9 +67,9 @@ class Prepared:
 def make_batch_processor(grammars: Sequence[Any]) -> Any:
     """A logits processor for one batched ``generate``: row i masked by ``grammars[i]``
     (None: that row is free)."""
-    import torch
-    import transformers
-    import xgrammar as xgr
+    import torch  # lazy: heavy (torch)
+    import transformers  # lazy: heavy (transformers)
+    import xgrammar as xgr  # lazy: heavy (xgrammar)
 
     class BatchProcessor(transformers.LogitsProcessor):
         def __init__(self) -> None:
@@ -110,8 +116,8 @@ def generate_batch(model: LocalModel, prompts: Sequence[list[int]], max_new_toke
                    grammars: Sequence[Any] | None = None) -> tuple[list[list[int]], Any]:
     """Greedy new tokens for each prompt, decoded as one left-padded batch; each row is
     cut after its first EOS. Returns (new ids per row, the processor or None)."""
-    import torch
-    from transformers import LogitsProcessorList
+    import torch  # lazy: heavy (torch)
+    from transformers import LogitsProcessorList  # lazy: heavy (transformers)
 
     eos = model.eos_token_id
     width = max(len(p) for p in prompts)
@@ -146,10 +152,6 @@ def first_turns(model: LocalModel, specs: Sequence[RunSpec], batch_size: int,
     for a case whose mode is not batched: its session decodes it alone). ``layout``, when
     given, receives each batch's case ids (``spec.task``) in decoding order: the rows of
     one ``generate``, top to bottom."""
-    from reactlab.backends.local import LocalModelSession, calls_from_text, model_settings
-    from reactlab.backends.local.grammar import xgrammar_version
-    from reactlab.backends.local.hermes import parse_tool_calls
-
     prepared: list[Prepared | None] = []
     for spec in specs:
         session = LocalModelSession(spec, model)
@@ -198,28 +200,3 @@ def first_turns(model: LocalModel, specs: Sequence[RunSpec], batch_size: int,
                                  tokens_sent=len(p.ids), tokens_out=len(new_ids[j]),
                                  decoding=decoding)
     return turns
-
-
-class PrecomputedSession:
-    """A session whose one turn was decoded in a batch (single-turn cases only). It says
-    what the local model session that prepared its prompt says (the trace header of a
-    batched case is the one-at-a-time case's)."""
-
-    system_prompt_sent: ClassVar[bool] = _TextSession.system_prompt_sent
-    tool_results_ascii: ClassVar[bool] = _TextSession.tool_results_ascii
-
-    def __init__(self, turn: ModelTurn) -> None:
-        self.turn: ModelTurn | None = turn
-
-    def request(self, budget_left: int | None) -> ModelTurn:
-        from reactlab.agent.types import BudgetExceeded
-
-        if self.turn is None:
-            raise InternalError("a batched single-turn session has one turn")
-        turn, self.turn = self.turn, None
-        if budget_left is not None and turn.tokens_sent > budget_left:
-            raise BudgetExceeded(turn.tokens_sent, budget_left)
-        return turn
-
-    def add_results(self, outcomes: list[Any]) -> None:
-        """Single turn: results never go back."""

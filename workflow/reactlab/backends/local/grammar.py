@@ -120,7 +120,7 @@ class GrammarFactory:
 
     def compiler(self) -> Any:
         if self._compiler is None:
-            import xgrammar as xgr
+            import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
             info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size)
             self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
@@ -143,7 +143,7 @@ class GrammarFactory:
 
     @staticmethod
     def _json(schema: dict[str, Any]) -> Any:
-        import xgrammar as xgr
+        import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         try:
             return xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False,
@@ -153,7 +153,7 @@ class GrammarFactory:
 
     @classmethod
     def _call(cls, tools: list[dict[str, Any]]) -> Any:
-        import xgrammar as xgr
+        import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         return xgr.Grammar.concat(xgr.Grammar.from_ebnf(f"root ::= {json.dumps(CALL_PREFIX)}"),
                                   cls._json(call_schema(tools)),
@@ -166,7 +166,7 @@ class GrammarFactory:
 
     def union(self, tools: list[dict[str, Any]]) -> GrammarSpec:
         """One well-formed call, or free text that does not start with ``<``."""
-        import xgrammar as xgr
+        import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         return self._compile("union:" + json.dumps(tools, sort_keys=True),
                              lambda: xgr.Grammar.union(
@@ -175,7 +175,7 @@ class GrammarFactory:
 
     def structural(self, tools: list[dict[str, Any]]) -> GrammarSpec:
         """Free text; a ``<tool_call>`` the model opens must be a well-formed call."""
-        import xgrammar as xgr
+        import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         def build() -> Any:
             tag = xgr.get_model_structural_tag("qwen_3", tools=list(tools), tool_choice="auto",
@@ -187,7 +187,7 @@ class GrammarFactory:
     def arguments_tail(self, schema: dict[str, Any]) -> GrammarSpec:
         """The rest of a call after the program wrote ``{"name": "<tool>", "arguments": ``:
         the arguments object, then ``}`` and the closing tag."""
-        import xgrammar as xgr
+        import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         return self._compile("tail:" + json.dumps(schema, sort_keys=True),
                              lambda: xgr.Grammar.concat(
@@ -208,8 +208,8 @@ def make_processor(spec: GrammarSpec) -> Any:
     matcher so that :meth:`finish` can tell whether the grammar completed, and it adds
     up the time it spends (``mask_s``, ``calls``) for the benchmark.
     """
-    import transformers
-    import xgrammar as xgr
+    import transformers  # lazy: heavy (transformers)
+    import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
     class _Processor(transformers.LogitsProcessor):
         def __init__(self) -> None:

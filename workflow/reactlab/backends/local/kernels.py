@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import os
+import platform
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -46,8 +48,6 @@ KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
 def cpu_info() -> dict[str, Any]:
     """The CPU's model name and which of :data:`CPU_FLAGS` it has (Linux; elsewhere the
     platform's processor string and no flags)."""
-    import platform
-
     name, flags = platform.processor() or platform.machine(), set()
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
         for line in fh:
@@ -83,7 +83,7 @@ def _stdout_fd() -> Iterator[Callable[[], str]]:
 def _verbose_lines(switch: Any, level: int, dtype: Any) -> list[str]:
     """The lines a library's verbose mode prints for one (8 × 576) @ (576 × 576) product
     in ``dtype`` (SmolLM2-135M's width)."""
-    import torch
+    import torch  # lazy: heavy (torch)
 
     x = torch.ones(8, 576, dtype=dtype)
     w = torch.ones(576, 576, dtype=dtype)
@@ -94,7 +94,7 @@ def _verbose_lines(switch: Any, level: int, dtype: Any) -> list[str]:
 
 @functools.cache
 def _onednn() -> dict[str, str | None]:
-    import torch
+    import torch  # lazy: heavy (torch)
 
     mkldnn = torch.backends.mkldnn
     available: Callable[[], bool] = mkldnn.is_available  # untyped in torch
@@ -110,7 +110,7 @@ def _onednn() -> dict[str, str | None]:
 
 @functools.cache
 def _mkl() -> str | None:
-    import torch
+    import torch  # lazy: heavy (torch)
 
     mkl = torch.backends.mkl
     available: Callable[[], bool] = mkl.is_available  # untyped in torch
@@ -126,9 +126,7 @@ def runtime_record() -> dict[str, Any]:
     version and CPU capability, the bfloat16 matmul kernel (oneDNN's implementation or
     ATen's), oneDNN's ISA, MKL's banner (float32 products), torch's threads, the CPU and
     the kernel-capping environment variables that are set. Imports torch."""
-    import importlib.metadata
-
-    import torch
+    import torch  # lazy: heavy (torch)
 
     try:
         transformers = importlib.metadata.version("transformers")
