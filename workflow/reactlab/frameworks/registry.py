@@ -28,7 +28,11 @@ from typing import Protocol
 
 from reactlab.config import declare_framework
 from reactlab.core.registry import Registry
+from reactlab.frameworks.inspect_react import InspectReact
 from reactlab.frameworks.kit import Ending, Kit
+from reactlab.frameworks.langchain import LangChain
+from reactlab.frameworks.openai_agents import OpenAIAgents
+from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
 
 __all__ = ["FRAMEWORKS", "Ending", "Framework", "framework", "register"]
 
@@ -80,11 +84,6 @@ def framework(name: str) -> Framework:
 def _register_builtins() -> None:
     """The built-in frameworks: one module each under ``frameworks/``, importing its
     framework only inside :meth:`Framework.run` (registering imports no framework)."""
-    from reactlab.frameworks.inspect_react import InspectReact
-    from reactlab.frameworks.langchain import LangChain
-    from reactlab.frameworks.openai_agents import OpenAIAgents
-    from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
-
     register(LangChain())
     register(OpenAIAgents())
     register(PYDANTIC_AI)
