@@ -77,14 +77,18 @@ recover: env
 	$(BIN)/python -m reactlab recover
 
 # The browser test of the trace viewer needs Debian's chromium (installed if missing).
-# The tests marked `full` (a second whole pipeline run, the SLURM cluster's matrix: minutes
-# each) are left to `make test-full`; CI (.ci/run) runs both.
+# `make test` is the unit-sized tests: those marked `e2e` (a Snakemake pipeline run: the
+# default run and its goldens, small projects) or `full` (a second whole run, the SLURM
+# cluster's matrix) are `make test-full`'s; CI (.ci/run) runs both. Two xdist workers,
+# one test module each at a time (tests/conftest.py; docs/testing.md has the measurement).
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 test: lint typecheck
 	sh tests/setup_chromium.sh || echo "warning: chromium could not be installed; the browser test will skip"
-	$(BIN)/pytest -m "not full"
+	$(BIN)/pytest -m "not full and not e2e" $(XDIST)
 
 test-full: env
-	$(BIN)/pytest -m full
+	$(BIN)/pytest -m "full or e2e" $(XDIST)
 
 bench: env
 	$(BIN)/python -m reactlab bench --cores $(CORES)

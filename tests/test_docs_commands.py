@@ -60,6 +60,9 @@ from tests.doc_commands import (
 )
 from tests.test_architecture import checks_directly
 
+# One xdist worker builds the default run and reads it (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("default_run")
+
 
 class Entry(NamedTuple):
     kind: str  # cheap, slow or not_run
@@ -662,6 +665,7 @@ def test_cheap_command(command: str, request: pytest.FixtureRequest) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # most run in the finished default run: `make test-full`
 @pytest.mark.parametrize("command", [c for c, e in TABLE.items() if e.kind == "slow"],
                          ids=str)
 def test_slow_command(command: str, request: pytest.FixtureRequest) -> None:

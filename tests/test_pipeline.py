@@ -22,7 +22,8 @@ TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defen
           "steps", "cumulative_tokens", "trials", "summary_trials", "paired",
           "agents", "bfcl", "bfcl_cases", "agentdojo"]
 
-pytestmark = pytest.mark.e2e
+# One xdist worker builds the default run and reads it (tests/conftest.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("default_run")]
 
 
 def copy_workflow(dest: Path) -> None:
