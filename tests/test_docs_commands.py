@@ -135,7 +135,6 @@ TABLE: dict[str, Entry] = {
                 "environment.yml has the pins of pyproject.toml"),
     ".venv/bin/snakemake --cores 4": slow("rerun_is_noop"),
     ".venv/bin/snakemake --cores 2": slow("rerun_is_noop"),
-    '.venv/bin/pytest -m "not e2e"': not_run(SUITE),
     ".venv/bin/pytest -s": not_run(SUITE),
     # --- docs/configuration.md and docs/pipeline.md: configuration, the lesson overlay,
     # reading the results
