@@ -5,6 +5,7 @@ do, with no traceback and a non-zero exit status. Snakemake runs as a subprocess
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -147,10 +148,14 @@ def test_every_make_target_creates_the_environment_first(tmp_path: Path) -> None
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "workflow" / "envs").mkdir(parents=True)
     shutil.copy(OVERLAYS.parent / "envs" / "mcp-sqlite.txt", tmp_path / "workflow" / "envs")
+    # as a user types it: not a sub-make of the `make test` that may run this test
+    outside_make = {k: v for k, v in os.environ.items()
+                    if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     using_env = []
     for target in phony.group(1).split():
-        proc = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60, check=False)
+        proc = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env=outside_make)
         assert proc.returncode == 0, (target, proc.stderr)
         commands = proc.stdout.splitlines()
         first_use = next((i for i, c in enumerate(commands) if ".venv/bin/" in c), None)
