@@ -62,7 +62,7 @@ run: env
 
 # Inspect logs and OpenTelemetry GenAI spans of the results (docs/exports.md).
 exports: env
-	$(BIN)/snakemake --cores $(CORES) --logger reactlab exports
+	$(BIN)/snakemake --cores $(CORES) exports --logger reactlab
 
 lint: env
 	$(BIN)/ruff check .
@@ -80,9 +80,10 @@ recover: env
 # `make test` is the unit-sized tests: those marked `e2e` (a Snakemake pipeline run: the
 # default run and its goldens, small projects) or `full` (a second whole run, the SLURM
 # cluster's matrix) are `make test-full`'s; CI (.ci/run) runs both. Two xdist workers,
-# one test module each at a time (tests/conftest.py; docs/testing.md has the measurement).
+# one test module each at a time, so its module fixtures are built once (docs/testing.md
+# has the measurement; xdist's loadgroup did not group under pytest 9.2, measured).
 PYTEST_WORKERS ?= 2
-XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 test: lint typecheck
 	sh tests/setup_chromium.sh || echo "warning: chromium could not be installed; the browser test will skip"
 	$(BIN)/pytest -m "not full and not e2e" $(XDIST)

@@ -228,15 +228,3 @@ def stages(output: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(
         r"^\[\s*\d+:\d\d\] (\w+)\s+(\d+)/(\d+)\s+jobs", output, re.M) if m[2] == m[3]}
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's `--dist loadgroup` (`make test`, `make test-full`), each test
-    module runs in one worker, so its module-scoped fixtures (a pipeline, a SLURM cluster,
-    a server) are built once; the modules that read the finished default run share the
-    group ``default_run`` (one worker builds it, the same worker reads it)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            module = getattr(item, "module", None)
-            item.add_marker(pytest.mark.xdist_group(
-                module.__name__ if module is not None else item.nodeid.split("::")[0]))

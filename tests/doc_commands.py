@@ -410,6 +410,20 @@ def checkout_key() -> str:
     return digest.hexdigest()[:20]
 
 
+@contextlib.contextmanager
+def using_default_run() -> Iterator[None]:
+    """Hold the shared default run for one test: test processes (pytest-xdist workers)
+    run their commands in it one at a time (the pipeline's own lock would refuse a second
+    run in the folder). Taken before :func:`finished_default_run`'s build lock, never
+    inside it."""
+    import fcntl
+
+    RUNS_HOME.mkdir(parents=True, exist_ok=True)
+    with open(RUNS_HOME / ".use.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _ran_file(home: Path) -> Path:
     return home / "make-run.json"
 

@@ -57,11 +57,9 @@ from tests.doc_commands import (
     problems,
     shell,
     subcommands,
+    using_default_run,
 )
 from tests.test_architecture import checks_directly
-
-# One xdist worker builds the default run and reads it (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group("default_run")
 
 
 class Entry(NamedTuple):
@@ -158,7 +156,7 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/reactlab export inspect": slow("export"),
     ".venv/bin/reactlab export otel": cheap("export_otel"),
     ".venv/bin/snakemake --cores 4 exports": slow("exports"),
-    ".venv/bin/snakemake --cores 4 --logger reactlab exports": slow("exports"),
+    ".venv/bin/snakemake --cores 4 exports --logger reactlab": slow("exports"),
     ".venv/bin/snakemake --cores 4 all exports": slow("exports"),
     ".venv/bin/inspect view --log-dir results/inspect --host 127.0.0.1 --port 7575":
         not_run("a web server for a person's browser; tests/test_exports_browser.py looks "
@@ -668,7 +666,8 @@ def test_cheap_command(command: str, request: pytest.FixtureRequest) -> None:
 @pytest.mark.parametrize("command", [c for c, e in TABLE.items() if e.kind == "slow"],
                          ids=str)
 def test_slow_command(command: str, request: pytest.FixtureRequest) -> None:
-    check_command(command, request)
+    with using_default_run():  # one test at a time in the shared default run
+        check_command(command, request)
 
 
 # ------------------------------------------------------------------ configuration.md's examples

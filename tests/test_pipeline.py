@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,17 @@ TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defen
           "steps", "cumulative_tokens", "trials", "summary_trials", "paired",
           "agents", "bfcl", "bfcl_cases", "agentdojo"]
 
-# One xdist worker builds the default run and reads it (tests/conftest.py).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("default_run")]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _one_test_in_the_shared_run() -> Iterator[None]:
+    """The default run is shared by test processes (pytest-xdist workers): one test at a
+    time runs commands in it (tests/doc_commands.py, `using_default_run`)."""
+    from tests.doc_commands import using_default_run
+
+    with using_default_run():
+        yield
 
 
 def copy_workflow(dest: Path) -> None:
