@@ -87,3 +87,9 @@ def test_a_session_imports_only_its_own_sdk(backend: str, own: str, other: str) 
     assert own in loaded
     assert other not in loaded
     assert not {"torch", "transformers", "matplotlib"} & loaded
+
+
+def test_the_command_line_starts_without_the_config_package() -> None:
+    """`reactlab --help`, `show`, `check`'s parser: the CLI module imports no pydantic
+    (the config package's models, ~0.3 s); each command that needs it imports it."""
+    assert "pydantic" not in _loaded_after("import reactlab.cli")

@@ -17,14 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from reactlab.analysis import outputs, tables
+from reactlab.analysis import outputs
 from reactlab.analysis.outputs import ALL_FIGURES as FIGURE_KINDS
 from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
-from reactlab.dev import bench, mcp_bench
-from reactlab.export import find_pairs, inspect_log, otel
-from reactlab.views import html as viewer
 from reactlab.views.terminal import show
 
 if TYPE_CHECKING:
@@ -61,6 +58,7 @@ def _cmd_verify(a: argparse.Namespace) -> None:
 def _cmd_tables(a: argparse.Namespace) -> None:
     if len(a.traces) != len(a.verified):
         raise ReactlabError("tables: --traces and --verified must pair up")
+    from reactlab.analysis import tables  # lazy: config (pydantic, ~0.3 s)
     from reactlab.config.trials import analysis_section  # lazy: the config package (~0.4 s)
 
     cfg = _config(a.config) if a.figure is None or a.analysis is None else None
@@ -158,6 +156,7 @@ def _cmd_viewer(a: argparse.Namespace) -> None:
         raise ReactlabError("viewer: --traces and --verified must pair up")
     if len(a.suite_traces) != len(a.suite_verified):
         raise ReactlabError("viewer: --suite-traces and --suite-verified must pair up")
+    from reactlab.views import html as viewer  # lazy: config (pydantic, ~0.3 s)
     written = viewer.build(zip(a.traces, a.verified, strict=True), a.out_dir,
                            suite_pairs=zip(a.suite_traces, a.suite_verified, strict=True),
                            suite_tables=a.suite_tables)
@@ -170,6 +169,8 @@ def _cmd_show(a: argparse.Namespace) -> None:
 
 
 def _cmd_export(a: argparse.Namespace) -> None:
+    from reactlab.export import find_pairs, inspect_log, otel  # lazy: config (pydantic, ~0.3 s)
+
     pairs = find_pairs(a.results)
     out = a.out or str(Path(a.results) / a.format)
     traces, verified = [str(t) for t, _ in pairs], [str(v) for _, v in pairs]
@@ -178,6 +179,8 @@ def _cmd_export(a: argparse.Namespace) -> None:
 
 
 def _cmd_bench(a: argparse.Namespace) -> None:
+    from reactlab.dev import bench, mcp_bench  # lazy: config (pydantic, ~0.3 s)
+
     if a.mcp:
         mcp_bench.main(calls=a.calls)
         if a.pipeline:
