@@ -94,15 +94,6 @@ def test_the_scripted_model_answers_through_an_offered_submit_tool(
         "precio", "precio"]
 
 
-def test_builtin_matches_the_registry() -> None:
-    from reactlab.config.agents import BUILTIN
-    from reactlab.frameworks.registry import framework
-
-    entry = framework("inspect_react")
-    assert BUILTIN["inspect_react"] == {"providers": entry.providers,
-                                        "settings": entry.settings,
-        "mcp": ("stdio",) if entry.mcp else ()}
-
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_correcto_submits_and_verifies(cfg: config.Config, toolbox: Any, tmp_path: Path,

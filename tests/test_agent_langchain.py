@@ -57,14 +57,6 @@ def ending(tr: tracemod.Trace) -> tuple[str, str, int]:
     return tr.end.termination, tr.end.to_json()["ending"], tr.end.steps
 
 
-def test_builtin_matches_the_registry() -> None:
-    from reactlab.config.agents import BUILTIN
-    from reactlab.frameworks.registry import framework
-
-    entry = framework("langchain")
-    assert BUILTIN["langchain"] == {"providers": entry.providers, "settings": entry.settings,
-        "mcp": ("stdio",) if entry.mcp else ()}
-
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_correct_run_answers_and_verifies(cfg: config.Config, toolbox: Any, tmp_path: Path,

@@ -65,17 +65,6 @@ def ending(tr: tracemod.Trace) -> tuple[str, str]:
     return tr.end.termination, tr.end.to_json()["ending"]
 
 
-def test_builtin_matches_the_registry_entry() -> None:
-    from reactlab.config.agents import BUILTIN, FRAMEWORKS
-    from reactlab.frameworks.registry import framework
-
-    entry = framework("openai_agents")
-    assert BUILTIN["openai_agents"] == {"providers": entry.providers,
-                                        "settings": entry.settings,
-        "mcp": ("stdio",) if entry.mcp else ()}
-    assert FRAMEWORKS["openai_agents"] == BUILTIN["openai_agents"]
-    assert entry.providers == PROVIDERS and "openai-agents" in entry.packages
-
 
 def test_an_unknown_setting_names_its_field() -> None:
     raw = agents_config()

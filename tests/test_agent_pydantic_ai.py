@@ -61,15 +61,6 @@ def run(cfg: config.Config, toolbox: Any, tmp_path: Path, provider: str, scenari
     return tracemod.read(out)
 
 
-def test_builtin_matches_the_registry_entry() -> None:
-    from reactlab.config.agents import BUILTIN
-    from reactlab.frameworks.registry import framework
-
-    entry = framework("pydantic_ai")
-    assert BUILTIN["pydantic_ai"] == {"providers": entry.providers,
-                                      "settings": entry.settings,
-        "mcp": ("stdio",) if entry.mcp else ()}
-
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_correcto_answers_and_verifies(cfg: config.Config, toolbox: Any, tmp_path: Path,

@@ -3,7 +3,7 @@ overlay workflow/configs/agents_all.yaml (docs/agents.md, "Every framework, ever
 scenario").
 
 * The overlay's matrix is checked against the registry and the default config: each
-  framework, as shipped and capped, on every provider of its ``BUILTIN`` entry, crossed
+  framework, as shipped and capped, on every provider of its registry entry, crossed
   with every scripted scenario the default matrix plays on a simulated API.
 * A representative slice runs in process (about 25 s at a load average of 4): every
   framework on every API it speaks, ``correcto`` (verified) and ``json_invalido`` (a
@@ -48,7 +48,7 @@ def cfg() -> config.Config:
 
 
 def test_the_overlay_crosses_every_framework_api_and_scenario(cfg: config.Config) -> None:
-    from reactlab.config.agents import BUILTIN
+    from reactlab.frameworks.registry import FRAMEWORKS
 
     default = config.load_yaml(ROOT / "config.yaml")
     backends = default["backends"]
@@ -58,17 +58,17 @@ def test_the_overlay_crosses_every_framework_api_and_scenario(cfg: config.Config
     agents = default["agents"]
     expected = set()
     for name, agent in agents.items():
-        entry = BUILTIN[agent["framework"]]
-        for provider in entry["providers"]:
+        entry = FRAMEWORKS[agent["framework"]]
+        for provider in entry.providers:
             # a task whose tools come from an MCP server: the frameworks with MCP support
             expected |= {(task, provider, s, name) for task, s in simulated
-                         if entry["mcp"] or "mcp_server" not in default["tasks"][task]}
+                         if entry.mcp or "mcp_server" not in default["tasks"][task]}
     got = {(r.task, r.backend, r.scenario.split("__")[0], r.framework.name)
            for r in cfg.runs if r.framework is not None}
     assert got == expected
     # both conditions of every built-in framework
     assert {(a["framework"], bool(a.get("capped"))) for a in agents.values()} == {
-        (f, c) for f in BUILTIN for c in (False, True)}
+        (f, c) for f in FRAMEWORKS for c in (False, True)}
 
 
 def _check(tr: tracemod.Trace, scenario: str, max_requests: int) -> None:

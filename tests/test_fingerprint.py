@@ -17,13 +17,14 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "workflow" / "reactlab"
 
 
-def names(root: Path, entry: str) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in closure(root, [entry])}
+def names(root: Path, *entries: str) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in closure(root, entries)}
 
 
 def test_closure_follows_lazy_imports_and_package_inits() -> None:
-    run = names(PACKAGE, "reactlab.runner")
-    # imported inside functions only: runner -> backends -> the adapters -> simulators
+    # a run's code: the runner's and its provider entry's (the built-in providers'
+    # module names its sessions' modules for importlib: the adapters -> simulators)
+    run = names(PACKAGE, "reactlab.runner", "reactlab.backends.providers")
     assert {"backends/openai_responses.py", "simulate/openai_responses.py",
             "backends/local/model.py", "tools/__init__.py", "__init__.py",
             "backends/local/__init__.py"} <= run
@@ -121,13 +122,15 @@ def test_a_module_named_for_importlib_is_followed(package: Path) -> None:
     (package / "views" / "reg.py").write_text(
         'import importlib\nMOD = "reactlab.views.html"\nimportlib.import_module(MOD)\n')
     assert "views/html.py" in names(package, "reactlab.views.reg")
-    assert "backends/openai_responses.py" in names(PACKAGE, "reactlab.runner")
+    assert "backends/openai_responses.py" in names(PACKAGE, "reactlab.backends.providers")
 
 
 def test_job_log_puts_the_logging_levels_back(tmp_path: Path) -> None:
     """A job quiets httpx and raises the reactlab loggers to INFO only while it runs: the
     process's own logging configuration (here pytest's caplog) is left as it was."""
-    import reactlab.backends.registry  # noqa: F401  (the providers register their loggers)
+    from reactlab.backends.registry import providers
+
+    providers()  # each provider registers its loggers when it is loaded
 
     before = {n: logging.getLogger(n).level for n in ("reactlab", "openai", "httpx")}
     with job_log(tmp_path / "a.log"):

@@ -21,7 +21,7 @@ from reactlab.dev.bench import after_edit, copy_workflow, planned_jobs
 
 pytestmark = pytest.mark.e2e
 
-RUNS = 4  # the matrix below
+RUNS = 6  # the matrix below: 4 of the lesson's loop, one per framework agent
 FIGURES = {f"figure_{k}": 1 for k in ("cumulative_tokens", "outcomes", "tokens", "defences",
                                       "success_rates", "agents_tokens")}
 AFTER_RUNS = {"run_agent": RUNS, "verify": RUNS, "tables": 1, "viewer": 1, **FIGURES}
@@ -34,7 +34,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = work / "config.yaml"
     raw = yaml.safe_load(cfg.read_text(encoding="utf-8"))
     raw["matrix"] = [{"tasks": ["variacion_busi"], "backends": ["openai", "anthropic"],
-                      "scenarios": ["correcto", "bucle_sin_limite"]}]
+                      "scenarios": ["correcto", "bucle_sin_limite"]},
+                     # two frameworks (plugins of reactlab.agents): editing one reruns its
+                     # runs only
+                     {"tasks": ["variacion_busi"], "backends": ["openai_chat"],
+                      "scenarios": ["correcto"], "agents": ["langchain", "openai_agents"]}]
     raw.pop("suites", None)  # the suites' shard jobs are counted in tests/test_suites.py
     cfg.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2"], cwd=work,
@@ -60,6 +64,8 @@ def test_a_complete_project_has_nothing_to_rerun(project: Path) -> None:
     pytest.param("workflow/reactlab/simulate/openai_responses.py", AFTER_RUNS, id="simulator"),
     pytest.param("workflow/reactlab/core/errors.py", {"generate_data": 1, **AFTER_RUNS},
                  id="core"),
+    pytest.param("workflow/reactlab/frameworks/langchain.py",
+                 {**AFTER_RUNS, "run_agent": 1, "verify": 1}, id="one-agent"),
     pytest.param("workflow/reactlab/simulate/server.py", {}, id="server-not-run-by-jobs"),
     pytest.param("workflow/reactlab/cli.py", {}, id="cli"),
     pytest.param("workflow/reactlab/dev/bench.py", {}, id="dev"),
@@ -73,7 +79,7 @@ def test_an_edit_reruns_exactly_the_jobs_that_run_that_code(
 def test_each_job_logs_to_its_own_file(project: Path) -> None:
     logs = project / "results" / "logs"
     for backend in ("openai", "anthropic"):
-        for scenario in ("correcto", "bucle_sin_limite"):
+        for scenario in ("correcto", "bucle_sin_limite"):  # the lesson's loop's runs
             key = f"variacion_busi/{backend}/{scenario}"
             run = (logs / "run" / f"{key}.log").read_text(encoding="utf-8")
             assert run.startswith(f"{key}: ") and run.count("\n") == 1, run

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reactlab.frameworks.kit import Kit
+from pydantic import Field
+
+from reactlab.frameworks.kit import FrameworkSettings, Kit
 from reactlab.frameworks.registry import Ending, register
 
 NAME = "toy_loop"
@@ -26,10 +28,16 @@ class TurnLimit(Exception):
     """The toy's own step cap."""
 
 
+class Settings(FrameworkSettings):
+    """The toy's one setting: its own cap on model turns."""
+
+    max_turns: int | None = Field(default=None, ge=1)
+
+
 class ToyLoop:
     name = NAME
     providers = ("openai_chat",)
-    settings = ("max_turns",)
+    settings = Settings
     packages = ("openai",)
     mcp = False
 

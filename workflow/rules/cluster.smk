@@ -62,7 +62,7 @@ if BATCH_SIZE > 0:
                     (None, None) if _mcp_record(k) is None
                     else (None, _mcp_record(k)) if _replaying(k)
                     else (_mcp_record(k), None) for k in keys],
-                code=CODE["run"],
+                code=batch_code(_keys),
                 verify_code=CODE["verify"],
             log:
                 runs=[f"results/logs/run/{k}.log" for k in _keys],

@@ -16,6 +16,7 @@ try:
     from reactlab.config import parse as _parse_config
     from reactlab.core.errors import ConfigError, ReactlabError
     from reactlab.core.fingerprint import fingerprints as _fingerprints
+    from reactlab.core.plugins import registry as _plugins
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}): run `make env`, which creates the "
@@ -64,7 +65,6 @@ _PACKAGE = Path(workflow.basedir) / "workflow" / "reactlab"
 CODE = _fingerprints(_PACKAGE, {
     "data": "reactlab.data",
     "sqlite": "reactlab.data.sqlite",
-    "run": "reactlab.runner",
     "verify": "reactlab.analysis.verify",
     "tables": "reactlab.analysis.tables",
     "figures": "reactlab.analysis.outputs",  # the registry: figures, trial_figures
@@ -72,6 +72,36 @@ CODE = _fingerprints(_PACKAGE, {
     "export_inspect": "reactlab.export.inspect_log",
     "export_otel": "reactlab.export.otel",
 }, cache=".snakemake/reactlab/imports.json")
+
+
+def _entry_modules(spec):
+    """The modules of a run's own plugin entries (its provider; its agent, when it is a
+    framework): their code is part of its fingerprint, no other entry's is."""
+    modules = [_plugins("provider").module(spec.backend_config.provider)]
+    if spec.framework is not None:
+        modules.append(_plugins("agent").module(spec.framework.framework))
+    if spec.tool_source is not None:
+        modules.append(_plugins("tool source").module(spec.tool_source.plugin))
+    return tuple(m for m in modules if m is not None)
+
+
+# The code of each run: the runner's and its own entries' (reactlab.core.plugins), one
+# fingerprint per distinct set of entries.
+_RUN_ENTRIES = {key: _entry_modules(spec) for key, spec in RUNS.items()}
+_RUN_CODE = _fingerprints(_PACKAGE, {
+    ",".join(mods): ["reactlab.runner", *mods] for mods in set(_RUN_ENTRIES.values())
+}, cache=".snakemake/reactlab/imports.json")
+
+
+def run_code(key):
+    """The code fingerprint of run ``key`` (a job's ``code`` parameter)."""
+    return _RUN_CODE[",".join(_RUN_ENTRIES[key])]
+
+
+def batch_code(keys):
+    """The code fingerprint of a batch of runs (a cluster job): each run's, in order."""
+    return ",".join(run_code(k) for k in keys)
+
 
 PRICES = data_file("prices")
 NEWS = data_file("news")

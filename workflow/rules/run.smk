@@ -24,7 +24,7 @@ rule run_agent:
         "results/traces/{task}/{backend}/{scenario}.jsonl",
     params:
         spec=run_spec,
-        code=CODE["run"],
+        code=lambda wildcards: run_code(_run(wildcards).key),
     log:
         "results/logs/run/{task}/{backend}/{scenario}.log",
     wildcard_constraints:
@@ -54,7 +54,7 @@ if MCP_RECORD_TASKS:
             recording="results/recordings/{task}/{backend}/{scenario}.mcp.jsonl",
         params:
             spec=run_spec,
-            code=CODE["run"],
+            code=lambda wildcards: run_code(_run(wildcards).key),
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         benchmark:
@@ -80,7 +80,7 @@ if MCP_REPLAY_TASKS:
             "results/traces/{task}/{backend}/{scenario}.jsonl",
         params:
             spec=run_spec,
-            code=CODE["run"],
+            code=lambda wildcards: run_code(_run(wildcards).key),
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         benchmark:
@@ -134,7 +134,7 @@ elif LIVE_BACKENDS:
             backend="|".join(LIVE_BACKENDS),
         params:
             spec=run_spec,
-            code=CODE["run"],
+            code=lambda wildcards: run_code(_run(wildcards).key),
         log:
             "results/logs/run/{task}/{backend}/{scenario}.log",
         benchmark:

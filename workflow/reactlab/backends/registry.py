@@ -20,11 +20,11 @@ A provider bundles everything the package needs to know about it:
   and its Snakemake resource ``<name>_slots`` (``--resources openai_slots=2`` caps its
   parallel live jobs).
 
-Built-in providers are the entries of :data:`PROVIDERS` (their names are also the config
-schema's ``provider`` enum, and its ``http_provider`` enum for those with an HTTP layer:
-a test checks they agree). Another one is added by :func:`register` alone, from any
-module: the config accepts its name from then on (:func:`reactlab.config.declare_provider`),
-the server serves its wire API, jobs log its SDK.
+The providers are plugins (:mod:`reactlab.core.plugins`, group ``reactlab.providers``):
+the built-in ones (:mod:`reactlab.backends.providers`) are reactlab's own entry points,
+and a provider in another package is one entry point in its own pyproject
+(docs/plugins.md). The config fills its provider enums from them; once loaded, a
+provider's wire API is served and simulated, and its SDK's loggers go to the job logs.
 
 A factory is called as ``factory(spec, sleep=..., recorder=..., replay=...)`` when the
 provider speaks HTTP, as ``factory(spec)`` otherwise; an in-process provider that loads a
@@ -40,16 +40,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from reactlab.agent.strategies import strategy_named
-from reactlab.config import declare_provider
 from reactlab.core.errors import ClientError, RecordingError, UsageError
 from reactlab.core.joblog import register_loggers
-from reactlab.simulate.apis import (
-    ANTHROPIC_MESSAGES,
-    OPENAI_CHAT,
-    OPENAI_RESPONSES,
-    WireApi,
-    register_api,
-)
+from reactlab.core.plugins import Plugins, registry
+from reactlab.simulate.apis import WireApi, register_api
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn, Session
@@ -114,59 +108,37 @@ class Provider:
         return cast("type[ApiSession]", self.load())
 
 
-#: The built-in providers.
-PROVIDERS: dict[str, Provider] = {p.name: p for p in (
-    Provider("openai", {CONVERSATION: ("reactlab.backends.openai_responses",
-                                       "OpenAIResponsesSession")},
-             api=OPENAI_RESPONSES, packages=("openai", "httpx"), loggers=("openai",),
-             quiet=("httpx", "httpcore")),
-    Provider("anthropic",
-             {CONVERSATION: ("reactlab.backends.anthropic_messages",
-                             "AnthropicMessagesSession")},
-             api=ANTHROPIC_MESSAGES, packages=("anthropic", "httpx2"), loggers=("anthropic",),
-             quiet=("httpx2", "httpcore2")),
-    Provider("openai_chat", {CONVERSATION: ("reactlab.backends.openai_chat",
-                                            "OpenAIChatSession")},
-             api=OPENAI_CHAT, packages=("openai", "httpx"), loggers=("openai",),
-             quiet=("httpx", "httpcore")),
-    Provider("local", {CONVERSATION: ("reactlab.backends.local", "open_local"),
-                       "plan_execute": ("reactlab.backends.local", "open_plan_execute")},
-             packages=("transformers", "torch")),
-)}
+def _on_load(entry: Provider) -> None:
+    """What a provider brings once loaded: its wire API to the server and simulators,
+    its SDK's loggers to the job logs."""
+    if not isinstance(entry, Provider):
+        raise UsageError(f"provider entry {entry!r} is not a reactlab.backends.registry."
+                         "Provider")
+    if entry.api is not None:
+        register_api(entry.api)
+    register_loggers(entry.loggers, entry.quiet)
 
-_REGISTERED: dict[str, Provider] = {}
+
+#: Every installed provider (entry-point group ``reactlab.providers``; the built-in ones:
+#: :mod:`reactlab.backends.providers`), by name.
+PROVIDERS: Plugins[Provider] = registry("provider")
+PROVIDERS.set_vet(_on_load)
 
 
 def register(entry: Provider) -> Provider:
-    """Make ``entry`` a provider backends can name (also its wire API, its name in the
-    config, its loggers). Registering the same object again is a no-op; another object
-    under a taken name is a ValueError."""
-    known = _REGISTERED.get(entry.name)
-    if known is not None and known != entry:
-        raise UsageError(f"a provider named {entry.name!r} is already registered")
-    if entry.api is not None:
-        register_api(entry.api)
-    declare_provider(entry.name, http=entry.http)
-    register_loggers(entry.loggers, entry.quiet)
-    _REGISTERED[entry.name] = entry
-    return entry
-
-
-for _builtin in PROVIDERS.values():
-    register(_builtin)
+    """Add ``entry`` to this process's registry (a test's own provider; an installed one
+    is an entry point, docs/plugins.md)."""
+    return PROVIDERS.add(entry)
 
 
 def providers() -> Mapping[str, Provider]:
-    """Every registered provider (the built-in ones first)."""
-    return dict(_REGISTERED)
+    """Every installed provider, each loaded (the built-in ones first)."""
+    return dict(PROVIDERS.items())
 
 
 def provider(name: str) -> Provider:
-    """The registry entry of ``name``; ValueError naming the known ones otherwise."""
-    try:
-        return _REGISTERED[name]
-    except KeyError:
-        raise UsageError(f"unknown provider {name!r} (known: {', '.join(_REGISTERED)})") from None
+    """The installed provider ``name`` (a UsageError naming the installed ones if none)."""
+    return PROVIDERS.lookup(name)
 
 
 def slot_resources(provider_of: Callable[[Any], str]) -> dict[str, Callable[[Any], int]]:
@@ -175,7 +147,7 @@ def slot_resources(provider_of: Callable[[Any], str]) -> dict[str, Callable[[Any
     def slot(name: str) -> Callable[[Any], int]:
         return lambda wildcards: int(provider_of(wildcards) == name)
 
-    return {p.resource: slot(p.name) for p in _REGISTERED.values() if p.http}
+    return {p.resource: slot(p.name) for p in PROVIDERS.values() if p.http}
 
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
@@ -196,7 +168,7 @@ def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
     if recorder is not None or replay is not None:
         raise RecordingError(f"backend {spec.backend!r} ({entry.name}) has no HTTP layer to "
                              "record or replay; recordings are for the "
-                             f"{' and '.join(n for n, p in _REGISTERED.items() if p.http)} "
+                             f"{' and '.join(n for n, p in PROVIDERS.items() if p.http)} "
                              "backends")
     if model is not None or first_turn is not None:
         local_session: Session = factory(spec, model=model, first_turn=first_turn)

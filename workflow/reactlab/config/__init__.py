@@ -33,9 +33,7 @@ from reactlab.config.loading import check_files, load_yaml, merge
 from reactlab.config.mcp import Planner
 from reactlab.config.schema import (
     SCHEMA_PATH,
-    declare_benchmark,
-    declare_framework,
-    declare_provider,
+    provider_entry,
     provider_has_http,
     validate_schema,
 )
@@ -52,12 +50,12 @@ from reactlab.config.settings import (
 )
 from reactlab.config.spec import Config, RunSpec
 from reactlab.config.suites import check_suites
+from reactlab.config.tool_sources import ToolSources
 from reactlab.config.trials import check_analysis, derive_seed, trial_indices
 from reactlab.core.errors import ConfigError, ScriptError
 
 __all__ = ["GENERATED_DATA", "MAX_NAME", "SCHEMA_PATH", "Config", "ConfigError", "RunSpec",
-           "check_files", "data_source", "declare_benchmark", "declare_framework",
-           "declare_provider", "load", "load_yaml", "merge", "parse", "provider_has_http",
+           "check_files", "data_source", "load", "load_yaml", "merge", "parse", "provider_has_http",
            "resolved_scenario", "validate_schema"]
 
 
@@ -258,11 +256,14 @@ def parse(raw: Mapping[str, Any]) -> Config:
     raw = copy.deepcopy(dict(raw))
     _check_name_lengths(raw)
     validate_schema(raw)
+    for b, entry in raw["backends"].items():  # installed (the schema takes any name)
+        provider_entry(entry["provider"], f"backends.{b}.provider", entry.get("package"))
     scenarios = _resolve_scenarios(raw)
     runs: list[RunSpec] = []
     seen: set[tuple[str, str, str]] = set()  # the lesson loop's runs
     seen_agents: set[tuple[str, str, str, str]] = set()
     check_agents(raw)
+    sources = ToolSources(raw)
     mcp = Planner(raw)
     for t in raw["tasks"]:
         mcp.check_task(t)
@@ -283,7 +284,8 @@ def parse(raw: Mapping[str, Any]) -> Config:
                     if (t, b, s, a) in seen_agents:
                         continue
                     seen_agents.add((t, b, s, a))
-                    spec = _run_spec(raw, t, b, s, scenarios[s], backends[b], mcp.part(t))
+                    spec = replace(_run_spec(raw, t, b, s, scenarios[s], backends[b],
+                                             mcp.part(t)), tool_source=sources.part(t))
                     if a == LESSON:
                         seen.add((t, b, s))
                     else:

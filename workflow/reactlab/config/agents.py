@@ -2,70 +2,74 @@
 schema checks their shape; docs/agents.md).
 
 An agent is the project's own loop (``lesson``, the default of every matrix block) or an
-entry of ``agents:`` naming a registered framework. A framework's run plays the scenario's
-script on a simulated API through the framework's own client, so the check here is that
-the framework exists, takes the settings given, and speaks the wire API of every backend
-it is crossed with. The frameworks it knows are the built-in ones (:data:`BUILTIN`, plain
-names: this module imports no framework) and those declared by
-:func:`reactlab.config.declare_framework`, which the frameworks' registry calls for each
-one it registers (:mod:`reactlab.frameworks.registry`).
+entry of ``agents:`` naming an installed framework: a plugin of the group
+``reactlab.agents`` (:mod:`reactlab.core.plugins`; the built-in ones are reactlab's own
+entry points). A framework's run plays the scenario's script on a simulated API through
+the framework's own client, so the check here is that the framework is installed (else
+the error names the entry's ``package:``), that the packages it imports are, that its own
+typed settings model accepts the settings given, and that it speaks the wire API of every
+backend it is crossed with. Only the frameworks the config names are imported.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any
 
-from reactlab.core.errors import ConfigError
+from pydantic import ValidationError
 
-__all__ = ["BUILTIN", "FRAMEWORKS", "LESSON", "check_agents"]
+from reactlab.core.errors import ConfigError, UsageError
+from reactlab.core.plugins import registry
+
+__all__ = ["LESSON", "check_agents", "framework_entry"]
 
 #: The project's own loop: the agent of every run that names none.
 LESSON = "lesson"
 
-#: Each built-in framework's providers (the wire APIs its client speaks), the
-#: ``settings`` it takes and the MCP transports its own MCP client is given (``mcp``:
-#: none, or stdio) (tests/test_agents.py checks they match the registry's entries).
-BUILTIN: dict[str, dict[str, tuple[str, ...]]] = {
-    "langchain": {"providers": ("openai_chat", "openai", "anthropic"),
-                  "settings": ("recursion_limit", "max_retries", "timeout"), "mcp": ()},
-    "openai_agents": {
-        "providers": ("openai", "openai_chat"),
-        "settings": ("max_turns", "max_retries", "timeout", "tool_not_found_behavior",
-                     "strict_json_schema"),
-        "mcp": ("stdio",),
-    },
-    "pydantic_ai": {"providers": ("openai", "openai_chat", "anthropic"),
-                    "settings": ("request_limit", "tool_retries", "max_retries", "timeout",
-                                 "request_timeout"),
-                    "mcp": ("stdio",)},
-    "inspect_react": {"providers": ("openai", "openai_chat", "anthropic"),
-                      "settings": ("turn_limit", "message_limit", "token_limit", "max_retries",
-                                   "timeout", "sdk_max_retries"),
-                      "mcp": ("stdio",)},
-}
-#: The frameworks the check accepts: the built-in ones and the declared ones.
-FRAMEWORKS: dict[str, dict[str, tuple[str, ...]]] = dict(BUILTIN)
+
+def framework_entry(name: str, where: str, package: str | None = None) -> Any:
+    """The installed framework ``name``; ConfigError at ``where`` otherwise (naming
+    ``package`` when the config gives it, and the nearest installed name)."""
+    frameworks = registry("agent")
+    try:
+        return frameworks.lookup(name, package)
+    except UsageError as exc:
+        hint = difflib.get_close_matches(name, frameworks.names(), n=1)
+        raise ConfigError(where, str(exc) + (f" (did you mean {hint[0]!r}?)" if hint
+                                             else "")) from None
+
+
+def _check_entry(name: str, entry: Mapping[str, Any]) -> Any:
+    """The framework of agent ``name``, once its packages and settings are checked."""
+    framework = framework_entry(entry["framework"], f"agents.{name}.framework",
+                                entry.get("package"))
+    for package in framework.packages:
+        try:
+            metadata.version(package)
+        except metadata.PackageNotFoundError:
+            raise ConfigError(f"agents.{name}.framework",
+                              f"{entry['framework']} needs the package {package!r}, which "
+                              f"is not installed (pip install {package}; reactlab's "
+                              "built-in frameworks: make env)") from None
+    try:
+        framework.settings.model_validate(entry.get("settings") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        taken = ", ".join(framework.settings.model_fields) or "none"
+        message = (f"{entry['framework']} takes no setting {where!r} (it takes: {taken})"
+                   if err["type"] == "extra_forbidden" else err["msg"])
+        raise ConfigError(f"agents.{name}.settings.{where}", message) from None
+    return framework
 
 
 def check_agents(raw: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the field of the first agent or matrix block that cannot
     run."""
     agents = raw.get("agents") or {}
-    for name, entry in agents.items():
-        framework = FRAMEWORKS.get(entry["framework"])
-        if framework is None:
-            hint = difflib.get_close_matches(entry["framework"], list(FRAMEWORKS), n=1)
-            raise ConfigError(f"agents.{name}.framework",
-                              f"no framework named {entry['framework']!r}"
-                              + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                              + f"; registered: {', '.join(FRAMEWORKS) or 'none'}")
-        for key in entry.get("settings", {}):
-            if key not in framework["settings"]:
-                raise ConfigError(f"agents.{name}.settings.{key}",
-                                  f"{entry['framework']} takes no setting {key!r} (it takes: "
-                                  f"{', '.join(framework['settings']) or 'none'})")
+    frameworks = {name: _check_entry(name, entry) for name, entry in agents.items()}
     for i, block in enumerate(raw["matrix"]):
         for j, name in enumerate(block.get("agents", ())):
             if name == LESSON:
@@ -75,15 +79,20 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                 raise ConfigError(f"matrix[{i}].agents[{j}]",
                                   f"no agent named {name!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-            framework = FRAMEWORKS[agents[name]["framework"]]
+            framework = frameworks[name]
             for task in block["tasks"]:
+                if (raw["tasks"].get(task) or {}).get("tool_source") is not None:
+                    raise ConfigError(f"matrix[{i}].agents[{j}]",
+                                      f"agent {name!r} cannot run task {task!r}, whose tools "
+                                      "come from a tool source: a framework builds its own "
+                                      "typed tools from the project's (docs/plugins.md)")
                 server = (raw["tasks"].get(task) or {}).get("mcp_server")
                 if server is None:
                     continue
                 entry = (raw.get("mcp_servers") or {}).get(server) or {}
                 problem = (
                     f"its framework {agents[name]['framework']!r} takes no MCP tools"
-                    if not framework.get("mcp") else
+                    if not framework.mcp else
                     f"its framework starts the server itself, over stdio, and MCP server "
                     f"{server!r} is reached by url" if "command" not in entry else
                     f"its framework's own MCP client calls the server, which a replay of "
@@ -99,9 +108,9 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                         f"matrix[{i}].agents[{j}]",
                         f"agent {name!r} runs its framework against a simulated API, and "
                         f"backend {backend!r} is in {cfg.get('mode')!r} mode")
-                if cfg.get("provider") not in framework["providers"]:
+                if cfg.get("provider") not in framework.providers:
                     raise ConfigError(
                         f"matrix[{i}].agents[{j}]",
                         f"agent {name!r} ({agents[name]['framework']}) speaks "
-                        f"{', '.join(framework['providers'])}, not backend {backend!r}'s "
+                        f"{', '.join(framework.providers)}, not backend {backend!r}'s "
                         f"{cfg.get('provider')}")

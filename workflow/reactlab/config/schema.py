@@ -3,17 +3,16 @@
 Layer 2 of the config's validation (:mod:`reactlab.config`): the JSON Schema in
 ``workflow/schemas/config.schema.yaml`` checks types, ranges and unknown keys. It is also
 the one source of the settings' defaults and bounds (:func:`schema_field`, used by
-:mod:`reactlab.config.settings`). Providers, benchmarks and frameworks registered in code
-(:func:`declare_provider`, :func:`declare_benchmark`, :func:`declare_framework`) are
-accepted from then on: :func:`extended_schema` adds them to the schema's enums.
+:mod:`reactlab.config.settings`). The names of providers, agents, benchmarks and tool
+sources are the installed plugins' (:mod:`reactlab.core.plugins`): :func:`extended_schema`
+fills the provider enums from them, and the cross-checks look each named entry up.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,18 +21,17 @@ import jsonschema
 import yaml
 from pydantic import Field
 
-from reactlab.config.agents import FRAMEWORKS, LESSON
 from reactlab.config.loading import FAST_LOADER, field_path
-from reactlab.config.suites import BENCHMARKS
-from reactlab.core.errors import ConfigError
+from reactlab.core.errors import ConfigError, UsageError
+from reactlab.core.plugins import registry
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
 @cache
 def schema_file() -> dict[str, Any]:
-    """The config schema as written (cached; :func:`extended_schema` extends its enums
-    with the registered providers and benchmarks)."""
+    """The config schema as written (cached; :func:`extended_schema` fills its provider
+    enums)."""
     with open(SCHEMA_PATH, encoding="utf-8") as fh:
         schema: dict[str, Any] = yaml.load(fh, Loader=FAST_LOADER)
     return schema
@@ -63,76 +61,35 @@ def schema_field(section: tuple[str, ...], name: str, *, optional: bool = False)
     return Field(default=None, **bounds) if optional else Field(**bounds)
 
 
-#: Providers registered in code beyond the schema's built-in ones: name → HTTP layer.
-_DECLARED: dict[str, bool] = {}
-
-
-def declare_provider(name: str, *, http: bool) -> None:
-    """Accept ``name`` as a backend's ``provider`` (with the modes and options of a
-    provider with an HTTP layer, or of one without). Called by
-    :func:`reactlab.backends.registry.register`; the built-in names are the schema's."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ConfigError("provider", f"a provider name is lower-case letters, digits and "
-                                      f"underscores, not {name!r}")
-    _DECLARED[name] = http
-    extended_schema.cache_clear()
-
-
-def declare_benchmark(name: str, *, categories: Sequence[str], policies: Sequence[str],
-                      only: Sequence[str] = ()) -> None:
-    """Accept ``name`` as a suite entry's ``benchmark``, with its own ``categories`` and
-    ``policies``, and the entry fields ``only`` it takes (checked by
-    :func:`reactlab.config.suites.check_suites`). Called by
-    :func:`reactlab.suites.registry.register`; the built-in names are the schema's."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ConfigError("benchmark", f"a benchmark name is lower-case letters, digits and "
-                                       f"underscores, not {name!r}")
-    BENCHMARKS[name] = {"categories": tuple(categories), "policies": tuple(policies),
-                        "only": tuple(only)}
-    extended_schema.cache_clear()
-
-
-def declare_framework(name: str, *, providers: Sequence[str],
-                      settings: Sequence[str] = (), mcp: bool = False) -> None:
-    """Accept ``name`` as an agent's ``framework``, with the providers (wire APIs) its
-    client speaks, the ``settings`` it takes and whether it takes MCP tools (checked by
-    :func:`reactlab.config.agents.check_agents`). Called by
-    :func:`reactlab.frameworks.registry.register`."""
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name == LESSON:
-        raise ConfigError("framework", f"a framework name is lower-case letters, digits and "
-                                       f"underscores, and not {LESSON!r}: {name!r}")
-    FRAMEWORKS[name] = {"providers": tuple(providers), "settings": tuple(settings),
-                        "mcp": ("stdio",) if mcp else ()}
-
-
 def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
     enum: list[str] = schema["$defs"]["http_provider" if http else "inprocess_provider"]["enum"]
     return enum
 
 
+def provider_entry(name: str, where: str = "provider", package: str | None = None) -> Any:
+    """The installed provider ``name`` (:mod:`reactlab.core.plugins`); ConfigError at
+    ``where`` naming the package to install when none is."""
+    try:
+        return registry("provider").lookup(name, package)
+    except UsageError as exc:
+        raise ConfigError(where, str(exc)) from None
+
+
 def provider_has_http(name: str) -> bool:
-    """Whether the provider ``name`` (built in or declared) has an HTTP layer."""
-    if name in _DECLARED:
-        return _DECLARED[name]
-    return name in _provider_enum(extended_schema(), True)
+    """Whether the installed provider ``name`` has an HTTP layer."""
+    return bool(provider_entry(name).http)
 
 
 @cache
 def extended_schema() -> dict[str, Any]:
-    """The config schema, its provider enums extended by the declared providers, its
-    suites' benchmark, category and policy enums by the declared benchmarks."""
+    """The config schema, its provider enums (those with an HTTP layer and those without)
+    filled from the installed providers (:mod:`reactlab.core.plugins`)."""
     schema = copy.deepcopy(schema_file())
-    backend = schema["properties"]["backends"]["additionalProperties"]["properties"]
-    for name, http in _DECLARED.items():
-        if name not in backend["provider"]["enum"]:
-            backend["provider"]["enum"].append(name)
-            _provider_enum(schema, http).append(name)
-    entry = schema["properties"]["suites"]["additionalProperties"]["properties"]
-    for name, spec in BENCHMARKS.items():  # the declared ones beyond the schema's enums
-        for enum, values in ((entry["benchmark"]["enum"], (name,)),
-                             (entry["categories"]["items"]["enum"], spec["categories"]),
-                             (entry["policies"]["items"]["enum"], spec["policies"])):
-            enum += [v for v in values if v not in enum]
+    providers = registry("provider")
+    for name in providers.names():
+        enum = _provider_enum(schema, providers.lookup(name).http)
+        if name not in enum:
+            enum.append(name)
     return schema
 
 

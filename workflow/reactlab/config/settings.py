@@ -95,7 +95,8 @@ class Settings(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as given, in the order given (fields left out stay out)."""
-        given = self.model_fields_set
+        fields = type(self).model_fields
+        given = {n for n in self.model_fields_set if n not in fields or not fields[n].exclude}
         names = [n for n in self._order if n in given]
         names += [n for n in type(self).model_fields if n in given and n not in names]
         return {n: (v.to_dict() if isinstance(v := getattr(self, n), Settings) else v)
@@ -112,8 +113,15 @@ class Settings(BaseModel):
 # --- backends ---------------------------------------------------------------------------
 
 
+#: Where a plugin comes from (an entry's ``package:``): for the error when it is not
+#: installed, never part of a spec (its hash, its trace header).
+def _package() -> Any:
+    return Field(default=None, exclude=True)
+
+
 class _Backend(Settings):
     provider: str
+    package: str | None = _package()
     mode: Mode
     max_tokens: int = _backend("max_tokens")
 
@@ -260,6 +268,7 @@ class SuiteSettings(Settings):
     fields a benchmark takes is checked by :mod:`reactlab.config.suites`."""
 
     benchmark: str
+    package: str | None = _package()
     backends: list[str]
     categories: list[str] | None = _suite("categories", optional=True)
     sample: int | None = _suite("sample")
@@ -283,6 +292,7 @@ class FrameworkSettings(Settings):
 
     name: str
     framework: str
+    package: str | None = _package()
     capped: bool = _agent("capped")
     max_requests: int = _agent("max_requests")
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -381,6 +391,24 @@ class McpTools(Settings):
     tools_hash: str
 
 
+class ToolSourcePart(Settings):
+    """The tool part of a run whose task takes its tools from a tool source (a plugin,
+    :mod:`reactlab.tools.sources`): the config's name for the source, the plugin, its
+    settings as given, and the definitions of the task's tools as the source lists them
+    (a change of either changes the run's config hash)."""
+
+    name: str
+    plugin: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    tools: SortedTools
+
+    def only(self, names: list[str]) -> ToolSourcePart:
+        """This part with the tools ``names`` alone, in that order."""
+        by_name = {t["name"]: t for t in self.tools}
+        return tool_source_part({**self.to_dict(), "tools": [by_name[n] for n in names]},
+                                "tool_source")
+
+
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 _UNION_TAG = re.compile(r"simulated|scripted|model|live|int|float|str|bool|none|"
                         r"(list|dict|function|constrained)[-\[].*")
@@ -445,3 +473,4 @@ framework_settings = _Builder(FrameworkSettings, "agents")
 suite_case = _Builder(SuiteCase, "suite")
 mcp_server_settings = _Builder(McpServerSettings, "mcp_servers")
 mcp_tools = _Builder(McpTools, "mcp")
+tool_source_part = _Builder(ToolSourcePart, "tool_source")

@@ -21,6 +21,7 @@ from reactlab.config.settings import (
     ScriptSettings,
     StepScript,
     SuiteCase,
+    ToolSourcePart,
     agent_settings,
     backend_settings,
     framework_settings,
@@ -28,6 +29,7 @@ from reactlab.config.settings import (
     mcp_tools,
     script_settings,
     suite_case,
+    tool_source_part,
 )
 from reactlab.config.trials import trial_key
 from reactlab.core.errors import ConfigError
@@ -66,12 +68,15 @@ class RunSpec:
     #: docs/mcp.md): the server, how to reach it, the tools as it defines them and the
     #: hash of its tool list; None: the project's tools (reactlab.tools).
     mcp: McpTools | None = None
+    #: The task's tools when a tool source serves them (``tasks.<t>.tool_source``, a
+    #: plugin: reactlab.tools.sources); None otherwise.
+    tool_source: ToolSourcePart | None = None
 
     def __post_init__(self) -> None:
         for name, build in (("backend_config", backend_settings), ("script", script_settings),
                             ("limits", limits), ("agent", agent_settings),
                             ("suite", suite_case), ("framework", framework_settings),
-                            ("mcp", mcp_tools)):
+                            ("mcp", mcp_tools), ("tool_source", tool_source_part)):
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 object.__setattr__(self, name, build(value, name))
@@ -96,6 +101,8 @@ class RunSpec:
         (None: the project's tools, by name: :func:`reactlab.backends.tool_definitions`)."""
         if self.mcp is not None:
             return list(self.mcp.tools)
+        if self.tool_source is not None:
+            return list(self.tool_source.tools)
         return list(self.suite.tools) if self.suite is not None else None
 
     @property
@@ -120,6 +127,8 @@ class RunSpec:
             out["framework"] = self.framework.to_dict()
         if self.mcp is not None:
             out["mcp"] = self.mcp.to_dict()
+        if self.tool_source is not None:
+            out["tool_source"] = self.tool_source.to_dict()
         return out
 
     def to_json(self) -> str:

@@ -8,6 +8,13 @@ Editing the viewer therefore changes only the viewer's fingerprint and reruns on
 viewer job; editing a tool changes the run jobs' fingerprint, which reruns the runs and,
 through their new outputs, everything after them.
 
+A plugin's entry (:mod:`reactlab.core.plugins`) is a module of another installed package:
+an entry named here that is not ``reactlab``'s is found by its top package's location
+(``importlib.util.find_spec``, which imports nothing of it), and its closure is that
+package's modules it imports plus the ``reactlab`` ones. A run's fingerprint is the
+runner's and its own entries' (its provider, its agent): editing one agent's module
+reruns that agent's runs only.
+
 Pure standard library. The Snakefile computes the fingerprints at parse time, so the
 cost counts in every ``snakemake`` call (a no-op rerun included): :func:`fingerprints`
 parses each file once for all rules, and an optional cache file keeps the imports found
@@ -19,10 +26,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 
 from reactlab.core.errors import UsageError
@@ -31,11 +40,27 @@ PACKAGE = "reactlab"
 _DOTTED = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
 
 
+@cache
+def package_folder(top: str) -> Path | None:
+    """The folder of the installed top-level package ``top`` (a plugin's), found without
+    importing it; None when there is none (a single-file module's parent is not one)."""
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    locations = list(found.submodule_search_locations or ()) if found is not None else []
+    return Path(locations[0]) if locations else None
+
+
 def module_file(root: Path, module: str) -> Path | None:
-    """The source file of ``module`` (``reactlab.x.y``) under the package folder ``root``."""
+    """The source file of ``module``: ``reactlab.x.y`` under the package folder ``root``,
+    another package's module under that package's own folder (:func:`package_folder`)."""
     parts = module.split(".")
     if parts[0] != PACKAGE:
-        return None
+        folder = package_folder(parts[0])
+        if folder is None:
+            return None
+        root = folder
     base = root.joinpath(*parts[1:])
     for path in (base.with_suffix(".py") if len(parts) > 1 else None, base / "__init__.py"):
         if path is not None and path.is_file():
@@ -43,29 +68,51 @@ def module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+def _top(root: Path, path: Path) -> tuple[str, Path]:
+    """The top package of ``path`` and its folder: ``reactlab`` under ``root``, else the
+    package of the folder it is in (a plugin's)."""
+    if path.is_relative_to(root):
+        return PACKAGE, root
+    folder = path.parent
+    while (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return folder.name, folder
+
+
+def _label(root: Path, path: Path) -> str:
+    """The name a file is hashed under: its path in ``reactlab``, ``top:path`` in a
+    plugin's package (so that no plugin file can pass for one of reactlab's)."""
+    top, folder = _top(root, path)
+    rel = path.relative_to(folder).as_posix()
+    return rel if top == PACKAGE else f"{top}:{rel}"
+
+
 def _module_name(root: Path, path: Path) -> str:
-    parts = [PACKAGE, *path.relative_to(root).with_suffix("").parts]
+    top, folder = _top(root, path)
+    parts = [top, *path.relative_to(folder).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def imports_of(root: Path, path: Path) -> set[str]:
-    """Every ``reactlab`` module ``path`` imports, at any depth of its syntax tree."""
+    """Every ``reactlab`` module ``path`` imports, at any depth of its syntax tree (and,
+    for a plugin's file, every module of its own package)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     here = _module_name(root, path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    tops = {PACKAGE, here.split(".")[0]}
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+            found.update(a.name for a in node.names if a.name.split(".")[0] in tops)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against this module's package
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            if mod.split(".")[0] != PACKAGE:
+            if mod.split(".")[0] not in tops:
                 continue
             found.add(mod)
             # `from reactlab.x import y`: y may be a submodule
@@ -145,6 +192,6 @@ def fingerprints(root: str | Path, rules: Mapping[str, str | Iterable[str]],
         for path in closure(root, [entries] if isinstance(entries, str) else entries,
                             imports):
             data = content[path] if path in content else path.read_bytes()
-            h.update(path.relative_to(root).as_posix().encode() + b"\0" + data + b"\0")
+            h.update(_label(root, path).encode() + b"\0" + data + b"\0")
         out[rule] = h.hexdigest()[:16]
     return out

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab.config import load_yaml
-from reactlab.config.agents import BUILTIN
 from reactlab.dev.bench import slice_adds
+from reactlab.frameworks.registry import FRAMEWORKS
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ("correcto", "argumentos_inventados", "bucle", "fallo_429_recupera")
@@ -85,9 +85,9 @@ def bench_config() -> tuple[dict[str, Any], dict[str, list[str]]]:
                if "variacion_busi" in block["tasks"]}
     keys: dict[str, list[str]] = {}
     providers: set[str] = set()
-    for framework, entry in BUILTIN.items():
+    for framework, entry in FRAMEWORKS.items():
         names = [n for n, a in agents.items() if a["framework"] == framework]
-        backends = list(entry["providers"])
+        backends = list(entry.providers)
         providers |= set(backends)
         extra = [b for b in backends
                  if not all((b, s, n) in default for s in SCENARIOS for n in names)]
@@ -198,9 +198,9 @@ def faults() -> dict[str, Any]:
     raw = load_yaml(ROOT / "config.yaml")
     raw.pop("suites", None)
     out: dict[str, Any] = {}
-    for framework in ("lesson", *BUILTIN):
+    for framework in ("lesson", *FRAMEWORKS):
         providers = (("openai", "openai_chat", "anthropic") if framework == "lesson"
-                     else BUILTIN[framework]["providers"])
+                     else FRAMEWORKS[framework].providers)
         suffix = "" if framework == "lesson" else f"__{framework}"
         if framework != "lesson":
             raw["matrix"].append({"tasks": ["variacion_busi"], "backends": list(providers),

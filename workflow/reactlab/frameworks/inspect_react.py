@@ -47,13 +47,16 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from pydantic import Field
+
 from reactlab.core.errors import UsageError
-from reactlab.frameworks.kit import Ending, HardStop
+from reactlab.frameworks.kit import Ending, FrameworkSettings, HardStop
 
 if TYPE_CHECKING:
     from reactlab.frameworks.kit import Kit, ToolDef
 
-__all__ = ["ANSWER_TOOL", "DEFAULTS", "NAME", "InspectReact", "resolve_settings"]
+__all__ = ["ANSWER_TOOL", "DEFAULTS", "INSPECT_REACT", "NAME", "InspectReact", "Settings",
+           "resolve_settings"]
 
 NAME = "inspect_react"
 
@@ -75,6 +78,17 @@ _EVAL_LOCK = threading.Lock()
 DEFAULTS: dict[str, int | None] = {"turn_limit": None, "message_limit": None,
                                    "token_limit": None, "max_retries": 2, "timeout": 30,
                                    "sdk_max_retries": 2}
+
+
+class Settings(FrameworkSettings):
+    """Inspect's settings: its limits (None: none), its retries and timeout."""
+
+    turn_limit: int | None = Field(default=None, ge=1)
+    message_limit: int | None = Field(default=None, ge=1)
+    token_limit: int | None = Field(default=None, ge=1)
+    max_retries: int | None = Field(default=None, ge=0)
+    timeout: int | None = Field(default=None, ge=1)
+    sdk_max_retries: int | None = Field(default=None, ge=0)
 
 
 def resolve_settings(kit: Kit) -> dict[str, int | None]:
@@ -144,7 +158,7 @@ class InspectReact:
 
     name = NAME
     providers = ("openai", "openai_chat", "anthropic")
-    settings = tuple(DEFAULTS)
+    settings = Settings
     packages = ("inspect-ai", "openai", "anthropic")
     mcp = True
 
@@ -239,3 +253,7 @@ def _solver(kit: Kit, settings: dict[str, int | None], ending: list[Ending],
         return solve
 
     return agent_solver()
+
+
+#: The entry point ``reactlab.agents: inspect_react`` (reactlab's pyproject.toml).
+INSPECT_REACT = InspectReact()

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from reactlab.backends import registry
 from reactlab.config.faults import FaultPlan
 from reactlab.simulate import ScriptedPolicy
@@ -21,8 +23,18 @@ if TYPE_CHECKING:
 
     from reactlab.config import RunSpec
 
-__all__ = ["SIMULATED_KEY", "Ending", "Exchange", "HardStop", "Kit", "StdioCommand", "ToolDef",
-           "Wire"]
+__all__ = ["SIMULATED_KEY", "Ending", "Exchange", "FrameworkSettings", "HardStop", "Kit",
+           "StdioCommand", "ToolDef", "Wire"]
+
+
+
+class FrameworkSettings(BaseModel):
+    """The base of a framework's typed settings (an agent's ``settings:``): every field
+    optional (None: the framework's own default), no other key, no coercion (``true`` is
+    not an integer). The config validates an agent's settings with its framework's model
+    before any job (:func:`reactlab.config.agents.check_agents`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 @dataclass(frozen=True)

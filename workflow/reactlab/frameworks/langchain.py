@@ -34,11 +34,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
-from reactlab.frameworks.kit import Ending, Kit, ToolDef
+from reactlab.frameworks.kit import Ending, FrameworkSettings, Kit, ToolDef
 
-__all__ = ["MAX_RETRIES", "NAME", "TIMEOUT", "LangChain", "recursion_limit"]
+__all__ = ["LANGCHAIN", "MAX_RETRIES", "NAME", "TIMEOUT", "LangChain", "Settings",
+           "recursion_limit"]
 
 NAME = "langchain"
 #: The SDK retries per request the chat model is given unless ``settings.max_retries``.
@@ -47,6 +48,15 @@ MAX_RETRIES = 2
 TIMEOUT = 30.0
 #: ``create_agent``'s own recursion limit (``langchain.agents.factory``), as shipped.
 SHIPPED_RECURSION_LIMIT = 9_999
+
+
+class Settings(FrameworkSettings):
+    """LangChain's settings: the graph's ``recursion_limit``, the chat model's
+    ``max_retries`` and ``timeout`` (seconds)."""
+
+    recursion_limit: int | None = Field(default=None, ge=1)
+    max_retries: int | None = Field(default=None, ge=0)
+    timeout: float | int | None = Field(default=None, gt=0)
 
 
 def recursion_limit(kit: Kit) -> int:
@@ -107,7 +117,7 @@ class LangChain:
 
     name = NAME
     providers = ("openai_chat", "openai", "anthropic")
-    settings = ("recursion_limit", "max_retries", "timeout")
+    settings = Settings
     packages = ("langchain", "langchain-core", "langgraph", "langchain-openai",
                 "langchain-anthropic")
     # LangChain's MCP support cannot live beside the project's mcp 2.3.0 (docs/mcp.md):
@@ -142,3 +152,7 @@ class LangChain:
         if isinstance(last, AIMessage) and not last.tool_calls:
             return Ending("answer", "final_output", last.text)
         return Ending("framework_error", type(last).__name__)
+
+
+#: The entry point ``reactlab.agents: langchain`` (reactlab's pyproject.toml).
+LANGCHAIN = LangChain()

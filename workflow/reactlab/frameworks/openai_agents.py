@@ -43,15 +43,17 @@ import asyncio
 import contextlib
 import inspect
 import json
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+
+from pydantic import Field
 
 from reactlab.core.errors import UsageError
-from reactlab.frameworks.kit import Ending
+from reactlab.frameworks.kit import Ending, FrameworkSettings
 
 if TYPE_CHECKING:
     from reactlab.frameworks.kit import Kit, ToolDef
 
-__all__ = ["NAME", "SHIPPED", "OpenAIAgents"]
+__all__ = ["NAME", "OPENAI_AGENTS", "SHIPPED", "OpenAIAgents", "Settings"]
 
 NAME = "openai_agents"
 
@@ -69,6 +71,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_turns": (int,), "max_retries": (int,), "timeout": (int, float),
     "tool_not_found_behavior": (str,), "strict_json_schema": (bool,),
 }
+
+
+class Settings(FrameworkSettings):
+    """The Agents SDK's settings (the module docstring says what each does)."""
+
+    max_turns: int | None = Field(default=None, ge=1)
+    max_retries: int | None = Field(default=None, ge=0)
+    timeout: float | int | None = Field(default=None, gt=0)
+    tool_not_found_behavior: Literal["raise_error", "return_error_to_model"] | None = None
+    strict_json_schema: bool | None = None
 
 
 def resolve_settings(kit: Kit) -> dict[str, Any]:
@@ -158,7 +170,7 @@ class OpenAIAgents:
 
     name = NAME
     providers = ("openai", "openai_chat")
-    settings = tuple(SHIPPED)
+    settings = Settings
     packages = ("openai-agents", "openai")
     mcp = True
 
@@ -205,3 +217,7 @@ class OpenAIAgents:
         output = result.final_output
         return Ending("answer", "final_output", output if isinstance(output, str)
                       else str(output))
+
+
+#: The entry point ``reactlab.agents: openai_agents`` (reactlab's pyproject.toml).
+OPENAI_AGENTS = OpenAIAgents()

@@ -38,15 +38,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from reactlab.core.errors import UsageError
-from reactlab.frameworks.kit import Ending
+from reactlab.frameworks.kit import Ending, FrameworkSettings
 
 if TYPE_CHECKING:
     from reactlab.frameworks.kit import Kit, ToolDef
 
-__all__ = ["DEFAULTS", "NAME", "PYDANTIC_AI", "RUN_ID", "PydanticAI"]
+__all__ = ["DEFAULTS", "NAME", "PYDANTIC_AI", "RUN_ID", "PydanticAI", "Settings"]
 
 NAME = "pydantic_ai"
 
@@ -57,6 +57,18 @@ NAME = "pydantic_ai"
 DEFAULTS: dict[str, int | float] = {"request_limit": 50, "tool_retries": 1,
                                     "max_retries": 2, "timeout": 10.0,
                                     "request_timeout": 30.0}
+
+
+
+class Settings(FrameworkSettings):
+    """pydantic-ai's settings (the module docstring says what each does)."""
+
+    request_limit: int | None = Field(default=None, ge=1)
+    tool_retries: int | None = Field(default=None, ge=0)
+    max_retries: int | None = Field(default=None, ge=0)
+    timeout: float | int | None = Field(default=None, gt=0)
+    request_timeout: float | int | None = Field(default=None, gt=0)
+
 
 #: The run id and conversation id every run is given (the framework draws a UUIDv7 from
 #: the clock otherwise).
@@ -146,7 +158,7 @@ class PydanticAI:
 
     name = NAME
     providers = ("openai", "openai_chat", "anthropic")
-    settings = tuple(DEFAULTS)
+    settings = Settings
     packages = ("pydantic-ai-slim", "openai", "anthropic")
     mcp = True
 

@@ -5,8 +5,8 @@ agent's ``framework:``), the ``providers`` whose wire API its client speaks, the
 ``settings`` it takes (an agent's ``settings:``; anything else is a config error naming
 the field), the ``packages`` whose versions go into the trace header, and :meth:`run`,
 which imports the framework and runs one conversation with a
-:class:`~reactlab.frameworks.kit.Kit`. Registering declares the framework to the config
-(:func:`reactlab.config.declare_framework`).
+:class:`~reactlab.frameworks.kit.Kit`. The entries are plugins (:mod:`reactlab.core.plugins`):
+the config reads an entry's metadata, the runner imports the one entry its run names.
 
 What :meth:`Framework.run` must do: build the framework's own typed tools from
 ``kit.tools`` (their pydantic argument models where the framework takes them, so that
@@ -26,13 +26,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from reactlab.config import declare_framework
-from reactlab.core.registry import Registry
-from reactlab.frameworks.inspect_react import InspectReact
+from pydantic import BaseModel
+
+from reactlab.core.plugins import Plugins, registry
 from reactlab.frameworks.kit import Ending, Kit
-from reactlab.frameworks.langchain import LangChain
-from reactlab.frameworks.openai_agents import OpenAIAgents
-from reactlab.frameworks.pydantic_ai import PYDANTIC_AI
 
 __all__ = ["FRAMEWORKS", "Ending", "Framework", "framework", "register"]
 
@@ -47,7 +44,10 @@ class Framework(Protocol):
     def providers(self) -> tuple[str, ...]: ...
 
     @property
-    def settings(self) -> tuple[str, ...]: ...
+    def settings(self) -> type[BaseModel]:
+        """Its typed settings (an agent's ``settings:``), every field optional: a key it
+        does not declare, or a value of the wrong type, is a config error naming it."""
+        ...
 
     @property
     def packages(self) -> tuple[str, ...]: ...
@@ -63,31 +63,17 @@ class Framework(Protocol):
         ...
 
 
-#: Every registered framework, by name, in registration order.
-FRAMEWORKS: Registry[Framework] = Registry("framework")
+#: Every installed framework (entry-point group ``reactlab.agents``), by name: the
+#: built-in ones are declared in reactlab's pyproject.toml, a plugin's in its own.
+FRAMEWORKS: Plugins[Framework] = registry("agent")
 
 
 def register(entry: Framework) -> Framework:
-    """Add ``entry`` to the registry (replacing one of the same name) and declare it to the
-    config."""
-    FRAMEWORKS.add(entry)
-    declare_framework(entry.name, providers=entry.providers, settings=entry.settings,
-                      mcp=entry.mcp)
-    return entry
+    """Add ``entry`` to this process's registry (a test's own framework; an installed one
+    is an entry point, docs/plugins.md)."""
+    return FRAMEWORKS.add(entry)
 
 
 def framework(name: str) -> Framework:
-    """The registered framework ``name`` (a UsageError naming the known ones if none)."""
+    """The installed framework ``name`` (a UsageError naming the installed ones if none)."""
     return FRAMEWORKS.lookup(name)
-
-
-def _register_builtins() -> None:
-    """The built-in frameworks: one module each under ``frameworks/``, importing its
-    framework only inside :meth:`Framework.run` (registering imports no framework)."""
-    register(LangChain())
-    register(OpenAIAgents())
-    register(PYDANTIC_AI)
-    register(InspectReact())
-
-
-_register_builtins()

@@ -22,6 +22,7 @@ from reactlab.core.errors import UsageError
 from reactlab.frameworks.wire import FrameworkMcp, run_framework
 from reactlab.mcp.source import ServerJob
 from reactlab.tools import ToolBox
+from reactlab.tools.sources import open_source
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
@@ -75,7 +76,8 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
                 replay: str | Path | None = None) -> Iterator[Executor]:
     """The one place a run's tool source is chosen: the project's tools (a
     :class:`~reactlab.tools.ToolBox` on the data files, once per process and file
-    contents), or, for a task with ``mcp_server``, that server's
+    contents), an installed tool source's (``tool_source``, a plugin:
+    :mod:`reactlab.tools.sources`), or, for a task with ``mcp_server``, that server's
     (:mod:`reactlab.mcp.source`: started for the job and ended with it; with ``recording``
     the run's exchange is recorded there, with ``replay`` answered from there and the
     server never started)."""
@@ -85,6 +87,12 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
             raise UsageError(f"{spec.key}: a framework's run on MCP tools is not replayed: "
                              "its own MCP client calls the server (docs/mcp.md)")
         yield FrameworkMcp(recording)
+        return
+    if spec.tool_source is not None:
+        if recording is not None or replay is not None:
+            raise UsageError(f"{spec.key}: a tool recording is for a task whose tools come "
+                             "from an MCP server")
+        yield open_source(spec.tool_source.plugin, spec.tool_source.settings)
         return
     if spec.mcp is None:
         if recording is not None or replay is not None:

@@ -12,13 +12,12 @@ the shards' tables (:mod:`reactlab.suites.shards`), the rules (one table rule pe
 registered benchmark, ``workflow/rules/suites.smk``), ``jobs.suite_tables`` and the
 viewer ask the registry; none of them branches on a benchmark's name.
 
-The built-in benchmarks (BFCL, :mod:`reactlab.suites.bfcl_suite`; AgentDojo,
-:mod:`reactlab.suites.agentdojo`) are registered when this module is imported. A
-benchmark outside the package is one :func:`register` call in its own module
-(``tests/toy_benchmark.py``). Registering also declares the benchmark to the config
-(:func:`reactlab.config.declare_benchmark`): its name, categories, policies and the entry
-fields only it takes are accepted by the schema and checked by ``config/suites.py`` from
-then on.
+The benchmarks are plugins (:mod:`reactlab.core.plugins`, group ``reactlab.benchmarks``):
+the built-in BFCL (:mod:`reactlab.suites.bfcl_suite`) and AgentDojo
+(:mod:`reactlab.suites.agentdojo`) are reactlab's own entry points, and a benchmark in
+another package is one entry point in its own pyproject (docs/plugins.md). The config
+checks a suite against its entry's categories, policies and fields; a job imports only the
+benchmark its suite names.
 """
 
 from __future__ import annotations
@@ -27,11 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactlab.config import declare_benchmark
 from reactlab.core.errors import TraceError, UsageError
-from reactlab.core.registry import Registry
-from reactlab.suites.agentdojo import AGENTDOJO
-from reactlab.suites.bfcl_suite import BFCL
+from reactlab.core.plugins import Plugins, registry
 from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
@@ -106,29 +102,31 @@ class Benchmark(Protocol):
         each verification checked against its trace; table name → path."""
 
 
-#: Every registered benchmark, by name, in registration order.
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", missing="is not runnable here")
+#: Every installed benchmark (entry-point group ``reactlab.benchmarks``), by name: the
+#: built-in ones are declared in reactlab's pyproject.toml, a plugin's in its own.
+BENCHMARKS: Plugins[Benchmark] = registry("benchmark")
 
 
 def _own_tables(entry: Benchmark) -> None:
-    """A UsageError unless ``entry`` publishes a table and no table of another benchmark."""
+    """A UsageError unless ``entry`` publishes a table and no table of another benchmark
+    loaded so far."""
     if not entry.tables:
         raise UsageError(f"benchmark {entry.name!r} publishes no table")
-    for other in BENCHMARKS.values():
+    for other in BENCHMARKS.loaded():
         clash = set(other.tables) & set(entry.tables) if other.name != entry.name else set()
         if clash:
             raise UsageError(f"benchmark {entry.name!r}: table {sorted(clash)[0]!r} is "
                              f"already {other.name}'s")
 
 
+BENCHMARKS.set_vet(_own_tables)
+
+
 def register(entry: Benchmark) -> Benchmark:
-    """Add ``entry`` to the registry (replacing one of the same name) and declare it to
-    the config. Its tables must be its own: a table name another benchmark publishes is
-    a UsageError."""
-    BENCHMARKS.add(entry, _own_tables)
-    declare_benchmark(entry.name, categories=entry.categories, policies=entry.policies,
-                      only=entry.only)
-    return entry
+    """Add ``entry`` to this process's registry (a test's own benchmark; an installed one
+    is an entry point, docs/plugins.md). Its tables must be its own: a table name another
+    benchmark publishes is a UsageError."""
+    return BENCHMARKS.add(entry)
 
 
 def benchmark(name: str) -> Benchmark:
@@ -163,8 +161,3 @@ def load_suite_verification(tr: Trace, verified_path: str | Path,
                             trace_path: str) -> dict[str, Any]:
     """The record of ``tr``, recomputed, after checking the stored file agrees with it."""
     return checked_record(tr, verified_path, trace_path, suite_record)
-
-
-# the built-in benchmarks (BFCL first: the registry's order is the tables' and the rules')
-register(BFCL)
-register(AGENTDOJO)
