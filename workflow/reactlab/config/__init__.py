@@ -267,6 +267,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
     mcp = Planner(raw)
     for t in raw["tasks"]:
         mcp.check_task(t)
+        sources.part(t)
     live = raw.get("live", {})
     # the typed settings of each backend, built once (the schema has validated them)
     backends = {b: backend_settings(entry, f"backends.{b}")
