@@ -343,7 +343,7 @@ def test_the_runs_on_the_tool_source_and_the_agent(project: Project) -> None:
     calls = [(c.name, sorted(c.result)) for c in tr.tool_calls()]
     assert calls == [("tipo_cambio", ["resultado"]), ("convertir", ["resultado"])]
     assert "226.19 EUR" in str(tr.end.answer)  # 250 x 0.91391, less the 1 % commission
-    assert DIST in json.dumps(tr.header.to_json())  # its version in the header
+    assert tr.header.versions.get(DIST) == "0.1.0"  # the tool source's `packages`
 
 
 @pytest.mark.e2e
@@ -359,7 +359,7 @@ def test_the_viewer_and_the_exports_show_the_plugins_runs(project: Project) -> N
     inspect = [p.name for p in (project.work / "results" / "inspect").glob("*.json")]
     assert any("cambio-usd-eur" in n and "model-server" in n for n in inspect), inspect
     spans = "".join(p.read_text(encoding="utf-8") for p in
-                    (project.work / "results" / "otel" / "cambio_usd_eur").rglob("*.json"))
+                    (project.work / "results" / "otel" / "cambio_usd_eur").rglob("*.jsonl"))
     assert '"model_server"' in spans and "tipo_cambio" in spans
 
 
