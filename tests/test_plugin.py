@@ -98,6 +98,19 @@ def test_each_entry_point_names_an_object_of_its_kind(plugin: None, group: str) 
         assert all(load(f"{m}:__name__") == m for m in entry.code.values())
 
 
+def test_nothing_in_reactlab_names_the_plugins() -> None:
+    """No code, rule, schema, caption or config of reactlab names the package or its
+    plugins: they come in through the entry points alone."""
+    names = [DIST, "reactlab_example", "conversiones", "divisas", "model_server",
+             "text_react", "tipo_cambio", "respuesta_final"]
+    found = [f"{path.relative_to(ROOT)}: {name}"
+             for path in [*(ROOT / "workflow").rglob("*"), ROOT / "config.yaml",
+                          ROOT / "Snakefile"]
+             if path.is_file() and path.suffix in (".py", ".smk", ".yaml", ".rst", "")
+             for name in names if name in path.read_text(encoding="utf-8", errors="replace")]
+    assert found == []
+
+
 def test_the_benchmark_has_its_cases_and_their_tool_agrees(plugin: None) -> None:
     """24 cases in four categories; each case's expected value (written in the data
     file) is what its converter computes, and the faulty policy's unit gives a value
