@@ -117,6 +117,19 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/python -m reactlab.dev.plan_bench --repeat 3 --cores 4":
         not_run("ten minutes of planning and building; a measurement"),
     "make env": not_run("installs the environment this test runs in"),
+    # --- docs/plugins.md: the example plugin package (examples/plugin)
+    ".venv/bin/python -m pip install -e examples/plugin":
+        not_run("installs into the shared environment; tests/test_plugin.py installs the same "
+                "package into a temporary folder (pip --target) and runs the overlay with it"),
+    ".venv/bin/reactlab check --configfile examples/plugin/config.yaml":
+        not_run("needs the example plugin installed; tests/test_plugin.py runs it with the "
+                "package on the path and without it (the one line naming the distribution)"),
+    ".venv/bin/snakemake --cores 2 --configfile config.yaml examples/plugin/config.yaml":
+        not_run("needs the example plugin installed; tests/test_plugin.py runs the same overlay "
+                "(with `all exports`) in a checkout copy with the package on PYTHONPATH"),
+    ".venv/bin/snakemake --cores 2 all exports --configfile config.yaml "
+    "examples/plugin/config.yaml":
+        not_run("tests/test_plugin.py runs it in a checkout copy with the package on PYTHONPATH"),
     # --- docs/mcp.md: a task's tools from an MCP server
     ".venv/bin/reactlab run --spec ... --tools-recording PATH":
         not_run(SYNOPSIS.format("and tests/test_mcp.py records and replays runs through "

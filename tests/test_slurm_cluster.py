@@ -29,6 +29,7 @@ the login node's cluster is the one to use). Set REACTLAB_SLURM_TEST=0 to skip i
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -274,6 +275,40 @@ def test_sacct_without_accounting_stops_with_the_reason(cluster: Cluster,
     assert "this cluster has no accounting" in log, log[-3000:]
     assert "has been submitted with SLURM jobid" not in log, log[-3000:]
     assert not (work / "results" / "traces").exists()
+
+
+# The example plugin (examples/plugin, docs/plugins.md) in a cluster job: the package is
+# found the way the project is, through PYTHONPATH, which the plugin's sbatch exports.
+@pytest.mark.parametrize("cluster", [False], indirect=True, ids=["no-accounting"])
+def test_the_example_plugin_runs_in_a_slurm_job(cluster: Cluster, tmp_path: Path) -> None:
+    """One trace of the plugin overlay's tool-source task on its model server, asked of the
+    SLURM profile: the overlay's simulated runs (the tool source's, the model server's,
+    the plugin agent's) go in one batch job, which completes; the data in this process."""
+    from tests.doc_commands import copy_checkout
+    from tests.test_plugin import OVERLAY, install
+
+    site = install(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    copy_checkout(work)
+    env = cluster_env(cluster)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    key = "cambio_usd_eur/model_server/divisas_correcto"
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", PROFILE,
+                           f"results/verified/{key}.json", "--configfile", "config.yaml",
+                           OVERLAY], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    run_id = re.search(r"SLURM run ID: (\S+)", log)
+    submitted = re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", log)
+    assert run_id and re.findall(r"^rule (\w+):", log, flags=re.M) == ["run_batch_0"], log[-3000:]
+    states = job_states(cluster, run_id.group(1))
+    show(f"the example plugin: {len(submitted)} job submitted, states "
+         f"{sorted(states.get(sid, 'NOT LISTED') for _, sid in submitted)}")
+    assert [states.get(sid) for _, sid in submitted] == ["COMPLETED"], log[-3000:]
+    verified = json.loads((work / "results" / "verified" / f"{key}.json").read_text())
+    assert verified["verified"] is True, verified
 
 
 # --- the check that refuses a set-up that would hang (no cluster needed) -------------
