@@ -184,9 +184,6 @@ def test_the_cycle_check_sees_a_lazy_mutual_import(tmp_path):
 #: (``suites/<name>*.py``) and the registry: each place with its reason. Everything else
 #: asks the registry (:mod:`reactlab.suites.registry`).
 BENCHMARK_NAME_PLACES = {
-    # the config's built-in cross-checks: config is below suites and imports no benchmark
-    # (tests/test_agentdojo.py checks the table against the registry's entries)
-    "config/suites.py",
     # the index's layout of a suite table, by the table's name (unknown ones: as they are)
     "views/index.py",
 }

@@ -19,10 +19,11 @@ from reactlab.backends.recording import Recorder, Replay
 from reactlab.backends.registry import provider as provider_entry
 from reactlab.config import RunSpec
 from reactlab.core.errors import UsageError
+from reactlab.frameworks.registry import FRAMEWORKS
 from reactlab.frameworks.wire import FrameworkMcp, run_framework
 from reactlab.mcp.source import ServerJob
 from reactlab.tools import ToolBox
-from reactlab.tools.sources import open_source
+from reactlab.tools.sources import SOURCES, open_source
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
@@ -37,10 +38,16 @@ _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 
 
 @cache
-def package_versions(provider: str) -> dict[str, str]:
-    """Versions of Python, the package's own dependencies and the packages the provider
-    imports (its registry entry's ``packages``)."""
+def package_versions(provider: str, framework: str | None = None,
+                     source: str | None = None) -> dict[str, str]:
+    """Versions of Python, the package's own dependencies and the packages the run's
+    plugin entries import: its provider's, its framework's and its tool source's
+    (each entry's ``packages``)."""
     names = _VERSIONED + provider_entry(provider).packages
+    if framework is not None:
+        names += FRAMEWORKS.lookup(framework).packages
+    if source is not None:
+        names += SOURCES.lookup(source).packages
     out = {"python": platform.python_version()}
     for name in names:
         try:
@@ -64,7 +71,10 @@ def header(spec: RunSpec, session: object | None = None) -> Header:
     facts = session if isinstance(session, SessionFacts) else None
     return Header(schema_version=SCHEMA_VERSION, run=run, key=spec.key,
                   config_hash=spec.config_hash,
-                  versions=package_versions(spec.backend_config.provider),
+                  versions=package_versions(
+                      spec.backend_config.provider,
+                      spec.framework.framework if spec.framework is not None else None,
+                      spec.tool_source.plugin if spec.tool_source is not None else None),
                   spec=spec.to_dict(),
                   system_prompt_sent=facts.system_prompt_sent if facts else None,
                   tool_results_ascii=facts.tool_results_ascii if facts else None)
