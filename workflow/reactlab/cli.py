@@ -139,8 +139,10 @@ def _cmd_convert_model(a: argparse.Namespace) -> None:
 
 
 def _cmd_serve(a: argparse.Namespace) -> None:
+    from reactlab.backends.registry import providers  # lazy: the config package
     from reactlab.simulate.server import serve  # lazy: heavy (starlette, httpx)
 
+    providers()  # every installed provider's wire API is served (a plugin's too)
     serve(_config(a.config), a.host, a.port, task=a.task)
 
 
