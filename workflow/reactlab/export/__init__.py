@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Verification, load_verification
 from reactlab.backends import API_RESULTS_ASCII, registry
-from reactlab.config.settings import BackendSettings, backend_settings
+from reactlab.config import RunSpec
+from reactlab.config.settings import BackendSettings
 from reactlab.core.errors import ExportError, TraceError, UsageError
 from reactlab.trace.integrity import MANIFEST, check_manifest
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
@@ -90,25 +90,25 @@ class ExportRun:
         return str(agent) if agent is not None else None
 
     @property
-    def spec(self) -> Mapping[str, Any]:
-        return self.trace.header.spec
+    def spec(self) -> RunSpec:
+        """The run's spec, typed (:attr:`reactlab.trace.records.Header.run_spec`)."""
+        return self.trace.header.run_spec
 
     @property
     def strategy(self) -> str:
         """Who decided the calls: ``react`` (the scripted steps' and the default) or the
         strategy a real model's scenario names (``plan_execute``)."""
-        return str(self.spec["script"].get("strategy", "react"))
+        return self.spec.script.strategy
 
     @property
     def trial(self) -> int | None:
         """The trial number of a run with repeated trials, None for a single run."""
-        value = self.spec.get("trial")
-        return int(value) if value is not None else None
+        return self.spec.trial
 
     @property
     def backend_config(self) -> BackendSettings:
         """The run's backend settings, typed (validated from the trace header's spec)."""
-        return backend_settings(self.spec["backend_config"])
+        return self.spec.backend_config
 
     @property
     def provider(self) -> str:
@@ -141,8 +141,7 @@ class ExportRun:
         name = getattr(self.backend_config, "model", None)
         if name:
             return Path(str(name)).name if "/" in str(name) else str(name)
-        script = self.spec.get("script") or {}
-        return str(script.get("model") or self.scenario)
+        return self.spec.script.model or self.scenario
 
     def request_params(self) -> dict[str, int | float]:
         """The request parameters the run's config sets, as both exports name them:
@@ -155,8 +154,8 @@ class ExportRun:
         for name in ("temperature", "top_p"):
             if cfg.get(name) is not None:
                 values[name] = float(cfg[name])
-        if self.spec.get("seed") is not None:
-            values["seed"] = int(self.spec["seed"])
+        if self.spec.seed is not None:
+            values["seed"] = self.spec.seed
         return values
 
     def calls_by_step(self) -> dict[int, list[ToolCallRecord]]:
@@ -191,7 +190,7 @@ def unrecorded_facts(run: ExportRun) -> tuple[bool, bool]:
                          f"sent, and {exc}: run it again") from exc
     react = run.strategy == "react"
     if http:
-        return bool(run.spec["agent"].get("send_system_prompt")) and react, API_RESULTS_ASCII
+        return run.spec.agent.send_system_prompt and react, API_RESULTS_ASCII
     return react, False
 
 

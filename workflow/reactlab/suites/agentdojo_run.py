@@ -160,9 +160,11 @@ def _settings(cfg_json: str, defence: str, system_prompt: str,
             script_settings(json.loads(script_json)))
 
 
-def pair_of(spec: Any) -> env.Pair:
-    """The pair a spec (or a trace header's spec) runs."""
-    info = spec["suite"] if isinstance(spec, Mapping) else spec.suite
+def pair_of(spec: RunSpec) -> env.Pair:
+    """The pair a spec (a trace header's: ``Header.run_spec``) runs."""
+    info = spec.suite
+    if info is None:
+        raise UsageError(f"{spec.key} is no AgentDojo case")
     return env.Pair(info["suite"], info["user_task"], info["injection_task"])
 
 

@@ -33,7 +33,9 @@ def score_trace(tr: Any) -> dict[str, Any]:
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime  # lazy: optional
     from agentdojo.types import text_content_block_from_string  # lazy: optional (agentdojo)
 
-    info = tr.header.spec["suite"]
+    info = tr.header.run_spec.suite
+    if info is None:
+        raise TraceError(f"{tr.path}: not a suite trace")
     pair = Pair(info["suite"], info["user_task"], info["injection_task"])
     s = suite(pair.suite)
     env, pre = environment(pair)

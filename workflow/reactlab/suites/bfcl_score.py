@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.trajectory import trajectory_metrics
 from reactlab.analysis.verify import Finding, Verification
-from reactlab.config import RunSpec
 from reactlab.core.errors import TraceError
 from reactlab.suites import bfcl, bfcl_run
 
@@ -52,7 +51,7 @@ def expected_calls(case: Any) -> list[dict[str, Any]]:
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one BFCL trace (a pure function of the trace)."""
-    spec = RunSpec.from_dict(tr.header.spec)
+    spec = tr.header.run_spec
     if spec.suite is None or spec.suite.benchmark != NAME:
         raise TraceError(f"{trace_path}: not a BFCL suite trace")
     case = bfcl_run.case_of(spec)

@@ -150,10 +150,9 @@ def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one suite trace by its benchmark's scorer (the trace
     header's ``suite.benchmark``); a TraceError for a trace of no registered benchmark."""
-    spec = tr.header.spec
-    info = spec.get("suite") if isinstance(spec, Mapping) else None
-    name = info.get("benchmark") if isinstance(info, Mapping) else None
-    if not isinstance(name, str) or name not in BENCHMARKS:
+    case = tr.header.run_spec.suite
+    name = case.benchmark if case is not None else None
+    if name is None or name not in BENCHMARKS:
         raise TraceError(f"{trace_path}: not a suite trace of a registered benchmark "
                          f"({name!r})")
     return BENCHMARKS[name].record(tr, trace_path)
