@@ -46,6 +46,10 @@ from reactlab.config.schema import schema_field
 from reactlab.core.errors import ConfigError
 
 Mode = Literal["simulated", "scripted", "model", "live"]
+#: The modes whose backend reaches its model over HTTP (an API adapter against its simulator
+#: or the real API; a provider with an HTTP layer has these); ``scripted`` and ``model``
+#: run in process. A trace's spec says which one its session was.
+HTTP_MODES: frozenset[str] = frozenset({"simulated", "live"})
 Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
 #: The decoding modes that mask the model's tokens with the tools' grammar: they need the
 #: tool definitions sent (the config refuses them with ``agent.send_tools: false``).

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Verification, load_verification
-from reactlab.backends import API_RESULTS_ASCII, registry
+from reactlab.backends import API_RESULTS_ASCII
 from reactlab.config import RunSpec
-from reactlab.config.settings import BackendSettings
-from reactlab.core.errors import ExportError, TraceError, UsageError
+from reactlab.config.settings import HTTP_MODES, BackendSettings
+from reactlab.core.errors import ExportError, TraceError
 from reactlab.trace.integrity import MANIFEST, check_manifest
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
 
@@ -174,22 +174,18 @@ class ExportRun:
 def unrecorded_facts(run: ExportRun) -> tuple[bool, bool]:
     """(system prompt sent, tool results ASCII) of a trace whose header records neither:
     one written before the runner recorded them (``tests/golden/exports/input`` holds
-    such traces, committed byte for byte). What the sessions of the time did, read from
-    the registry rather than from the provider's name: an HTTP provider's session is an
-    :class:`~reactlab.backends.adapter.ApiSession`, which sends the system prompt as
-    ``agent.send_system_prompt`` says and ASCII-escaped results; an in-process provider's
-    are the local ChatML sessions, whose ReAct session always sends the system prompt and
-    whose results keep their UTF-8 text. A provider that is not registered is a
-    TraceError: nothing says what its session sent.
+    such traces, committed byte for byte). Read from the trace alone: what the sessions
+    of the time did, by the backend's ``mode`` that its header's spec holds. An HTTP mode
+    (``simulated``, ``live``: an :class:`~reactlab.backends.adapter.ApiSession`) sent the
+    system prompt as ``agent.send_system_prompt`` says and ASCII-escaped results; an
+    in-process one (``scripted``, ``model``: the local ChatML sessions) always sent the
+    system prompt and kept the results' UTF-8 text. Either sends the system prompt only
+    to the ReAct strategy. Nothing outside the trace (which providers are registered
+    now) is asked, so an export reads the same for a trace of any provider.
 
     Only old traces take this path; drop it once no kept trace lacks the two fields."""
-    try:
-        http = registry.provider(run.provider).http
-    except UsageError as exc:
-        raise TraceError(f"{run.trace.path}: the header does not record what its session "
-                         f"sent, and {exc}: run it again") from exc
     react = run.strategy == "react"
-    if http:
+    if run.backend_config.mode in HTTP_MODES:
         return run.spec.agent.send_system_prompt and react, API_RESULTS_ASCII
     return react, False
 
