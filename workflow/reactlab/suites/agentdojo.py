@@ -69,6 +69,7 @@ from reactlab.suites.agentdojo_env import (
     SUITES,
     TAG,
     VERSION,
+    AgentDojoCase,
     Pair,
     Runtime,
     _environment,
@@ -86,6 +87,7 @@ from reactlab.suites.agentdojo_env import (
 from reactlab.suites.agentdojo_run import (
     NAME,
     case_specs,
+    fields_of,
     pair_of,
     run_case,
     run_pair,
@@ -106,7 +108,7 @@ from reactlab.suites.entry import BenchmarkEntry
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",
            "Pair", "Runtime", "_environment", "_jsonable",
-           "build_agentdojo", "build_index", "case_specs", "environment", "index",
+           "build_agentdojo", "build_index", "case_specs", "environment", "fields_of", "index",
            "injections", "inline_refs", "pair_of", "pairs", "run_all", "run_case",
            "run_pair", "sample_pairs", "scenario_name", "scope_tools", "score_trace",
            "spec_for", "suite", "suite_record", "system_message", "table", "tool_schemas"]
@@ -116,7 +118,7 @@ __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDE
 #: multi-turn: a batched first turn never comes (``batch_size`` is BFCL's only).
 AGENTDOJO = BenchmarkEntry(
     name=NAME, tables=("agentdojo",), categories=SUITES, policies=POLICIES,
-    only=("defences", "max_steps"),
+    only=("defences", "max_steps"), case_fields=AgentDojoCase,
     code={"run": "reactlab.suites.agentdojo_run", "verify": "reactlab.suites.agentdojo_score",
           "tables": "reactlab.suites.agentdojo_score"},
     specs=case_specs, run_case=run_case, record=suite_record, build_tables=build_agentdojo)

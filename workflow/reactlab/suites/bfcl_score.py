@@ -69,7 +69,7 @@ def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
                 f"{result['error_type']}: {(result['error'] or [''])[0][:300]}")]
     rec = Verification(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
                        verified=bool(result["valid"]), findings=tuple(findings)).to_json()
-    rec.update({"checker": "bfcl.ast_checker", "suite": spec.suite["name"],
+    rec.update({"checker": "bfcl.ast_checker", "suite": spec.suite.name,
                 "category": case.category, "case": case.id,
                 "error_type": result["error_type"],
                 "sub_error_types": sorted(set(result["sub_error_types"])),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.config import RunSpec
-from reactlab.config.settings import SuiteSettings
+from reactlab.config.settings import CaseFields, SuiteSettings
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
@@ -50,6 +50,7 @@ class BenchmarkEntry:
     policies: tuple[str, ...]
     only: tuple[str, ...]
     code: Mapping[str, str]
+    case_fields: type[CaseFields]
     specs: Callable[[str, SuiteSettings, Mapping[str, Any]], list[RunSpec]]
     run_case: RunCase
     record: Callable[[Trace, str], dict[str, Any]]

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactlab.config import declare_benchmark
-from reactlab.core.errors import TraceError, UsageError
+from reactlab.config.settings import CaseFields
+from reactlab.core.errors import ConfigError, TraceError, UsageError
 from reactlab.core.registry import Registry
 from reactlab.suites.agentdojo import AGENTDOJO
 from reactlab.suites.bfcl_suite import BFCL
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
 
-__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "load_suite_verification", "register",
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "case_fields", "load_suite_verification",
+           "register",
            "run_case", "suite_record"]
 
 
@@ -68,6 +70,12 @@ class Benchmark(Protocol):
     @property
     def only(self) -> tuple[str, ...]:
         """The fields of a suite entry that only this benchmark takes."""
+
+    @property
+    def case_fields(self) -> type[CaseFields]:
+        """The model of its own fields of a case (the spec's ``suite.case``: what its
+        checker needs), an unknown field refused: each of its cases is checked against it
+        when planned, run and scored (:func:`case_fields`)."""
 
     @property
     def code(self) -> Mapping[str, str]:
@@ -141,20 +149,33 @@ def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one case by its benchmark (the spec's ``suite.benchmark``): what a shard job
     hands :func:`reactlab.suites.run.run_shard`."""
-    if spec.suite is None:
-        raise UsageError(f"{spec.key} is no suite case")
+    case_fields(spec)
+    assert spec.suite is not None
     return benchmark(spec.suite.benchmark).run_case(spec, out, model=model, turn=turn,
                                                      recording=recording, replay=replay)
+
+
+def case_fields(spec: RunSpec) -> CaseFields:
+    """The case's own fields, typed by its benchmark's model
+    (:attr:`Benchmark.case_fields`): a UsageError for a spec of no suite case, a
+    ConfigError naming a field its benchmark does not declare."""
+    if spec.suite is None:
+        raise UsageError(f"{spec.key} is no suite case")
+    return benchmark(spec.suite.benchmark).case_fields.of(spec.suite)
 
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one suite trace by its benchmark's scorer (the trace
     header's ``suite.benchmark``); a TraceError for a trace of no registered benchmark."""
-    case = tr.header.run_spec.suite
-    name = case.benchmark if case is not None else None
+    spec = tr.header.run_spec
+    name = spec.suite.benchmark if spec.suite is not None else None
     if name is None or name not in BENCHMARKS:
         raise TraceError(f"{trace_path}: not a suite trace of a registered benchmark "
                          f"({name!r})")
+    try:
+        case_fields(spec)
+    except ConfigError as exc:
+        raise TraceError(f"{trace_path}: {exc}") from exc
     return BENCHMARKS[name].record(tr, trace_path)
 
 

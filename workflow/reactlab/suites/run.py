@@ -93,7 +93,7 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     t_load = time.perf_counter() - t0
     turns: list[ModelTurn | None] = [None] * len(specs)
     suite = specs[0].suite if specs else None
-    batch = int(suite.get("batch_size", 1)) if suite is not None else 1
+    batch = (suite.batch_size or 1) if suite is not None else 1
     layout: list[list[str]] = []
     if model is not None and batch > 1:
         turns = first_turns(model, specs, batch, layout)

@@ -137,10 +137,11 @@ def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
     meta.append(("config hash", f"<code>{_h(tr.header.config_hash)}</code>"))
     meta.append(("trace sha256", f"<code>{_h(end.sha256)}</code>"))
     body.append("<h2>Case</h2>\n" + _meta(meta))
-    if case is not None and "possible_answer" in (case.model_extra or {}):
+    own = case.case if case is not None else {}
+    if "possible_answer" in own:
         body.append("<h2>Possible answers</h2>\n"
-                    f"<pre>{_h(_json(case['possible_answer']))}</pre>\n")
-    functions = (case.get("functions") or case.tools) if case is not None else None
+                    f"<pre>{_h(_json(own['possible_answer']))}</pre>\n")
+    functions = (own.get("functions") or case.tools) if case is not None else None
     if functions:
         body.append("<h2>Functions offered</h2>\n"
                     f"<pre>{_h(json.dumps(functions, ensure_ascii=False, indent=1))}</pre>\n")
