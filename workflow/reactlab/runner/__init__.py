@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from reactlab.agent.loop import Executor
     from reactlab.agent.types import ModelTurn, Session
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 
@@ -137,7 +137,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
                  recording: str | Path | None = None,
                  replay: str | Path | None = None,
                  allowed: Collection[str] | None = None,
-                 model: LocalModel | None = None,
+                 model: LoadedModel | None = None,
                  first_turn: ModelTurn | None = None) -> dict[str, Any]:
     """Run ``spec`` with ``tools`` and write the trace to ``out`` atomically: the one
     path from a spec to its trace, for the config's runs and every outside suite's case

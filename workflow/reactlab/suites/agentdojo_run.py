@@ -39,7 +39,7 @@ from reactlab.suites.types import SCENARIO_MODEL, played, sample_cases
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
 
 __all__ = ["case_specs", "fields_of", "pair_of", "policy_steps", "run_case", "run_pair",
            "sample_pairs", "scenario_name", "spec_for", "system_message"]
@@ -172,7 +172,7 @@ def pair_of(spec: RunSpec) -> env.Pair:
     return fields_of(spec).pair
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one spec through the runner (:func:`reactlab.runner.run_to_trace`; AgentDojo's

@@ -37,7 +37,7 @@ from reactlab.suites.types import played
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.config import RunSpec
 
 __all__ = ["NOT_EXECUTED", "BfclCase", "RecordOnly", "case_of", "mode_of", "policy_steps",
@@ -102,7 +102,7 @@ def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
                                for c in calls]})]
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one case and write its trace atomically; returns the end record's data.

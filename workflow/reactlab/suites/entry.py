@@ -22,7 +22,7 @@ from reactlab.config.settings import CaseFields, SuiteSettings
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.trace import Trace
 
 __all__ = ["BenchmarkEntry", "RunCase"]
@@ -33,7 +33,7 @@ class RunCase(Protocol):
     its trace path, the shard's model, the case's batched first turn and an HTTP case's
     recording to write or to answer from → the end record's data."""
 
-    def __call__(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+    def __call__(self, spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
                  turn: ModelTurn | None = None, recording: str | None = None,
                  replay: str | None = None) -> dict[str, Any]: ...
 

@@ -37,7 +37,7 @@ from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.config import RunSpec
     from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
@@ -94,7 +94,7 @@ class Benchmark(Protocol):
         one that runs a model one spec (scenario ``react``). A UsageError names what
         cannot run."""
 
-    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
                  turn: ModelTurn | None = None, recording: str | None = None,
                  replay: str | None = None) -> dict[str, Any]:
         """Run one case through :func:`reactlab.runner.run_to_trace` (a policy's steps
@@ -144,7 +144,7 @@ def benchmark(name: str) -> Benchmark:
     return BENCHMARKS.lookup(name)
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one case by its benchmark (the spec's ``suite.benchmark``): what a shard job
