@@ -187,12 +187,9 @@ BENCHMARK_NAME_PLACES = {
     # the config's built-in cross-checks: config is below suites and imports no benchmark
     # (tests/test_agentdojo.py checks the table against the registry's entries)
     "config/suites.py",
-    # the index's layout of a suite table, by the table's name (unknown ones: as they are)
-    "views/index.py",
 }
 #: Places that name a benchmark's *table* or write a config, without branching on it.
 BENCHMARK_TABLE_NAMES = {
-    "analysis/outputs.py",  # a suite figure's source table (a lower stage than suites)
     "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
     "dev/dtype_invariance.py",  # a measurement on BFCL cases (its config)
 }

@@ -111,6 +111,8 @@ class Toy:
     policies = (POLICY,)
     only = ()
     case_fields = ToyCase
+    figures: tuple[Any, ...] = ()  # no figure of its table
+    summaries: Mapping[str, Any] = {}  # its table shown as it is on the viewer's index
     code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint
 
     def specs(self, suite_name: str, entry: SuiteSettings,

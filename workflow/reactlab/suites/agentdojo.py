@@ -57,6 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace
+from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.suite_figures import agentdojo_rates
 from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import (
     ATTACK,
@@ -104,6 +106,7 @@ from reactlab.suites.agentdojo_score import (
     table,
 )
 from reactlab.suites.entry import BenchmarkEntry
+from reactlab.suites.summaries import agentdojo_summary
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",
@@ -119,6 +122,8 @@ __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDE
 AGENTDOJO = BenchmarkEntry(
     name=NAME, tables=("agentdojo",), categories=SUITES, policies=POLICIES,
     only=("defences", "max_steps"), case_fields=AgentDojoCase,
+    figures=(Figure("agentdojo_rates", "agentdojo", without_section(agentdojo_rates)),),
+    summaries={"agentdojo": agentdojo_summary},
     code={"run": "reactlab.suites.agentdojo_run", "verify": "reactlab.suites.agentdojo_score",
           "tables": "reactlab.suites.agentdojo_score"},
     specs=case_specs, run_case=run_case, record=suite_record, build_tables=build_agentdojo)

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
+from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.suite_figures import bfcl_accuracy
 from reactlab.config import RunSpec
 from reactlab.config.settings import (
     LiveBackend,
@@ -32,6 +34,7 @@ from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
 from reactlab.suites.bfcl_run import BfclCase
 from reactlab.suites.bfcl_score import NAME
 from reactlab.suites.entry import BenchmarkEntry
+from reactlab.suites.summaries import bfcl_summary
 from reactlab.suites.types import SCENARIO_MODEL, sample_cases
 
 __all__ = ["BFCL", "case_specs"]
@@ -96,6 +99,8 @@ def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[
 BFCL = BenchmarkEntry(
     name=NAME, tables=("bfcl", "bfcl_cases"), categories=bfcl.CATEGORIES,
     policies=bfcl.POLICIES, only=("batch_size",), case_fields=BfclCase,
+    figures=(Figure("bfcl_accuracy", "bfcl", without_section(bfcl_accuracy)),),
+    summaries={"bfcl": bfcl_summary},
     code={"run": "reactlab.suites.bfcl_run", "verify": "reactlab.suites.bfcl_score",
           "tables": "reactlab.suites.bfcl_tables"},
     specs=case_specs, run_case=bfcl_run.run_case, record=bfcl_score.suite_record,

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reactlab.analysis.outputs import Figure
 from reactlab.config import RunSpec
 from reactlab.config.settings import CaseFields, SuiteSettings
+from reactlab.suites.summaries import Summary
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
@@ -51,6 +53,8 @@ class BenchmarkEntry:
     only: tuple[str, ...]
     code: Mapping[str, str]
     case_fields: type[CaseFields]
+    figures: tuple[Figure, ...]
+    summaries: Mapping[str, Summary]
     specs: Callable[[str, SuiteSettings, Mapping[str, Any]], list[RunSpec]]
     run_case: RunCase
     record: Callable[[Trace, str], dict[str, Any]]

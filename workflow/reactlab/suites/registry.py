@@ -27,12 +27,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reactlab.analysis.outputs import Figure
 from reactlab.config import declare_benchmark
 from reactlab.config.settings import CaseFields
 from reactlab.core.errors import ConfigError, TraceError, UsageError
 from reactlab.core.registry import Registry
 from reactlab.suites.agentdojo import AGENTDOJO
 from reactlab.suites.bfcl_suite import BFCL
+from reactlab.suites.summaries import Summary
 from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
@@ -42,8 +44,8 @@ if TYPE_CHECKING:
     from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
 
-__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "case_fields", "load_suite_verification",
-           "register",
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "case_fields", "figures",
+           "load_suite_verification", "register",
            "run_case", "suite_record"]
 
 
@@ -76,6 +78,16 @@ class Benchmark(Protocol):
         """The model of its own fields of a case (the spec's ``suite.case``: what its
         checker needs), an unknown field refused: each of its cases is checked against it
         when planned, run and scored (:func:`case_fields`)."""
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        """Its figures, each drawn from one of its :attr:`tables` (its presentation: the
+        rules make one when its table is made, the CLI draws it; :func:`figures`)."""
+
+    @property
+    def summaries(self) -> Mapping[str, Summary]:
+        """Its tables' summaries on the viewer's index, by table name
+        (:mod:`reactlab.suites.summaries`); a table without one is shown as it is."""
 
     @property
     def code(self) -> Mapping[str, str]:
@@ -142,6 +154,12 @@ def register(entry: Benchmark) -> Benchmark:
 def benchmark(name: str) -> Benchmark:
     """The registered benchmark ``name`` (a UsageError naming the known ones if none)."""
     return BENCHMARKS.lookup(name)
+
+
+def figures() -> dict[str, Figure]:
+    """Every registered benchmark's figures, by kind (what ``reactlab.analysis.outputs``
+    takes as ``suite``: :func:`~reactlab.analysis.outputs.suite_figures`, ``draw``)."""
+    return {f.kind: f for entry in BENCHMARKS.values() for f in entry.figures}
 
 
 def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
