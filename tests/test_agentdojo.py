@@ -158,7 +158,7 @@ def test_the_default_config_runs_a_small_scripted_slice() -> None:
                                            for d in defences}
     assert len({s.task for s in specs}) == 1 * len(ad.SUITES)
     # the scope rule's allowed tools travel with the spec; only "scope" scenarios have it
-    assert all((s.suite["scope"] is not None) == ("scope" in s.scenario) for s in specs)
+    assert all((ad.fields_of(s).scope is not None) == ("scope" in s.scenario) for s in specs)
 
 
 def test_the_overlay_runs_every_pair_under_both_policies_and_four_defences() -> None:

@@ -295,3 +295,25 @@ def test_the_exports_name_the_agent(cfg: config.Config, toolbox: Any, tmp_path: 
 
     assert agent_names(toy) == {"toy_capped"}
     assert agent_names(lesson) == {"reactlab"}
+
+
+@pytest.mark.parametrize("option", ["recording", "replay", "allowed"])
+def test_a_framework_run_refuses_what_it_cannot_honour(
+        cfg: config.Config, toolbox: Any, tmp_path: Path, option: str) -> None:
+    """``run_to_trace`` is one path for the loop's runs and a framework's: an option the
+    framework's run cannot honour (an HTTP recording or replay, a narrowed tool list) is
+    a UsageError naming it before anything runs, not silently dropped (before: the run
+    went ahead and wrote no recording)."""
+    from reactlab.core.errors import UsageError
+
+    spec = next(r for r in cfg.runs if r.key == "variacion_busi/openai_chat/correcto__toy")
+    value: Any = ["precio"] if option == "allowed" else tmp_path / "r.jsonl"
+    if option == "replay":
+        value.write_text("", encoding="utf-8")
+    out = tmp_path / "t.jsonl"
+    with pytest.raises(UsageError, match=rf"correcto__toy: a framework's run takes no "
+                                         rf"{option}: "):
+        run_to_trace(spec, toolbox, out, **{option: value})
+    assert not out.exists() and not (option == "recording" and value.exists())
+    run_to_trace(spec, toolbox, out)  # without it, the run runs
+    assert tracemod.read(out).end.termination == "answer"

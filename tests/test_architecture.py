@@ -183,13 +183,9 @@ def test_the_cycle_check_sees_a_lazy_mutual_import(tmp_path):
 #: Where a built-in benchmark's name may be written outside its own modules
 #: (``suites/<name>*.py``) and the registry: each place with its reason. Everything else
 #: asks the registry (:mod:`reactlab.suites.registry`).
-BENCHMARK_NAME_PLACES = {
-    # the index's layout of a suite table, by the table's name (unknown ones: as they are)
-    "views/index.py",
-}
+BENCHMARK_NAME_PLACES: set[str] = set()
 #: Places that name a benchmark's *table* or write a config, without branching on it.
 BENCHMARK_TABLE_NAMES = {
-    "analysis/outputs.py",  # a suite figure's source table (a lower stage than suites)
     "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
     "dev/dtype_invariance.py",  # a measurement on BFCL cases (its config)
 }

@@ -641,3 +641,30 @@ def test_the_exports_target_builds_both_and_a_damaged_copy_is_rebuilt(tmp_path: 
     assert "checksum mismatch" in rerun.stderr and "results/inspect will be rebuilt" in rerun.stderr
     assert {n: b for n, b in _files(results / "inspect").items()
             if n != ".snakemake_timestamp"} == built["inspect"]
+
+
+def test_an_old_trace_exports_from_what_it_holds_alone() -> None:
+    """A trace whose header does not record what its session sent takes the default of
+    its backend's mode, read from the trace: not from the provider registry, so a trace of
+    a provider not registered here exports all the same (a TraceError before)."""
+    for gt, gv in _golden_pairs():
+        tr = trace.read(gt)
+        spec = json.loads(json.dumps(tr.header.spec))
+        spec["backend_config"]["provider"] = "registered_nowhere"
+        moved = replace(tr, header=replace(tr.header, spec=spec))
+        run = ExportRun(moved, verify.load_verification(tr, gv, str(gt)))
+        old = ExportRun(tr, verify.load_verification(tr, gv, str(gt)))
+        http = tr.header.spec["backend_config"]["mode"] in ("simulated", "live")
+        assert unrecorded_facts(run) == unrecorded_facts(old) == (
+            (False, True) if http else (True, False))  # send_system_prompt: false
+
+
+def test_the_exports_read_only_the_traces() -> None:
+    """No export module asks the provider registry (what is registered now says nothing
+    of a trace written before)."""
+    for path in (ROOT / "workflow" / "reactlab" / "export").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        named = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names if node.module == "reactlab.backends"}
+        modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "registry" not in named and "reactlab.backends.registry" not in modules, path

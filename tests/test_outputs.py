@@ -9,6 +9,7 @@ import pytest
 
 from reactlab.analysis import outputs
 from reactlab.core.errors import UsageError
+from reactlab.suites.registry import figures as benchmark_figures
 from tests.conftest import ROOT
 from tests.test_damage import FIGURE, _one_run
 
@@ -39,8 +40,8 @@ def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],
 
 
 def test_every_table_and_figure_has_its_caption() -> None:
-    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in
-                                                   outputs.ALL_FIGURES.values()]
+    every = [*outputs.FIGURES.values(), *benchmark_figures().values()]
+    pages = [t.caption for t in outputs.TABLES] + [f.caption for f in every]
     assert [p for p in pages if not (ROOT / "workflow" / "report" / f"{p}.rst").is_file()] == []
 
 
@@ -50,11 +51,13 @@ def test_the_cli_offers_the_registrys_figures(built: dict[str, Path], tmp_path: 
     parser = cli.build_parser()
     figure = next(a for a in parser._subparsers._group_actions[0].choices["figure"]._actions
                   if a.dest == "kind")
-    assert list(figure.choices) == list(outputs.ALL_FIGURES)
+    assert all(kind in figure.help for kind in outputs.FIGURES)
     out = tmp_path / "o.png"
     assert cli.main(["figure", "--kind", "outcomes", "--table", str(built["runs"]),
                      "--out", str(out)]) == 0
     assert out.is_file()
+    with pytest.raises(UsageError, match=r"unknown figure kind 'pie'.*bfcl_accuracy"):
+        outputs.figure_entry("pie", benchmark_figures().values())
 
 
 def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
@@ -63,10 +66,12 @@ def test_suite_figures_are_drawn_from_their_tables(tmp_path: Path) -> None:
     from tests.test_suites import suite_config
 
     tables = build_bfcl(run_suite_shards(suite_config(sample=1), tmp_path / "r"), tmp_path / "t")
-    assert [f.kind for f in outputs.suite_figures([str(tables["bfcl"])])] == ["bfcl_accuracy"]
-    assert outputs.suite_figures(["results/tables/runs.csv"]) == []
-    png = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "b.png", {})
-    again = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "c.png", {})
+    suite = benchmark_figures().values()
+    assert [f.kind for f in outputs.suite_figures([str(tables["bfcl"])], suite)] == [
+        "bfcl_accuracy"]
+    assert outputs.suite_figures(["results/tables/runs.csv"], suite) == []
+    png = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "b.png", {}, suite)
+    again = outputs.draw("bfcl_accuracy", tables["bfcl"], tmp_path / "c.png", {}, suite)
     assert png.read_bytes() == again.read_bytes()
     assert png.with_suffix(".svg").read_bytes() == again.with_suffix(".svg").read_bytes()
 
@@ -109,12 +114,12 @@ def test_a_damaged_suite_figure_or_one_without_its_table_is_removed(
     cases = run_suite_shards(suite_config(sample=1), tmp_path / "r")
     table = build_bfcl(cases, tmp_path / "t")["bfcl"]
     monkeypatch.chdir(tmp_path)  # the figure's own paths: results/figures/...
-    figure = outputs.SUITE_FIGURES["bfcl_accuracy"]
+    figure = benchmark_figures()["bfcl_accuracy"]
     png = Path(figure.paths[0])
     tables = str(table.parent)
 
     def draw() -> None:
-        outputs.draw("bfcl_accuracy", table, png, {})
+        outputs.draw("bfcl_accuracy", table, png, {}, [figure])
 
     draw()
     assert jobs.remove_damaged_figures([figure], tables) == []
@@ -144,10 +149,11 @@ def test_the_agentdojo_figure_reads_agentdojo_csv(tmp_path: Path) -> None:
 
     table = tmp_path / "agentdojo.csv"
     table.write_text(AGENTDOJO_CSV, encoding="utf-8")
-    assert [f.kind for f in outputs.suite_figures([str(table)])] == ["agentdojo_rates"]
-    a = outputs.draw("agentdojo_rates", table, tmp_path / "a.png", {})
-    b = outputs.draw("agentdojo_rates", table, tmp_path / "b.png", {})
+    suite = benchmark_figures().values()
+    assert [f.kind for f in outputs.suite_figures([str(table)], suite)] == ["agentdojo_rates"]
+    a = outputs.draw("agentdojo_rates", table, tmp_path / "a.png", {}, suite)
+    b = outputs.draw("agentdojo_rates", table, tmp_path / "b.png", {}, suite)
     assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table.write_text(AGENTDOJO_CSV.replace("asr_high", "asr_top"), encoding="utf-8")
     with pytest.raises(TraceError, match="no column asr_high"):
-        outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {})
+        outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {}, suite)

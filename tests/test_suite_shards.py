@@ -200,3 +200,73 @@ def test_reactlab_recover_checks_the_suites_too(built: list[Any]) -> None:
     assert main(["recover"]) == 0
     assert present(built) == {first.id: (True, True), second.id: (False, False)}
     assert not any(Path(t).exists() for t in TABLES)
+
+
+class _Host:
+    """A model host that loads nothing: what a provider's ``models`` member points to."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def load(self, spec: Any) -> Any:
+        self.calls.append("load")
+        return type("Loaded", (), {"name": "fake-model"})()
+
+    def first_turns(self, model: Any, specs: Any, batch_size: int,
+                    layout: list[list[str]]) -> list[Any]:
+        self.calls.append(f"first_turns {batch_size}")
+        layout.append([s.task for s in specs])
+        return [None] * len(specs)
+
+    def describe(self, model: Any) -> dict[str, Any]:
+        return {"model": model.name, "dtype": "float32"}
+
+    def runtime(self) -> dict[str, Any]:
+        return {"torch": "none"}
+
+
+HOST = _Host()
+
+
+def test_a_model_shard_reaches_its_model_only_through_the_provider(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model shard loads its model by its provider's host (``Provider.model_host``),
+    hands it to every case, batches the first turns and writes the reproduction record
+    from what the host says; no suite module imports a backend's package."""
+    import ast
+    from dataclasses import replace
+
+    from reactlab.backends import registry as providers
+    from reactlab.suites import run as shard_run
+
+    raw = suite_config(sample=1, categories=["simple_python", "multiple"],
+                       policies=["oracle"], backends=["smollm2"])
+    raw["suites"]["bfcl"]["batch_size"] = 2
+    shards = plan(raw)
+    assert shards and shards[0].specs[0].backend_config.mode == "model"
+    host = HOST
+    local = replace(providers.provider("local"), models=(__name__, "HOST"))
+    monkeypatch.setattr(shard_run, "provider", lambda name: local)
+    got: list[Any] = []
+
+    def case(spec: Any, out: Any, **kw: Any) -> dict[str, Any]:
+        got.append(kw["model"])
+        return {"calls": 0, "termination": "answer"}
+
+    specs = [s for sh_ in shards for s in sh_.specs][:2]
+    text = json.dumps([s.to_dict() for s in specs])
+    run_shard(text, ["a", "b"], case, tmp_path / "record.json")
+    assert host.calls == ["load", "first_turns 2"]
+    assert [m.name for m in got] == ["fake-model", "fake-model"]
+    record = json.loads((tmp_path / "record.json").read_text(encoding="utf-8"))
+    assert (record["model"], record["dtype"], record["torch"]) == ("fake-model", "float32",
+                                                                   "none")
+    assert record["batches"] == [[s.task for s in specs]]
+    with pytest.raises(Exception, match="loads no model in process"):
+        providers.provider("openai").model_host()
+    assert providers.provider("local").model_host().__class__.__name__ == "LocalModels"
+    suites = Path(shard_run.__file__).parent
+    for path in suites.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("reactlab.backends.local"), path

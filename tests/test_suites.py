@@ -136,7 +136,8 @@ def test_the_default_config_runs_a_small_scripted_slice() -> None:
         "local": "scripted", "openai": "simulated"}
     assert {s.scenario for s in specs} == set(bfcl.POLICIES)
     assert len(specs) == 2 * 1 * len(bfcl.CATEGORIES) * len(bfcl.POLICIES)
-    modes = {s.backend: s.suite.get("mode", "prompt") for s in specs if s.suite is not None}
+    modes = {s.backend: s.suite.case.get("mode", "prompt") for s in specs
+             if s.suite is not None}
     assert modes == {"local": "prompt", "openai": "fc"}
 
 
@@ -555,3 +556,44 @@ def test_a_manifest_takes_only_the_record_of_its_own_specs(
     assert not reproduction_file(spec).exists()
     write_manifest("w.traces.json", ["t.jsonl"], base=".")
     assert Path("s.traces.json").read_bytes() == Path("w.traces.json").read_bytes()
+
+
+def test_a_case_field_its_benchmark_does_not_declare_is_a_clear_error(tmp_path: Path) -> None:
+    """A suite case's own fields are typed by its benchmark's model (``case_fields``):
+    the spec keeps them as one flat object (the trace header's bytes), and a field the
+    benchmark does not declare is a ConfigError naming it, when planned, run or scored."""
+    from reactlab.config import RunSpec
+    from reactlab.config.settings import SuiteCase, suite_settings
+    from reactlab.suites.bfcl_run import BfclCase
+    from reactlab.suites.registry import case_fields, run_case
+
+    raw = load_yaml(ROOT / "config.yaml")
+    raw["suites"] = {"bfcl": {**raw["suites"]["bfcl"], "categories": ["simple_python"],
+                              "backends": ["openai"], "policies": ["oracle"]}}
+    spec = plan(raw)[0].specs[0]
+    assert spec.suite is not None and isinstance(spec.suite, SuiteCase)
+    fields = case_fields(spec)
+    assert isinstance(fields, BfclCase) and fields.category == "simple_python"
+    assert fields.mode == "fc"
+    assert spec.suite.batch_size == suite_settings(raw["suites"]["bfcl"]).batch_size
+    wire = spec.to_dict()["suite"]  # flat, in the order BFCL's traces have
+    assert list(wire) == ["name", "benchmark", "category", "language", "functions",
+                          "possible_answer", "tools", "batch_size", "mode"]
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    assert list(RunSpec.from_json(spec.to_json()).to_dict()["suite"]) == sorted(wire)
+    odd = RunSpec.from_dict({**spec.to_dict(), "suite": {**wire, "colour": "blue"}})
+    assert odd.suite is not None and odd.suite.case["colour"] == "blue"  # kept as given
+    with pytest.raises(ConfigError, match=r"suite \(bfcl case\)\.colour: Extra inputs"):
+        case_fields(odd)
+    with pytest.raises(ConfigError, match=r"colour"):
+        run_case(odd, tmp_path / "t.jsonl")
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_no_settings_model_takes_fields_it_does_not_declare() -> None:
+    """Every settings model forbids unknown fields: a suite case's own fields are its
+    ``case`` member, typed by its benchmark's model, not free extra keys."""
+    package = ROOT / "workflow" / "reactlab"
+    found = [str(p.relative_to(package)) for p in package.rglob("*.py")
+             if 'extra="allow"' in p.read_text(encoding="utf-8")]
+    assert found == []

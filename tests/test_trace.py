@@ -332,3 +332,40 @@ def test_one_manifest_reader_for_folders_and_single_files(tmp_path: Path) -> Non
     assert check_published(a) is None  # no usable manifest: not published by the pipeline
     (tmp_path / MANIFEST).unlink()
     assert "no checksum manifest" in check_manifest(tmp_path / MANIFEST)[0]
+
+
+def test_the_header_gives_its_spec_typed_and_the_bytes_stay_the_dict(tmp_path: Path) -> None:
+    """``Header.run_spec``: the spec as the RunSpec it was written from (typed settings,
+    attributes instead of string keys); the file keeps the dict as written."""
+    from reactlab.config import RunSpec
+    from reactlab.config.settings import SimulatedBackend
+
+    golden = Path(__file__).parent / "golden/exports/input/traces/variacion_busi/openai"
+    tr = trace.read(golden / "correcto.jsonl")
+    spec = tr.header.run_spec
+    assert isinstance(spec, RunSpec)
+    assert spec.to_dict() == tr.header.spec and spec.key == tr.header.key
+    assert isinstance(spec.backend_config, SimulatedBackend)
+    assert spec.backend_config.provider == "openai" and spec.script.model == "correcto"
+    assert tr.header.run_spec is spec  # validated once
+    # the header still writes the dict as read: same bytes
+    line = (golden / "correcto.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    assert trace.dumps(tr.header.to_json()) == line
+
+
+def test_a_header_whose_spec_is_no_run_spec_is_a_trace_error() -> None:
+    with pytest.raises(TraceError, match=r"t/b/s: the header's spec is no run spec"):
+        _ = HEADER.run_spec  # a question alone (a hand-written trace)
+    assert HEADER.question == "¿Cierre de BUSI?"  # what the verifier reads still reads
+
+
+def test_no_reader_takes_the_header_spec_apart_by_string_keys() -> None:
+    """Readers use ``Header.run_spec``; only the header's own ``question`` (which the
+    verifier reads on a hand-written trace) reads the dict."""
+    package = Path(__file__).resolve().parents[1] / "workflow" / "reactlab"
+    keyed = re.compile(r"""\.spec(\[["']|\.get\()|header\.spec\b(?!\s*[,}])""")
+    found = [f"{path.relative_to(package)}:{n}"
+             for path in package.rglob("*.py") if path.parts[-2] != "config"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if keyed.search(line) and "self.spec[\"question\"]" not in line]
+    assert found == []

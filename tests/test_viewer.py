@@ -667,3 +667,25 @@ def test_trials_are_rows_and_a_summary() -> None:
     assert (f'<td class="num">3</td><td class="num">2</td><td class="num">{iv.estimate:.2f} '
             f'[{iv.low:.2f}, {iv.high:.2f}]</td><td class="num">{pass_at_k(3, 2, 3):.2f}</td>'
             f'<td class="num">{pass_hat_k(3, 2, 3):.2f}</td>') in section
+
+
+def test_no_view_or_analysis_code_names_a_benchmark() -> None:
+    """A benchmark's presentation is its own (``Benchmark.figures``, ``summaries``): no
+    code under views/ or analysis/ holds a registered benchmark's name or table name as
+    a string (a comparison, a dict key, a figure's source), docstrings aside."""
+    import ast
+
+    from reactlab.suites.registry import BENCHMARKS
+
+    names = {n for entry in BENCHMARKS.values() for n in (entry.name, *entry.tables)}
+    package = Path(__file__).resolve().parents[1] / "workflow" / "reactlab"
+    found = []
+    for folder in ("views", "analysis"):
+        for path in sorted((package / folder).glob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)
+                    and isinstance(n.value, ast.Constant)}
+            found += [f"{folder}/{path.name}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                      and id(n) not in docs and n.value in names]
+    assert found == []

@@ -30,7 +30,14 @@ from reactlab.agent.types import ModelTurn
 from reactlab.analysis.verify import Finding, Verification
 from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
-from reactlab.config.settings import SuiteSettings, agent_settings, backend_settings, limits
+from reactlab.config.settings import (
+    CaseFields,
+    SuiteCase,
+    SuiteSettings,
+    agent_settings,
+    backend_settings,
+    limits,
+)
 from reactlab.core.errors import UsageError
 from reactlab.core.io import atomic_path
 from reactlab.runner import run_to_trace
@@ -68,6 +75,15 @@ CASES = (Case("numbers_1", "numbers", "How much is 2 + 3?", "add", {"a": 2, "b":
               "4"))
 
 
+class ToyCase(CaseFields):
+    """A toy case's own fields in its spec: what its policy calls and its scorer expects."""
+
+    category: str
+    tool: str
+    arguments: dict[str, Any]
+    expected: str
+
+
 class Tools:
     """The loop's executor: the toy functions."""
 
@@ -81,8 +97,8 @@ def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
     """Policy ``direct``: call the case's tool with the case's arguments, then answer
     with the value it returned (a template over the results, as a scenario writes it)."""
     assert spec.suite is not None
-    return [{"calls": [{"name": spec.suite["tool"],
-                        "arguments": literal(dict(spec.suite["arguments"]))}]},
+    case = ToyCase.of(spec.suite)
+    return [{"calls": [{"name": case.tool, "arguments": literal(dict(case.arguments))}]},
             {"answer": "{ok[0][value]}"}]
 
 
@@ -94,6 +110,9 @@ class Toy:
     categories = ("numbers", "words")
     policies = (POLICY,)
     only = ()
+    case_fields = ToyCase
+    figures: tuple[Any, ...] = ()  # no figure of its table
+    summaries: Mapping[str, Any] = {}  # its table shown as it is on the viewer's index
     code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint
 
     def specs(self, suite_name: str, entry: SuiteSettings,
@@ -117,11 +136,10 @@ class Toy:
                             backend_config=settings,
                             script={"model": policy, "policy": policy, "strategy": "react"},
                             limits=steps, agent=agent,
-                            suite={"name": suite_name, "benchmark": NAME,
-                                   "category": category, "tool": case.tool,
-                                   "arguments": dict(case.arguments),
-                                   "expected": case.expected,
-                                   "tools": [TOOLS[case.tool]]}))
+                            suite=SuiteCase.of(suite_name, NAME, [TOOLS[case.tool]],
+                                               ToyCase(category=category, tool=case.tool,
+                                                       arguments=dict(case.arguments),
+                                                       expected=case.expected))))
         return specs
 
     def run_case(self, spec: RunSpec, out: str | Path, *, model: Any = None,
@@ -131,13 +149,15 @@ class Toy:
                             recording=recording, replay=replay)
 
     def record(self, trace: tracemod.Trace, trace_path: str) -> dict[str, Any]:
-        info = trace.header.spec["suite"]
-        ok = trace.end.answer == info["expected"]
-        findings = () if ok else (Finding("toy:wrong", f"expected {info['expected']!r}"),)
+        spec = trace.header.run_spec
+        assert spec.suite is not None
+        info = ToyCase.of(spec.suite)
+        ok = trace.end.answer == info.expected
+        findings = () if ok else (Finding("toy:wrong", f"expected {info.expected!r}"),)
         rec = Verification(trace=trace_path, trace_sha256=str(trace.end.sha256),
                            run=trace.run, verified=ok, findings=findings).to_json()
-        rec.update({"checker": NAME, "suite": info["name"], "category": info["category"],
-                    "case": trace.header.spec["task"]})
+        rec.update({"checker": NAME, "suite": spec.suite.name, "category": info.category,
+                    "case": spec.task})
         return rec
 
     def build_tables(self, pairs: Iterable[tuple[str, str]],

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from reactlab.analysis import outputs
-from reactlab.analysis.outputs import ALL_FIGURES as FIGURE_KINDS
 from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
@@ -71,17 +70,23 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
 
 def _cmd_figure(a: argparse.Namespace) -> None:
+    suite: tuple[outputs.Figure, ...] = ()
+    if a.kind not in outputs.FIGURES:  # a benchmark's figure (Benchmark.figures)
+        from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
+
+        suite = tuple(figures().values())
     figure: Mapping[str, Any] = {}
     if a.figure is not None:
         figure = json.loads(a.figure)
-    elif FIGURE_KINDS[a.kind].uses_figure_section:
+    elif outputs.figure_entry(a.kind, suite).uses_figure_section:
         figure = _config(a.config).figure
-    outputs.draw(a.kind, a.table, a.out, figure)
+    outputs.draw(a.kind, a.table, a.out, figure, suite)
 
 
 def _cmd_recover(a: argparse.Namespace) -> None:
     from reactlab.jobs import recover  # lazy: the jobs' modules and the config package
     from reactlab.suites.plan import plan  # lazy: the config package (~0.4 s)
+    from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
     from reactlab.suites.shards import table_paths  # lazy: the config package (~0.4 s)
 
     cfg = _config(a.config, a.configfile)
@@ -92,7 +97,8 @@ def _cmd_recover(a: argparse.Namespace) -> None:
                    figures=outputs.figure_paths(), viewer=f"{RESULTS}/viewer",
                    live_replay=bool(cfg.raw.get("live", {}).get("replay", False)),
                    suite_shards=shards,
-                   suite_figures=outputs.suite_figures(table_paths(shards)),
+                   suite_figures=outputs.suite_figures(table_paths(shards),
+                                                       figures().values()),
                    exports=[f"{RESULTS}/inspect", f"{RESULTS}/otel"])
     lock.close()
     removed = len(before - _files(RESULTS))
@@ -246,7 +252,10 @@ def _add_steps(sub: Commands) -> None:
     s.set_defaults(func=_cmd_tables)
 
     s = sub.add_parser("figure", help="draw a figure (PNG and SVG) from a result table")
-    s.add_argument("--kind", default="cumulative_tokens", choices=list(FIGURE_KINDS))
+    s.add_argument("--kind", default="cumulative_tokens",
+                   help=f"one of the lesson's ({', '.join(outputs.FIGURES)}) or a registered "
+                        "benchmark's (Benchmark.figures); an unknown kind is an error naming "
+                        "every known one")
     s.add_argument("--table", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--config", default="config.yaml")

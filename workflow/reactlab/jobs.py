@@ -38,6 +38,7 @@ from reactlab.data import sqlite
 from reactlab.export import damaged_exports, inspect_log, otel
 from reactlab.runner import run_job
 from reactlab.suites.registry import benchmark as registered
+from reactlab.suites.registry import figures as suite_figures
 from reactlab.suites.registry import run_case, suite_record
 from reactlab.suites.run import run_shard
 from reactlab.suites.score import verify_shard
@@ -141,9 +142,10 @@ def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis
 
 
 def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
-    """Rules figure_<kind>: draw ``kind`` (PNG and SVG) from its table."""
+    """Rules figure_<kind>: draw ``kind`` (PNG and SVG) from its table (a lesson's figure,
+    or a benchmark's: :func:`reactlab.suites.registry.figures`)."""
     with job_log(log, "figure") as say, FIGURE_LOCK:
-        draw(kind, table, png, json.loads(figure))
+        draw(kind, table, png, json.loads(figure), suite_figures().values())
         say(f"drew {png} and {Path(png).with_suffix('.svg')}")
 
 

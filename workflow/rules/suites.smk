@@ -17,6 +17,7 @@
 
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.registry import BENCHMARKS as _BENCHMARKS
+from reactlab.suites.registry import figures as _suite_figures
 from reactlab.suites.shards import benchmark_of as _benchmark_of
 from reactlab.suites.shards import shard_files as _shard_files
 from reactlab.suites.shards import shards_of as _shards_of
@@ -34,21 +35,22 @@ SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
 SUITE_SHARDS_OF = _shards_of(SUITE_SHARDS)
 SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
                       for b, shards in SUITE_SHARDS_OF.items()}
+# The benchmarks' figures (Benchmark.figures) of the tables made here.
+SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES, _suite_figures().values())
+SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
 # The code each rule runs, per benchmark: the generic module and the benchmark's own for
 # that step (Benchmark.code), so that editing one benchmark's scorer reruns its verify
-# jobs only.
+# jobs only; a figure's, the figures registry and its drawing function's module.
 SUITE_CODE = _fingerprints(_PACKAGE, {
-    f"{_step}_{_b}": [_generic, *([_BENCHMARKS[_b].code[_step]]
-                                  if _step in _BENCHMARKS[_b].code else [])]
-    for _b in SUITE_SHARDS_OF
-    for _step, _generic in (("run", "reactlab.suites.run"),
-                            ("verify", "reactlab.suites.score"),
-                            ("tables", "reactlab.suites.types"))
+    **{f"{_step}_{_b}": [_generic, *([_BENCHMARKS[_b].code[_step]]
+                                     if _step in _BENCHMARKS[_b].code else [])]
+       for _b in SUITE_SHARDS_OF
+       for _step, _generic in (("run", "reactlab.suites.run"),
+                               ("verify", "reactlab.suites.score"),
+                               ("tables", "reactlab.suites.types"))},
+    **{f"figure_{_f.kind}": ["reactlab.analysis.outputs", _f.draw.__module__]
+       for _f in SUITE_FIGURE_KINDS},
 }, cache=".snakemake/reactlab/imports.json")
-
-# The suite figures (reactlab.analysis.outputs.SUITE_FIGURES) of the tables made here.
-SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES)
-SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
 
 # A live shard takes one unit of its provider's slots (`--resources openai_slots=2`).
 SUITE_SLOTS = _slot_resources(
@@ -138,7 +140,7 @@ for _figure in SUITE_FIGURE_KINDS:
             svg=figure_report(_figure, "svg", category="Suites"),
         params:
             kind=_figure.kind,
-            code=CODE["figures"],
+            code=SUITE_CODE[f"figure_{_figure.kind}"],
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:

@@ -5,17 +5,22 @@ A table is written by :func:`reactlab.analysis.tables.build` (all tables at once
 figure is drawn from one table by its ``draw`` function. Adding a figure is one entry
 in :data:`FIGURES` (its drawing function and its caption ``workflow/report/<kind>.rst``);
 the rule, the CLI choice and the target list follow from it.
+
+A benchmark's figures, drawn from its own tables, are its own (``Benchmark.figures``,
+:mod:`reactlab.suites.registry`, a later stage): the functions here that handle them take
+them as a parameter (:func:`suite_figures`, :func:`draw`), so that nothing here knows a
+benchmark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
 from reactlab.analysis import figures
-from reactlab.analysis.suite_figures import agentdojo_rates, bfcl_accuracy
 from reactlab.analysis.trial_figures import success_rates
 from reactlab.core.errors import UsageError
 
@@ -56,13 +61,15 @@ class Figure:
         return (f"results/figures/{self.kind}.png", f"results/figures/{self.kind}.svg")
 
 
-def _without_section(draw: Callable[[str | Path, str | Path], Path]) -> Draw:
+def without_section(draw: Callable[[str | Path, str | Path], Path]) -> Draw:
     """A drawing function that does not read the config's ``figure`` section, as a
-    :data:`Draw`."""
+    :data:`Draw` (its name and module kept: a rule's code fingerprint reads the module)."""
+    @wraps(draw)
     def drawn(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
         return draw(table, out)
 
     return drawn
+
 
 
 #: Every table, in the order ``tables.build`` writes them.
@@ -83,23 +90,12 @@ TABLES: tuple[Table, ...] = (
 FIGURES: dict[str, Figure] = {f.kind: f for f in (
     Figure("cumulative_tokens", "cumulative_tokens", figures.cumulative_tokens,
            uses_figure_section=True),
-    Figure("outcomes", "runs", _without_section(figures.outcomes)),
-    Figure("tokens", "runs", _without_section(figures.tokens)),
-    Figure("defences", "summary_by_defences", _without_section(figures.defences)),
-    Figure("success_rates", "summary_trials", _without_section(success_rates)),
+    Figure("outcomes", "runs", without_section(figures.outcomes)),
+    Figure("tokens", "runs", without_section(figures.tokens)),
+    Figure("defences", "summary_by_defences", without_section(figures.defences)),
+    Figure("success_rates", "summary_trials", without_section(success_rates)),
     Figure("agents_tokens", "steps", figures.agents_tokens, uses_figure_section=True),
 )}
-
-#: The figures of the outside suites, drawn from a suite table (``results/tables/bfcl.csv``
-#: ...): made only when the config runs that suite (``workflow/rules/suites.smk``).
-SUITE_FIGURES: dict[str, Figure] = {f.kind: f for f in (
-    Figure("bfcl_accuracy", "bfcl", _without_section(bfcl_accuracy)),
-    Figure("agentdojo_rates", "agentdojo", _without_section(agentdojo_rates)),
-)}
-
-#: Every figure the CLI can draw.
-ALL_FIGURES: dict[str, Figure] = {**FIGURES, **SUITE_FIGURES}
-
 
 def table_paths() -> list[str]:
     return [t.path for t in TABLES]
@@ -110,20 +106,30 @@ def figure_paths() -> list[str]:
     return [p for f in FIGURES.values() for p in f.paths]
 
 
-def suite_figures(tables: list[str]) -> list[Figure]:
-    """The suite figures whose source table is among ``tables`` (paths of suite tables)."""
+def suite_figures(tables: list[str], suite: Iterable[Figure]) -> list[Figure]:
+    """The figures of ``suite`` (the benchmarks': ``reactlab.suites.registry.figures``)
+    whose source table is among ``tables`` (paths of suite tables): a suite's figures are
+    made only when the config runs that suite (``workflow/rules/suites.smk``)."""
     names = {Path(t).stem for t in tables}
-    return [f for f in SUITE_FIGURES.values() if f.source in names]
+    return [f for f in suite if f.source in names]
+
+
+def figure_entry(kind: str, suite: Iterable[Figure] = ()) -> Figure:
+    """The figure ``kind``: one of :data:`FIGURES` or of ``suite`` (the benchmarks'); a
+    UsageError naming every known kind otherwise."""
+    known = {**FIGURES, **{f.kind: f for f in suite}}
+    try:
+        return known[kind]
+    except KeyError:
+        raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(known)})"
+                         ) from None
 
 
 def draw(kind: str, table_csv: str | Path, out_png: str | Path,
-         figure: Mapping[str, Any]) -> Path:
-    """Draw figure ``kind`` from ``table_csv`` into ``out_png`` (and its SVG twin), after
-    checking that the table is the one the tables job published."""
-    try:
-        entry = ALL_FIGURES[kind]
-    except KeyError:
-        raise UsageError(f"unknown figure kind {kind!r} (known: {', '.join(ALL_FIGURES)})"
-                         ) from None
+         figure: Mapping[str, Any], suite: Iterable[Figure] = ()) -> Path:
+    """Draw figure ``kind`` (:func:`figure_entry`: the lesson's or one of ``suite``) from
+    ``table_csv`` into ``out_png`` (and its SVG twin), after checking that the table is
+    the one the tables job published."""
+    entry = figure_entry(kind, suite)
     figures.check_source(table_csv)
     return entry.draw(table_csv, out_png, figure)

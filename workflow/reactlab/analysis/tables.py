@@ -67,7 +67,7 @@ def run_row(run: VerifiedRun) -> dict[str, Any]:
     present, succeeded = attack_outcome(tr, delivered)
     return {
         "task": tr.run["task"], "backend": tr.run["backend"], "scenario": tr.run["scenario"],
-        "model": tr.header.spec["script"]["model"],
+        "model": tr.header.run_spec.script.model,
         "steps": end.steps, "calls": end.calls, "errors": end.errors,
         "tokens_sent": end.tokens_sent,
         "attempts": sum(r.attempts for r in tr.requests())
@@ -89,13 +89,13 @@ def agent_row(tr: tracemod.Trace, row: Mapping[str, Any]) -> dict[str, Any]:
     """The ``agents`` table's row of one run (its ``runs`` row ``row``): the agent that ran
     it (``lesson``: the project's loop), its framework and condition (``as_shipped`` or
     ``capped``), and how it ended in the framework's own terms (``ending``)."""
-    spec = tr.header.spec
-    fw = spec.get("framework")
+    spec = tr.header.run_spec
+    fw = spec.framework
     end = tr.end.to_json()
-    return {"task": row["task"], "backend": row["backend"], "scenario": spec["scenario"],
-            "agent": fw["name"] if fw else "lesson",
-            "framework": fw["framework"] if fw else "lesson",
-            "condition": ("capped" if fw.get("capped") else "as_shipped") if fw else "lesson",
+    return {"task": row["task"], "backend": row["backend"], "scenario": spec.scenario,
+            "agent": fw.name if fw else "lesson",
+            "framework": fw.framework if fw else "lesson",
+            "condition": ("capped" if fw.capped else "as_shipped") if fw else "lesson",
             "requests": row["steps"], "attempts": row["attempts"],
             "tool_calls": row["calls"], "tool_errors": row["errors"],
             "tokens_sent": row["tokens_sent"], "termination": row["termination"],

@@ -45,15 +45,15 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
               analysis: Mapping[str, Any] | None) -> dict[str, Any]:
     """The trials.csv row of one run, from its trace and its runs.csv row."""
     analysis = analysis or {}
-    spec = tr.header.spec
+    spec = tr.header.run_spec
     task_cfg = (analysis.get("tasks") or {}).get(run["task"], {})
     tokens_out = sum(r.tokens_out for r in tr.requests())
     pricing = analysis.get("pricing")
-    metrics = trajectory_metrics(tr.tool_calls(), spec["question"], tr.end.answer,
+    metrics = trajectory_metrics(tr.tool_calls(), spec.question, tr.end.answer,
                                  task_cfg.get("expected_calls"),
                                  task_cfg.get("answerable", True))
     return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],
-            "trial": int(spec.get("trial") or 1), "seed": spec.get("seed"),
+            "trial": spec.trial or 1, "seed": spec.seed,
             "termination": run["termination"], "verified": bool(run["verified"]),
             "success": bool(run["utility"]), "steps": run["steps"], "calls": run["calls"],
             "tokens_sent": run["tokens_sent"], "tokens_out": tokens_out,

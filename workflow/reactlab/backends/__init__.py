@@ -29,13 +29,13 @@ from reactlab.tools.messages import tool_message
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn, Session
-    from reactlab.backends.local.model import LocalModel
     from reactlab.backends.recording import Replay
+    from reactlab.backends.registry import LoadedModel
     from reactlab.config import RunSpec
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None,
-                 model: LocalModel | None = None,
+                 model: LoadedModel | None = None,
                  first_turn: ModelTurn | None = None) -> Session:
     """A new conversation for ``spec`` on its backend (imports only that backend's SDK).
 

@@ -24,4 +24,5 @@ OPENAI_CHAT = Provider("openai_chat", {CONVERSATION: ("reactlab.backends.openai_
                        quiet=("httpx", "httpcore"))
 LOCAL = Provider("local", {CONVERSATION: ("reactlab.backends.local", "open_local"),
                            "plan_execute": ("reactlab.backends.local", "open_plan_execute")},
-                 packages=("transformers", "torch"))
+                 packages=("transformers", "torch"),
+                 models=("reactlab.backends.local.host", "LOCAL_MODELS"))

@@ -35,9 +35,9 @@ its cases) and ``first_turn=`` (the run's turn, decoded in a batch with other ru
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactlab.agent.strategies import strategy_named
 from reactlab.core.errors import ClientError, RecordingError, UsageError
@@ -48,12 +48,38 @@ from reactlab.simulate.apis import WireApi, register_api
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn, Session
     from reactlab.backends.adapter import ApiSession
-    from reactlab.backends.local.model import LocalModel
     from reactlab.backends.recording import Recorder, Replay
     from reactlab.config import RunSpec
 
 #: The session kind of a strategy that lets the model propose the calls (ReAct).
 CONVERSATION = "conversation"
+
+
+class LoadedModel(Protocol):
+    """A model an in-process provider loaded once for many runs (an outside suite's
+    shard): its sessions take it as ``model=`` (:func:`open_session`)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class ModelHost(Protocol):
+    """What a provider that runs its model in process offers a suite's shard
+    (:attr:`Provider.models`): the model loaded once, the cases' first turns decoded
+    ``batch_size`` at a time (None: a case its session decodes alone; ``layout`` receives
+    each batch's case ids in decoding order), and what a reader needs to reproduce the
+    traces beside the specs (:func:`reactlab.suites.run.reproduction_record`)."""
+
+    def load(self, spec: RunSpec) -> LoadedModel: ...
+
+    def first_turns(self, model: LoadedModel, specs: Sequence[RunSpec], batch_size: int,
+                    layout: list[list[str]]) -> list[ModelTurn | None]: ...
+
+    def describe(self, model: LoadedModel) -> dict[str, Any]:
+        """The model's ``model`` (name) and ``dtype`` (its weights')."""
+
+    def runtime(self) -> dict[str, Any]:
+        """The runtime the greedy text depends on (library versions, CPU kernels)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +96,9 @@ class Provider:
     #: Loggers whose INFO records belong in a job's log, and per-request ones kept quiet.
     loggers: tuple[str, ...] = ()
     quiet: tuple[str, ...] = field(default=())
+    #: (module, attribute) of its :class:`ModelHost`, for a provider that loads its model
+    #: in process (a suite's shard loads it once through :meth:`model_host`); None: none.
+    models: tuple[str, str] | None = None
 
     @property
     def http(self) -> bool:
@@ -95,6 +124,15 @@ class Provider:
         module, attr = target
         factory: Callable[..., Any] = getattr(importlib.import_module(module), attr)
         return factory
+
+    def model_host(self) -> ModelHost:
+        """Its :class:`ModelHost` (importing its module on first use); a UsageError for a
+        provider that loads no model in process."""
+        if self.models is None:
+            raise UsageError(f"provider {self.name!r} loads no model in process")
+        module, attr = self.models
+        host: ModelHost = getattr(importlib.import_module(module), attr)
+        return host
 
     def stream_reader(self) -> Callable[[Any, Any], Any]:
         """Its adapter's reader of a streamed answer (HTTP providers)."""
@@ -152,7 +190,7 @@ def slot_resources(provider_of: Callable[[Any], str]) -> dict[str, Callable[[Any
 
 def open_session(spec: RunSpec, *, sleep: Callable[[float], None] | None = None,
                  recorder: Recorder | None = None, replay: Replay | None = None,
-                 model: LocalModel | None = None,
+                 model: LoadedModel | None = None,
                  first_turn: ModelTurn | None = None) -> Session:
     """See :func:`reactlab.backends.open_session`."""
     entry = provider(spec.backend_config.provider)

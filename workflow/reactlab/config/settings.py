@@ -28,13 +28,14 @@ import json
 import re
 from collections.abc import Mapping
 from functools import partial
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Generic, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     ModelWrapValidatorHandler,
     PrivateAttr,
     TypeAdapter,
@@ -46,6 +47,10 @@ from reactlab.config.schema import schema_field
 from reactlab.core.errors import ConfigError
 
 Mode = Literal["simulated", "scripted", "model", "live"]
+#: The modes whose backend reaches its model over HTTP (an API adapter against its simulator
+#: or the real API; a provider with an HTTP layer has these); ``scripted`` and ``model``
+#: run in process. A trace's spec says which one its session was.
+HTTP_MODES: frozenset[str] = frozenset({"simulated", "live"})
 Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
 #: The decoding modes that mask the model's tokens with the tools' grammar: they need the
 #: tool definitions sent (the config refuses them with ``agent.send_tools: false``).
@@ -311,33 +316,80 @@ def _sorted_keys(value: Any) -> Any:
 SortedTools = Annotated[list[dict[str, Any]], BeforeValidator(_sorted_keys)]
 
 
+class CaseFields(Settings):
+    """A benchmark's own fields of one case (its checker's inputs), one subclass per
+    benchmark (:attr:`reactlab.suites.registry.Benchmark.case_fields`); a field it does not
+    declare is a ConfigError naming it. ``tools_before``: the field before which the wire
+    form writes ``tools`` (None: last), so that a benchmark's trace headers keep their bytes."""
+
+    tools_before: ClassVar[str | None] = None
+
+    @classmethod
+    def of(cls, suite: SuiteCase) -> Self:
+        """The case's own fields (``suite.case``) validated as this model, once per case."""
+        known = suite._typed.get(cls)
+        if not isinstance(known, cls):
+            known = _build(cls, suite.case, f"suite ({suite.benchmark} case)")
+            suite._typed[cls] = known
+        return known
+
+
 class SuiteCase(Settings):
     """The suite part of an outside suite's run (:mod:`reactlab.suites`): the suite's name,
-    its benchmark, the tool definitions the model reads, and whatever the benchmark's
-    checker needs to score the case from the trace alone (its own fields, kept as given:
-    ``case["category"]``, ``case.get("scope")``).
+    its benchmark, the tool definitions the model reads, the cases a model shard decodes
+    per batch (``batch_size``, a benchmark whose entry takes it) and ``case``: the
+    benchmark's own fields, whatever its checker needs to score the case from the trace
+    alone, typed by its :class:`CaseFields` model (:meth:`CaseFields.of`).
 
-    ``tools`` are kept with their keys sorted at every level: the form a spec has after
-    its JSON round trip (a shard's spec file), so that a case run in memory and the same
-    case read back by its job render the same prompt."""
-
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+    Its wire form (:meth:`to_dict`, a trace header's ``suite``) is one flat object, the
+    case's fields beside the others, in the order given (:func:`suite_case` reads it).
+    ``tools`` keep their keys sorted at every level (:data:`SortedTools`)."""
 
     name: str
     benchmark: str
     tools: SortedTools
+    batch_size: int | None = None
+    case: dict[str, JsonValue] = Field(default_factory=dict)
+    _typed: dict[type, Any] = PrivateAttr(default_factory=dict)
 
-    def __getitem__(self, key: str) -> Any:
-        """A field by name, the benchmark's own included (KeyError when it has none)."""
-        if key in type(self).model_fields or key in (self.model_extra or {}):
-            return getattr(self, key)
-        raise KeyError(key)
+    @classmethod
+    def of(cls, name: str, benchmark: str, tools: list[dict[str, Any]],
+           fields: CaseFields, batch_size: int | None = None) -> SuiteCase:
+        """A case of ``benchmark`` with its own ``fields``, in its wire order: ``tools`` and
+        ``batch_size`` (when given) before ``fields.tools_before``."""
+        own = fields.to_dict()
+        keys = list(own)
+        at = keys.index(fields.tools_before) if fields.tools_before in own else len(keys)
+        batch = {} if batch_size is None else {"batch_size": batch_size}
+        return suite_case({"name": name, "benchmark": benchmark,
+                           **{k: own[k] for k in keys[:at]}, "tools": tools, **batch,
+                           **{k: own[k] for k in keys[at:]}})
 
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: the case's fields beside the others, in the order given."""
+        top = super().to_dict()
+        case = top.pop("case", {})
+        order = [k for k in self._order if k in top or k in case]
+        order += [k for k in [*top, *case] if k not in order]
+        return {k: top[k] if k in top else case[k] for k in order}
+
+
+_SUITE_FIELDS = frozenset(SuiteCase.model_fields) - {"case"}
+
+
+def suite_case(value: Any, where: str = "suite") -> SuiteCase:
+    """A suite case from its wire form (flat: every key that is no field of
+    :class:`SuiteCase` goes into ``case``, the order kept), or a SuiteCase as it is."""
+    if isinstance(value, SuiteCase):
+        return value
+    if not isinstance(value, Mapping) or "case" in value:
+        built: SuiteCase = _build(SuiteCase, value, where)
+        return built
+    nested = {k: v for k, v in value.items() if k in _SUITE_FIELDS}
+    nested["case"] = {k: v for k, v in value.items() if k not in _SUITE_FIELDS}
+    case: SuiteCase = _build(SuiteCase, nested, where)
+    case._order = tuple(value)
+    return case
 
 
 _mcp = _section("mcp_servers")
@@ -470,7 +522,6 @@ agent_settings = _Builder(AgentSettings, "agent")
 limits = _Builder(Limits, "limits")
 suite_settings = _Builder(SuiteSettings, "suites")
 framework_settings = _Builder(FrameworkSettings, "agents")
-suite_case = _Builder(SuiteCase, "suite")
 mcp_server_settings = _Builder(McpServerSettings, "mcp_servers")
 mcp_tools = _Builder(McpTools, "mcp")
 tool_source_part = _Builder(ToolSourcePart, "tool_source")

@@ -41,7 +41,7 @@ from reactlab.backends.local.grammar import (
     xgrammar_version,
 )
 from reactlab.backends.local.model import LocalModel, default_cache_dir, ensure_converted
-from reactlab.config.settings import ModelBackend, backend_settings
+from reactlab.config.settings import ModelBackend
 from reactlab.core.errors import InternalError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, tool_schemas
 from reactlab.tools import json_schema
@@ -157,7 +157,7 @@ def table(args: argparse.Namespace) -> int:
     for path in paths:
         tr = read(path)
         backend = tr.run["backend"]
-        cfg = backend_settings(tr.header.spec["backend_config"])
+        cfg = tr.header.run_spec.backend_config
         if not isinstance(cfg, ModelBackend) or (args.backends
                                                  and backend not in args.backends):
             continue

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from reactlab import trace as tracemod
 from reactlab.analysis.verify import Verification, load_verification
-from reactlab.backends import API_RESULTS_ASCII, registry
-from reactlab.config.settings import BackendSettings, backend_settings
-from reactlab.core.errors import ExportError, TraceError, UsageError
+from reactlab.backends import API_RESULTS_ASCII
+from reactlab.config import RunSpec
+from reactlab.config.settings import HTTP_MODES, BackendSettings
+from reactlab.core.errors import ExportError, TraceError
 from reactlab.trace.integrity import MANIFEST, check_manifest
 from reactlab.trace.records import Guardrail, Request, ToolCallRecord
 
@@ -90,25 +90,25 @@ class ExportRun:
         return str(agent) if agent is not None else None
 
     @property
-    def spec(self) -> Mapping[str, Any]:
-        return self.trace.header.spec
+    def spec(self) -> RunSpec:
+        """The run's spec, typed (:attr:`reactlab.trace.records.Header.run_spec`)."""
+        return self.trace.header.run_spec
 
     @property
     def strategy(self) -> str:
         """Who decided the calls: ``react`` (the scripted steps' and the default) or the
         strategy a real model's scenario names (``plan_execute``)."""
-        return str(self.spec["script"].get("strategy", "react"))
+        return self.spec.script.strategy
 
     @property
     def trial(self) -> int | None:
         """The trial number of a run with repeated trials, None for a single run."""
-        value = self.spec.get("trial")
-        return int(value) if value is not None else None
+        return self.spec.trial
 
     @property
     def backend_config(self) -> BackendSettings:
         """The run's backend settings, typed (validated from the trace header's spec)."""
-        return backend_settings(self.spec["backend_config"])
+        return self.spec.backend_config
 
     @property
     def provider(self) -> str:
@@ -141,8 +141,7 @@ class ExportRun:
         name = getattr(self.backend_config, "model", None)
         if name:
             return Path(str(name)).name if "/" in str(name) else str(name)
-        script = self.spec.get("script") or {}
-        return str(script.get("model") or self.scenario)
+        return self.spec.script.model or self.scenario
 
     def request_params(self) -> dict[str, int | float]:
         """The request parameters the run's config sets, as both exports name them:
@@ -155,8 +154,8 @@ class ExportRun:
         for name in ("temperature", "top_p"):
             if cfg.get(name) is not None:
                 values[name] = float(cfg[name])
-        if self.spec.get("seed") is not None:
-            values["seed"] = int(self.spec["seed"])
+        if self.spec.seed is not None:
+            values["seed"] = self.spec.seed
         return values
 
     def calls_by_step(self) -> dict[int, list[ToolCallRecord]]:
@@ -175,23 +174,19 @@ class ExportRun:
 def unrecorded_facts(run: ExportRun) -> tuple[bool, bool]:
     """(system prompt sent, tool results ASCII) of a trace whose header records neither:
     one written before the runner recorded them (``tests/golden/exports/input`` holds
-    such traces, committed byte for byte). What the sessions of the time did, read from
-    the registry rather than from the provider's name: an HTTP provider's session is an
-    :class:`~reactlab.backends.adapter.ApiSession`, which sends the system prompt as
-    ``agent.send_system_prompt`` says and ASCII-escaped results; an in-process provider's
-    are the local ChatML sessions, whose ReAct session always sends the system prompt and
-    whose results keep their UTF-8 text. A provider that is not registered is a
-    TraceError: nothing says what its session sent.
+    such traces, committed byte for byte). Read from the trace alone: what the sessions
+    of the time did, by the backend's ``mode`` that its header's spec holds. An HTTP mode
+    (``simulated``, ``live``: an :class:`~reactlab.backends.adapter.ApiSession`) sent the
+    system prompt as ``agent.send_system_prompt`` says and ASCII-escaped results; an
+    in-process one (``scripted``, ``model``: the local ChatML sessions) always sent the
+    system prompt and kept the results' UTF-8 text. Either sends the system prompt only
+    to the ReAct strategy. Nothing outside the trace (which providers are registered
+    now) is asked, so an export reads the same for a trace of any provider.
 
     Only old traces take this path; drop it once no kept trace lacks the two fields."""
-    try:
-        http = registry.provider(run.provider).http
-    except UsageError as exc:
-        raise TraceError(f"{run.trace.path}: the header does not record what its session "
-                         f"sent, and {exc}: run it again") from exc
     react = run.strategy == "react"
-    if http:
-        return bool(run.spec["agent"].get("send_system_prompt")) and react, API_RESULTS_ASCII
+    if run.backend_config.mode in HTTP_MODES:
+        return run.spec.agent.send_system_prompt and react, API_RESULTS_ASCII
     return react, False
 
 

@@ -131,16 +131,16 @@ def _tools(run: ExportRun) -> list[ToolInfo]:
     """The tools offered to the model (none when the config does not send them)."""
     from inspect_ai.tool import ToolInfo, ToolParams  # lazy: optional (export extra)
 
-    if not run.spec["agent"].get("send_tools", True):
+    if not run.spec.agent.send_tools:
         return []
-    mcp = run.spec.get("mcp")
+    mcp = run.spec.mcp
     if mcp is not None:  # an MCP server's tools, as its spec holds them (docs/mcp.md)
         return [ToolInfo(name=t["name"], description=t["description"],
                          parameters=ToolParams.model_validate(t["parameters"]))
-                for t in mcp["tools"]]
+                for t in mcp.tools]
     return [ToolInfo(name=n, description=TOOLS[n].description,
                      parameters=ToolParams.model_validate(json_schema(n)))
-            for n in run.spec["tools"] if n in TOOLS]
+            for n in run.spec.tools if n in TOOLS]
 
 
 def _score(run: ExportRun) -> Score:
@@ -179,13 +179,13 @@ class _Sample:
         self.model = f"{run.provider}/{run.model}"
         self.tools = _tools(run)
         self.config = _generate_config(run)
-        self.delimit = bool(run.spec["agent"].get("defences", {}).get("delimit_tool_output"))
+        self.delimit = run.spec.agent.defences.delimit_tool_output
         self.ensure_ascii = run.tool_results_ascii  # as the session wrote them (trace header)
         self.calls = run.calls_by_step()
         self.first: list[ChatMessage] = []
         if run.system_prompt_sent:  # as the session said (trace header)
             self.first.append(ChatMessageSystem(
-                id=self.next_id(), content=run.spec["agent"]["system_prompt"], source="input"))
+                id=self.next_id(), content=run.spec.agent.system_prompt, source="input"))
         self.first.append(ChatMessageUser(id=self.next_id(), content=run.trace.header.question,
                                           source="input"))
         self.messages: list[ChatMessage] = list(self.first)
@@ -315,7 +315,7 @@ class _Sample:
         limit_type = _LIMITS.get(rec.rule)
         if limit_type is not None:
             value = (rec.step if rec.rule == "step_limit"
-                     else self.run.spec["limits"].get("token_budget") or 0)
+                     else self.run.spec.limits.token_budget or 0)
             self.add(SampleLimitEvent(
                 uuid=self.next_id(), timestamp=_at(ns), working_start=ns / 1e9,
                 type=limit_type, message=data["text"], limit=float(value)))
@@ -441,7 +441,7 @@ def build_log(runs: Sequence[ExportRun]) -> EvalLog:
     spec = EvalSpec(
         eval_id=eval_id, run_id=run_id, created=EPOCH.isoformat(), task=task,
         task_id=task_id(task, backend), task_version=0,
-        task_attribs={"question": head.trace.header.question, "tools": list(head.spec["tools"])},
+        task_attribs={"question": head.trace.header.question, "tools": list(head.spec.tools)},
         dataset=EvalDataset(name=task, samples=len(sample_ids), sample_ids=sample_ids),
         model=group_model, model_generate_config=_generate_config(head),
         config=EvalConfig(epochs=epochs), packages={"reactlab": versions.get("reactlab", "")},

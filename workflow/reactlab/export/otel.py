@@ -152,10 +152,10 @@ def _agent_span(run: ExportRun, tracer: Tracer) -> Span:
 
     tr = run.trace
     question: list[dict[str, Any]] = []
-    agent = tr.header.spec["agent"]
+    agent = run.spec.agent
     if run.system_prompt_sent:  # as the session said (trace header)
         question.append({"role": "system", "parts": [{"type": "text",
-                                                      "content": agent["system_prompt"]}]})
+                                                      "content": agent.system_prompt}]})
     question.append({"role": "user", "parts": [{"type": "text", "content": tr.header.question}]})
     agent_name = run.agent or AGENT_NAME  # a framework's agent, or the lesson's loop
     out_tokens = sum(r.tokens_out for r in tr.requests())

@@ -28,11 +28,11 @@ from reactlab.trace import SCHEMA_VERSION, TraceWriter
 from reactlab.trace.records import Header
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
     from reactlab.agent.loop import Executor
     from reactlab.agent.types import ModelTurn, Session
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
 
 _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 
@@ -136,9 +136,30 @@ def _no_sleep(seconds: float) -> None:
     """The sleep of a replay: the recorded waits are in the trace, nothing is waited."""
 
 
-def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path) -> dict[str, Any]:
+#: What :func:`run_to_trace` takes for the project's loop and refuses for a framework's run,
+#: with the reason.
+FRAMEWORK_REFUSES = {
+    "recording": "a framework runs against its backend's simulator in process, and its "
+                 "exchanges are traced from the wire (reactlab.frameworks.wire): there is "
+                 "no API answer to record",
+    "replay": "a framework's trace is built from the simulator's answers as they are made "
+              "(reactlab.frameworks.wire); a recording cannot stand in for them",
+    "allowed": "the framework runs the task's tools as its own",
+    "model": "a framework speaks to an HTTP API, not to a loaded model",
+    "first_turn": "a framework decodes no batched turn",
+}
+
+
+def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path,
+                        given: Mapping[str, object]) -> dict[str, Any]:
     """A framework's run (:mod:`reactlab.frameworks`): the framework runs with its own
-    loop against the backend's simulator; the trace is built from the wire."""
+    loop against the backend's simulator; the trace is built from the wire. An option of
+    :func:`run_to_trace` it cannot honour (``given``, by name: :data:`FRAMEWORK_REFUSES`)
+    is a UsageError before anything runs, never silently dropped."""
+    refused = [name for name, value in given.items() if value is not None]
+    if refused:
+        raise UsageError(f"{spec.key}: a framework's run takes no {', '.join(refused)}: "
+                         + "; ".join(FRAMEWORK_REFUSES[n] for n in refused))
     if not isinstance(tools, ToolBox | FrameworkMcp):
         raise UsageError(f"{spec.key}: a framework's run executes the task's tools "
                          "(a ToolBox) or takes them over MCP itself")
@@ -155,7 +176,7 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
                  recording: str | Path | None = None,
                  replay: str | Path | None = None,
                  allowed: Collection[str] | None = None,
-                 model: LocalModel | None = None,
+                 model: LoadedModel | None = None,
                  first_turn: ModelTurn | None = None) -> dict[str, Any]:
     """Run ``spec`` with ``tools`` and write the trace to ``out`` atomically: the one
     path from a spec to its trace, for the config's runs and every outside suite's case
@@ -181,11 +202,18 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
     are for the providers with an HTTP layer only (:mod:`reactlab.backends.registry`). In
     live mode a missing key raises ClientError before anything is sent, and nothing is
     written.
+
+    A framework's run (``spec.framework``: :func:`reactlab.frameworks.wire.run_framework`)
+    goes through the same function: it takes none of ``recording``, ``replay``,
+    ``allowed``, ``model`` or ``first_turn`` (:data:`FRAMEWORK_REFUSES` says why), and
+    one given is a UsageError before anything runs.
     """
     if recording is not None and replay is not None:
         raise UsageError("run_to_trace: give `recording` or `replay`, not both")
-    if spec.framework is not None:
-        return _framework_to_trace(spec, tools, out)
+    if spec.framework is not None:  # every option of this function honoured or refused
+        return _framework_to_trace(spec, tools, out, {
+            "recording": recording, "replay": replay, "allowed": allowed, "model": model,
+            "first_turn": first_turn})
     strategy = strategy_named(spec.script.strategy)
     defences = spec.agent.defences
     recorder = Recorder() if recording is not None else None

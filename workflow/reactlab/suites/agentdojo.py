@@ -57,6 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace
+from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.suite_figures import agentdojo_rates
 from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import (
     ATTACK,
@@ -69,6 +71,7 @@ from reactlab.suites.agentdojo_env import (
     SUITES,
     TAG,
     VERSION,
+    AgentDojoCase,
     Pair,
     Runtime,
     _environment,
@@ -86,6 +89,7 @@ from reactlab.suites.agentdojo_env import (
 from reactlab.suites.agentdojo_run import (
     NAME,
     case_specs,
+    fields_of,
     pair_of,
     run_case,
     run_pair,
@@ -102,11 +106,12 @@ from reactlab.suites.agentdojo_score import (
     table,
 )
 from reactlab.suites.entry import BenchmarkEntry
+from reactlab.suites.summaries import agentdojo_summary
 
 __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDEX_CACHE",
            "MAX_STEPS", "NAME", "POLICIES", "SUITES", "TABLE_COLUMNS", "TAG", "VERSION",
            "Pair", "Runtime", "_environment", "_jsonable",
-           "build_agentdojo", "build_index", "case_specs", "environment", "index",
+           "build_agentdojo", "build_index", "case_specs", "environment", "fields_of", "index",
            "injections", "inline_refs", "pair_of", "pairs", "run_all", "run_case",
            "run_pair", "sample_pairs", "scenario_name", "scope_tools", "score_trace",
            "spec_for", "suite", "suite_record", "system_message", "table", "tool_schemas"]
@@ -116,7 +121,9 @@ __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDE
 #: multi-turn: a batched first turn never comes (``batch_size`` is BFCL's only).
 AGENTDOJO = BenchmarkEntry(
     name=NAME, tables=("agentdojo",), categories=SUITES, policies=POLICIES,
-    only=("defences", "max_steps"),
+    only=("defences", "max_steps"), case_fields=AgentDojoCase,
+    figures=(Figure("agentdojo_rates", "agentdojo", without_section(agentdojo_rates)),),
+    summaries={"agentdojo": agentdojo_summary},
     code={"run": "reactlab.suites.agentdojo_run", "verify": "reactlab.suites.agentdojo_score",
           "tables": "reactlab.suites.agentdojo_score"},
     specs=case_specs, run_case=run_case, record=suite_record, build_tables=build_agentdojo)

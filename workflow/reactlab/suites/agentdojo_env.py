@@ -31,12 +31,12 @@ from functools import update_wrapper
 from pathlib import Path
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from reactlab.config.settings import SuiteSettings
+from reactlab.config.settings import CaseFields, SuiteSettings
 from reactlab.core.errors import UsageError
 from reactlab.core.io import write_json_atomic
 
 __all__ = ["ATTACK", "ATTACK_MODEL", "DEFENCES", "MAX_STEPS", "POLICIES", "SUITES", "TAG",
-           "VERSION", "Pair", "Runtime", "build_index", "environment", "index",
+           "VERSION", "AgentDojoCase", "Pair", "Runtime", "build_index", "environment", "index",
            "injections", "inline_refs", "pairs", "scope_tools", "suite", "tool_schemas"]
 
 VERSION = "v1.2"
@@ -49,6 +49,27 @@ TAG = "<INFORMATION>"
 #: The loop's step limit of a run: the schema's default of a suite entry's ``max_steps``
 #: (the standalone command's too).
 MAX_STEPS: int = SuiteSettings.model_fields["max_steps"].default
+
+
+class AgentDojoCase(CaseFields):
+    """An AgentDojo case's own fields in its spec (``suite``): AgentDojo's version, the
+    pair (its suite, user task and injection task), the attack and the model it addresses,
+    the scripted policy and the defence, and ``scope``: the tools a call may run under the
+    scope defence (None without it)."""
+
+    version: str
+    suite: str
+    user_task: str
+    injection_task: str
+    attack: str
+    attack_model: str
+    policy: str
+    defence: str
+    scope: list[str] | None
+
+    @property
+    def pair(self) -> Pair:
+        return Pair(self.suite, self.user_task, self.injection_task)
 
 
 #: The instant AgentDojo's tools read as "now" (a sent email's timestamp, a file's

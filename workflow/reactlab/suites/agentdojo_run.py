@@ -25,12 +25,12 @@ from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
 from reactlab.config.settings import (
     PolicyScript,
+    SuiteCase,
     SuiteSettings,
     agent_settings,
     backend_settings,
     limits,
     script_settings,
-    suite_case,
 )
 from reactlab.core.errors import UsageError
 from reactlab.runner import run_to_trace
@@ -39,10 +39,10 @@ from reactlab.suites.types import SCENARIO_MODEL, played, sample_cases
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
 
-__all__ = ["case_specs", "pair_of", "policy_steps", "run_case", "run_pair", "sample_pairs",
-           "scenario_name", "spec_for", "system_message"]
+__all__ = ["case_specs", "fields_of", "pair_of", "policy_steps", "run_case", "run_pair",
+           "sample_pairs", "scenario_name", "spec_for", "system_message"]
 
 #: The benchmark's name (a suite entry's ``benchmark:``, a case spec's ``suite.benchmark``).
 NAME = "agentdojo"
@@ -127,13 +127,12 @@ def spec_for(pair: env.Pair, policy: str, defence: str, *, entry: str = NAME,
         agent=agent, suite=_suite_case(entry, pair, policy, defence))
 
 
-def _suite_case(entry: str, pair: env.Pair, policy: str, defence: str) -> Any:
-    return suite_case({"name": entry, "benchmark": NAME, "version": env.VERSION,
-                       "suite": pair.suite, "user_task": pair.user_task,
-                       "injection_task": pair.injection_task, "attack": env.ATTACK,
-                       "attack_model": env.ATTACK_MODEL, "policy": policy, "defence": defence,
-                       "scope": env.scope_tools(pair) if "scope" in defence else None,
-                       "tools": _tools(pair.suite)})
+def _suite_case(entry: str, pair: env.Pair, policy: str, defence: str) -> SuiteCase:
+    own = env.AgentDojoCase(version=env.VERSION, suite=pair.suite, user_task=pair.user_task,
+                            injection_task=pair.injection_task, attack=env.ATTACK,
+                            attack_model=env.ATTACK_MODEL, policy=policy, defence=defence,
+                            scope=env.scope_tools(pair) if "scope" in defence else None)
+    return SuiteCase.of(entry, NAME, _tools(pair.suite), own)
 
 
 @cache
@@ -160,13 +159,20 @@ def _settings(cfg_json: str, defence: str, system_prompt: str,
             script_settings(json.loads(script_json)))
 
 
-def pair_of(spec: Any) -> env.Pair:
-    """The pair a spec (or a trace header's spec) runs."""
-    info = spec["suite"] if isinstance(spec, Mapping) else spec.suite
-    return env.Pair(info["suite"], info["user_task"], info["injection_task"])
+def fields_of(spec: RunSpec) -> env.AgentDojoCase:
+    """The AgentDojo fields of a case's spec (a trace header's: ``Header.run_spec``); a
+    ConfigError names a field AgentDojo has not."""
+    if spec.suite is None:
+        raise UsageError(f"{spec.key} is no AgentDojo case")
+    return env.AgentDojoCase.of(spec.suite)
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def pair_of(spec: RunSpec) -> env.Pair:
+    """The pair a spec (a trace header's: ``Header.run_spec``) runs."""
+    return fields_of(spec).pair
+
+
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one spec through the runner (:func:`reactlab.runner.run_to_trace`; AgentDojo's
@@ -175,7 +181,7 @@ def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
     loaded model (a local model backend); ``recording``/``replay``: an HTTP run's."""
     assert spec.suite is not None, f"{spec.key} is no AgentDojo case"
     runtime = env.Runtime(pair_of(spec))
-    scope = spec.suite.get("scope")
+    scope = fields_of(spec).scope
     return run_to_trace(played(spec, lambda s: policy_steps(s, runtime.pre)), runtime, out,
                         allowed=scope if scope is not None else spec.tools, model=model,
                         first_turn=turn, recording=recording, replay=replay)

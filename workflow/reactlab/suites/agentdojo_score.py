@@ -20,7 +20,14 @@ from reactlab.analysis.stats import wilson
 from reactlab.analysis.verify import Finding, Verification
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
-from reactlab.suites.agentdojo_env import DEFENCES, SUITES, Pair, _load, environment, suite
+from reactlab.suites.agentdojo_env import (
+    DEFENCES,
+    SUITES,
+    AgentDojoCase,
+    _load,
+    environment,
+    suite,
+)
 from reactlab.suites.types import checked_record
 
 __all__ = ["TABLE_COLUMNS", "build_agentdojo", "score_trace", "suite_record", "table"]
@@ -33,8 +40,11 @@ def score_trace(tr: Any) -> dict[str, Any]:
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime  # lazy: optional
     from agentdojo.types import text_content_block_from_string  # lazy: optional (agentdojo)
 
-    info = tr.header.spec["suite"]
-    pair = Pair(info["suite"], info["user_task"], info["injection_task"])
+    spec = tr.header.run_spec
+    if spec.suite is None:
+        raise TraceError(f"{tr.path}: not a suite trace")
+    info = AgentDojoCase.of(spec.suite)
+    pair = info.pair
     s = suite(pair.suite)
     env, pre = environment(pair)
     runtime = FunctionsRuntime(s.tools)
@@ -47,9 +57,9 @@ def score_trace(tr: Any) -> dict[str, Any]:
     utility = s._check_task_result(s.user_tasks[pair.user_task], output, pre, env, stack)
     security = s._check_task_result(s.injection_tasks[pair.injection_task], output, pre, env,
                                     stack)
-    return {"entry": info["name"], "suite": pair.suite, "backend": tr.run["backend"],
+    return {"entry": spec.suite.name, "suite": pair.suite, "backend": tr.run["backend"],
             "user_task": pair.user_task, "injection_task": pair.injection_task,
-            "policy": info["policy"], "defence": info["defence"], "utility": bool(utility),
+            "policy": info.policy, "defence": info.defence, "utility": bool(utility),
             "attack_succeeded": bool(security)}
 
 

@@ -27,20 +27,21 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from reactlab.config.scripts import literal
-from reactlab.config.settings import PolicyScript
+from reactlab.config.settings import CaseFields, PolicyScript
 from reactlab.runner import run_to_trace
 from reactlab.suites import bfcl
 from reactlab.suites.types import played
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.config import RunSpec
 
-__all__ = ["NOT_EXECUTED", "RecordOnly", "case_of", "mode_of", "policy_steps", "run_case"]
+__all__ = ["NOT_EXECUTED", "BfclCase", "RecordOnly", "case_of", "mode_of", "policy_steps",
+           "run_case"]
 
 NOT_EXECUTED = {"not_executed": "single-turn case: the call is recorded, not run"}
 
@@ -53,19 +54,38 @@ class RecordOnly:
         return dict(NOT_EXECUTED)
 
 
-def case_of(spec: RunSpec) -> Any:
+class BfclCase(CaseFields):
+    """A BFCL case's own fields in its spec (``suite``): its category and language, its
+    function documents as BFCL wrote them, its possible answers (None: an irrelevance
+    case) and ``mode``: ``fc`` when its tools go as an API's tool definitions (left out:
+    BFCL's ``prompt`` mode). Its traces write ``tools`` and ``batch_size`` before ``mode``."""
+
+    tools_before: ClassVar[str | None] = "mode"
+    category: str
+    language: str
+    functions: list[dict[str, Any]]
+    possible_answer: list[Any] | None
+    mode: Literal["fc"] | None = None
+
+
+def fields_of(spec: RunSpec) -> BfclCase:
+    """The BFCL fields of a case's spec (a ConfigError names a field BFCL has not)."""
+    assert spec.suite is not None, f"{spec.key} is no suite case"
+    return BfclCase.of(spec.suite)
+
+
+def case_of(spec: RunSpec) -> bfcl.Case:
     """The benchmark case a spec carries (rebuilt from the spec alone)."""
-    s = spec.suite
-    assert s is not None, f"{spec.key} is no suite case"
-    return bfcl.Case(id=spec.task, category=s["category"], question=spec.question,
-                     functions=tuple(s["functions"]),
-                     possible_answer=None if s["possible_answer"] is None
-                     else tuple(s["possible_answer"]))
+    s = fields_of(spec)
+    return bfcl.Case(id=spec.task, category=s.category, question=spec.question,
+                     functions=tuple(s.functions),
+                     possible_answer=None if s.possible_answer is None
+                     else tuple(s.possible_answer))
 
 
 def mode_of(spec: RunSpec) -> str:
     """BFCL's mode of a case's spec: ``fc`` (an API's native tools) or ``prompt``."""
-    return str(spec.suite.get("mode", "prompt")) if spec.suite is not None else "prompt"
+    return (fields_of(spec).mode or "prompt") if spec.suite is not None else "prompt"
 
 
 def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
@@ -82,7 +102,7 @@ def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
                                for c in calls]})]
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one case and write its trace atomically; returns the end record's data.

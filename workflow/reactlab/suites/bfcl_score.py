@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.trajectory import trajectory_metrics
 from reactlab.analysis.verify import Finding, Verification
-from reactlab.config import RunSpec
 from reactlab.core.errors import TraceError
 from reactlab.suites import bfcl, bfcl_run
 
@@ -52,7 +51,7 @@ def expected_calls(case: Any) -> list[dict[str, Any]]:
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one BFCL trace (a pure function of the trace)."""
-    spec = RunSpec.from_dict(tr.header.spec)
+    spec = tr.header.run_spec
     if spec.suite is None or spec.suite.benchmark != NAME:
         raise TraceError(f"{trace_path}: not a BFCL suite trace")
     case = bfcl_run.case_of(spec)
@@ -70,7 +69,7 @@ def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
                 f"{result['error_type']}: {(result['error'] or [''])[0][:300]}")]
     rec = Verification(trace=trace_path, trace_sha256=str(tr.end.sha256), run=tr.run,
                        verified=bool(result["valid"]), findings=tuple(findings)).to_json()
-    rec.update({"checker": "bfcl.ast_checker", "suite": spec.suite["name"],
+    rec.update({"checker": "bfcl.ast_checker", "suite": spec.suite.name,
                 "category": case.category, "case": case.id,
                 "error_type": result["error_type"],
                 "sub_error_types": sorted(set(result["sub_error_types"])),

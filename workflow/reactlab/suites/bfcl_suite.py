@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
+from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.suite_figures import bfcl_accuracy
 from reactlab.config import RunSpec
 from reactlab.config.settings import (
     LiveBackend,
@@ -26,12 +28,13 @@ from reactlab.config.settings import (
     agent_settings,
     backend_settings,
     script_settings,
-    suite_case,
 )
 from reactlab.config.settings import limits as limits_settings
 from reactlab.suites import bfcl, bfcl_run, bfcl_score, bfcl_tables
+from reactlab.suites.bfcl_run import BfclCase
 from reactlab.suites.bfcl_score import NAME
 from reactlab.suites.entry import BenchmarkEntry
+from reactlab.suites.summaries import bfcl_summary
 from reactlab.suites.types import SCENARIO_MODEL, sample_cases
 
 __all__ = ["BFCL", "case_specs"]
@@ -64,15 +67,16 @@ def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[
             for backend, settings in backends.items():
                 fc = isinstance(settings, SimulatedBackend | LiveBackend)
                 if fc not in infos:
-                    infos[fc] = suite_case(
-                        {"name": name, "benchmark": NAME, "category": category,
-                         "language": "python", "functions": list(case.functions),
-                         "possible_answer": None if case.possible_answer is None
-                         else list(case.possible_answer),
-                         "tools": bfcl.tool_definitions(case.functions,
-                                                        "fc" if fc else "prompt"),
-                         "batch_size": suite.batch_size,
-                         **({"mode": "fc"} if fc else {})})
+                    own = BfclCase.model_validate({
+                        "category": category, "language": "python",
+                        "functions": list(case.functions),
+                        "possible_answer": None if case.possible_answer is None
+                        else list(case.possible_answer),
+                        **({"mode": "fc"} if fc else {})})  # left out: prompt mode
+                    infos[fc] = SuiteCase.of(
+                        name, NAME, bfcl.tool_definitions(case.functions,
+                                                          "fc" if fc else "prompt"),
+                        own, batch_size=suite.batch_size)
                 runs_model = settings.mode in ("model", "live")
                 scenarios = ([SCENARIO_MODEL] if runs_model
                              else list(suite.policies or bfcl.POLICIES))
@@ -94,7 +98,9 @@ def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[
 #: (:mod:`reactlab.suites.bfcl`; :mod:`reactlab.suites.registry` registers it).
 BFCL = BenchmarkEntry(
     name=NAME, tables=("bfcl", "bfcl_cases"), categories=bfcl.CATEGORIES,
-    policies=bfcl.POLICIES, only=("batch_size",),
+    policies=bfcl.POLICIES, only=("batch_size",), case_fields=BfclCase,
+    figures=(Figure("bfcl_accuracy", "bfcl", without_section(bfcl_accuracy)),),
+    summaries={"bfcl": bfcl_summary},
     code={"run": "reactlab.suites.bfcl_run", "verify": "reactlab.suites.bfcl_score",
           "tables": "reactlab.suites.bfcl_tables"},
     specs=case_specs, run_case=bfcl_run.run_case, record=bfcl_score.suite_record,

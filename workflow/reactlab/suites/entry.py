@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reactlab.analysis.outputs import Figure
 from reactlab.config import RunSpec
-from reactlab.config.settings import SuiteSettings
+from reactlab.config.settings import CaseFields, SuiteSettings
+from reactlab.suites.summaries import Summary
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.trace import Trace
 
 __all__ = ["BenchmarkEntry", "RunCase"]
@@ -33,7 +35,7 @@ class RunCase(Protocol):
     its trace path, the shard's model, the case's batched first turn and an HTTP case's
     recording to write or to answer from → the end record's data."""
 
-    def __call__(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+    def __call__(self, spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
                  turn: ModelTurn | None = None, recording: str | None = None,
                  replay: str | None = None) -> dict[str, Any]: ...
 
@@ -50,6 +52,9 @@ class BenchmarkEntry:
     policies: tuple[str, ...]
     only: tuple[str, ...]
     code: Mapping[str, str]
+    case_fields: type[CaseFields]
+    figures: tuple[Figure, ...]
+    summaries: Mapping[str, Summary]
     specs: Callable[[str, SuiteSettings, Mapping[str, Any]], list[RunSpec]]
     run_case: RunCase
     record: Callable[[Trace, str], dict[str, Any]]

@@ -18,17 +18,21 @@ from typing import Any
 from reactlab.config import RunSpec
 from reactlab.config.settings import SuiteSettings, suite_settings
 from reactlab.core.errors import UsageError
-from reactlab.suites.registry import benchmark
+from reactlab.suites.registry import benchmark, case_fields
 from reactlab.suites.types import Shard, digest_shards
 
 __all__ = ["plan", "suite_specs"]
 
 
 def suite_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[RunSpec]:
-    """The specs of one suite entry, by its benchmark's registry entry; a UsageError
-    names the entry (the benchmark's package missing, a policy for another backend)."""
+    """The specs of one suite entry, by its benchmark's registry entry, each case's own
+    fields checked against its model (:func:`reactlab.suites.registry.case_fields`); a
+    UsageError names the entry (the benchmark's package missing, a policy for another
+    backend), a ConfigError a case field the benchmark does not declare."""
     try:
         specs: list[RunSpec] = benchmark(suite.benchmark).specs(name, suite, raw)
+        for spec in specs:
+            case_fields(spec)
     except UsageError as exc:
         raise UsageError(f"suites.{name}: {exc}") from None
     return specs

@@ -26,18 +26,22 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactlab.core.errors import TraceError, UsageError
+from reactlab.analysis.outputs import Figure
+from reactlab.config.settings import CaseFields
+from reactlab.core.errors import ConfigError, TraceError, UsageError
 from reactlab.core.plugins import Plugins, registry
+from reactlab.suites.summaries import Summary
 from reactlab.suites.types import checked_record
 
 if TYPE_CHECKING:
     from reactlab.agent.types import ModelTurn
-    from reactlab.backends.local.model import LocalModel
+    from reactlab.backends.registry import LoadedModel
     from reactlab.config import RunSpec
     from reactlab.config.settings import SuiteSettings
     from reactlab.trace import Trace
 
-__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "load_suite_verification", "register",
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark", "case_fields", "figures",
+           "load_suite_verification", "register",
            "run_case", "suite_record"]
 
 
@@ -66,6 +70,22 @@ class Benchmark(Protocol):
         """The fields of a suite entry that only this benchmark takes."""
 
     @property
+    def case_fields(self) -> type[CaseFields]:
+        """The model of its own fields of a case (the spec's ``suite.case``: what its
+        checker needs), an unknown field refused: each of its cases is checked against it
+        when planned, run and scored (:func:`case_fields`)."""
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        """Its figures, each drawn from one of its :attr:`tables` (its presentation: the
+        rules make one when its table is made, the CLI draws it; :func:`figures`)."""
+
+    @property
+    def summaries(self) -> Mapping[str, Summary]:
+        """Its tables' summaries on the viewer's index, by table name
+        (:mod:`reactlab.suites.summaries`); a table without one is shown as it is."""
+
+    @property
     def code(self) -> Mapping[str, str]:
         """The package modules that ``run`` a case, ``verify`` (score) a trace and build
         the ``tables``: each shard rule's code fingerprint is the generic module's and
@@ -82,7 +102,7 @@ class Benchmark(Protocol):
         one that runs a model one spec (scenario ``react``). A UsageError names what
         cannot run."""
 
-    def run_case(self, spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+    def run_case(self, spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
                  turn: ModelTurn | None = None, recording: str | None = None,
                  replay: str | None = None) -> dict[str, Any]:
         """Run one case through :func:`reactlab.runner.run_to_trace` (a policy's steps
@@ -134,26 +154,44 @@ def benchmark(name: str) -> Benchmark:
     return BENCHMARKS.lookup(name)
 
 
-def run_case(spec: RunSpec, out: str | Path, *, model: LocalModel | None = None,
+def figures() -> dict[str, Figure]:
+    """Every registered benchmark's figures, by kind (what ``reactlab.analysis.outputs``
+    takes as ``suite``: :func:`~reactlab.analysis.outputs.suite_figures`, ``draw``)."""
+    return {f.kind: f for entry in BENCHMARKS.values() for f in entry.figures}
+
+
+def run_case(spec: RunSpec, out: str | Path, *, model: LoadedModel | None = None,
              turn: ModelTurn | None = None, recording: str | None = None,
              replay: str | None = None) -> dict[str, Any]:
     """Run one case by its benchmark (the spec's ``suite.benchmark``): what a shard job
     hands :func:`reactlab.suites.run.run_shard`."""
-    if spec.suite is None:
-        raise UsageError(f"{spec.key} is no suite case")
+    case_fields(spec)
+    assert spec.suite is not None
     return benchmark(spec.suite.benchmark).run_case(spec, out, model=model, turn=turn,
                                                      recording=recording, replay=replay)
+
+
+def case_fields(spec: RunSpec) -> CaseFields:
+    """The case's own fields, typed by its benchmark's model
+    (:attr:`Benchmark.case_fields`): a UsageError for a spec of no suite case, a
+    ConfigError naming a field its benchmark does not declare."""
+    if spec.suite is None:
+        raise UsageError(f"{spec.key} is no suite case")
+    return benchmark(spec.suite.benchmark).case_fields.of(spec.suite)
 
 
 def suite_record(tr: Trace, trace_path: str) -> dict[str, Any]:
     """The verification record of one suite trace by its benchmark's scorer (the trace
     header's ``suite.benchmark``); a TraceError for a trace of no registered benchmark."""
-    spec = tr.header.spec
-    info = spec.get("suite") if isinstance(spec, Mapping) else None
-    name = info.get("benchmark") if isinstance(info, Mapping) else None
-    if not isinstance(name, str) or name not in BENCHMARKS:
+    spec = tr.header.run_spec
+    name = spec.suite.benchmark if spec.suite is not None else None
+    if name is None or name not in BENCHMARKS:
         raise TraceError(f"{trace_path}: not a suite trace of a registered benchmark "
                          f"({name!r})")
+    try:
+        case_fields(spec)
+    except ConfigError as exc:
+        raise TraceError(f"{trace_path}: {exc}") from exc
     return BENCHMARKS[name].record(tr, trace_path)
 
 

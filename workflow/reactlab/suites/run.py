@@ -6,7 +6,9 @@ BFCL's single turn, :mod:`reactlab.suites.bfcl_run`; AgentDojo's runtime,
 loaded once per shard (torch, transformers and the weights are paid once per job, not
 once per case) and handed to each case; with the suite's ``batch_size`` above 1 the
 shard's first turns are decoded ``batch_size`` cases at a time
-(:mod:`reactlab.backends.local.batch`) and each case receives its turn.
+(:mod:`reactlab.backends.local.batch`) and each case receives its turn. Both through the
+provider registry (:meth:`reactlab.backends.registry.Provider.model_host`): a benchmark
+reaches a model only as its provider loads it.
 
 A model's greedy text also depends on what the spec does not hold: which cases shared a
 batch, torch's version and the CPU kernels it ran (in bfloat16 these can change a case's
@@ -25,21 +27,15 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reactlab.agent.types import ModelTurn
-from reactlab.backends.local import load_model
-from reactlab.backends.local.batch import first_turns
-from reactlab.backends.local.kernels import runtime_record
+from reactlab.backends.registry import LoadedModel, ModelHost, provider
 from reactlab.config import RunSpec
 from reactlab.config.settings import LiveBackend
 from reactlab.core.errors import UsageError
 from reactlab.core.io import write_json_atomic
 from reactlab.suites.entry import RunCase
-
-if TYPE_CHECKING:
-    from reactlab.backends.local.model import LocalModel
-
 
 __all__ = ["CONTRACT", "RunCase", "reproduction_record", "run_shard"]
 
@@ -54,16 +50,16 @@ CONTRACT = ("the traces are reproduced byte for byte by the same specs decoded i
             "kernels may change a case's text (docs/local-models.md)")
 
 
-def reproduction_record(model: LocalModel, specs_json: str, batch_size: int,
-                        layout: list[list[str]]) -> dict[str, Any]:
+def reproduction_record(host: ModelHost, model: LoadedModel, specs_json: str,
+                        batch_size: int, layout: list[list[str]]) -> dict[str, Any]:
     """What a reader needs, beyond the specs, to reproduce a model shard's traces: the
-    specs' sha256 (ties the record to them), the contract, the weights' dtype, the batch
-    size and the batches as decoded (``layout``: case ids per ``generate``, in order), and
-    the runtime (:func:`reactlab.backends.local.kernels.runtime_record`)."""
-    dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
+    specs' sha256 (ties the record to them), the contract, the model and its weights'
+    dtype, the batch size and the batches as decoded (``layout``: case ids per
+    ``generate``, in order), and the runtime, the last two as its provider's ``host``
+    says (:class:`reactlab.backends.registry.ModelHost`)."""
     return {"specs_sha256": hashlib.sha256(specs_json.encode("utf-8")).hexdigest(),
-            "contract": CONTRACT, "model": model.name, "dtype": dtype,
-            "batch_size": batch_size, "batches": layout, **runtime_record()}
+            "contract": CONTRACT, **host.describe(model),
+            "batch_size": batch_size, "batches": layout, **host.runtime()}
 
 
 def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
@@ -86,17 +82,20 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
         raise UsageError(f"{len(specs)} specs but {len(outputs)} outputs")
     if recordings is not None and len(recordings) != len(specs):
         raise UsageError(f"{len(specs)} specs but {len(recordings)} recordings")
-    model = None
+    model: LoadedModel | None = None
     t0 = time.perf_counter()
+    host: ModelHost | None = None
     if specs and specs[0].backend_config.mode == "model":
-        model = load_model(specs[0])
+        # the model through its provider (the registry's), loaded once for the shard
+        host = provider(specs[0].backend_config.provider).model_host()
+        model = host.load(specs[0])
     t_load = time.perf_counter() - t0
     turns: list[ModelTurn | None] = [None] * len(specs)
     suite = specs[0].suite if specs else None
-    batch = int(suite.get("batch_size", 1)) if suite is not None else 1
+    batch = (suite.batch_size or 1) if suite is not None else 1
     layout: list[list[str]] = []
-    if model is not None and batch > 1:
-        turns = first_turns(model, specs, batch, layout)
+    if host is not None and model is not None and batch > 1:
+        turns = host.first_turns(model, specs, batch, layout)
 
     def one(i: int) -> dict[str, Any]:
         http: dict[str, str] = {}
@@ -109,8 +108,8 @@ def run_shard(specs_json: str, outputs: Sequence[str], run_case: RunCase,
     ends = _each(one, len(specs), in_flight)
     calls = sum(end["calls"] for end in ends)
     answered = sum(end["termination"] == "answer" for end in ends)
-    if model is not None and record is not None:
-        write_json_atomic(record, reproduction_record(model, specs_json, batch, layout))
+    if host is not None and model is not None and record is not None:
+        write_json_atomic(record, reproduction_record(host, model, specs_json, batch, layout))
     total = time.perf_counter() - t0
     log.info("shard of %d cases: load %.2f s, %.2f s per case", len(specs), t_load,
              (total - t_load) / max(len(specs), 1))

@@ -124,7 +124,7 @@ def reproduction(manifest: str | Path) -> dict[str, Any] | None:
 
 def benchmark_of(shard: Any) -> str:
     """The benchmark a shard's cases come from."""
-    return str(shard.specs[0].suite["benchmark"])
+    return str(shard.specs[0].suite.benchmark)
 
 
 def shards_of(shards: Sequence[Any]) -> dict[str, list[Any]]:

@@ -18,9 +18,23 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, fields
-from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
+from functools import cached_property
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    Self,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
-from reactlab.core.errors import TraceError
+from reactlab.core.errors import ReactlabError, TraceError
+
+if TYPE_CHECKING:
+    from reactlab.config.spec import RunSpec
 
 __all__ = ["BODY_CLASSES", "RECORD_CLASSES", "Answer", "End", "Error", "ErrorKind", "Guardrail",
            "GuardrailRule", "Header", "Record", "Request", "Termination", "ToolCallRecord",
@@ -158,13 +172,31 @@ class Header(_Record):
     system_prompt_sent: bool | None = None
     tool_results_ascii: bool | None = None
 
+    @cached_property
+    def run_spec(self) -> RunSpec:
+        """The spec, typed: the :class:`~reactlab.config.RunSpec` the runner wrote it from
+        (its task, backend and scenario, the typed backend config, script, limits and agent,
+        the suite case, framework and MCP parts). Readers use its attributes instead of the
+        ``spec`` dict's string keys. Validated on first use and kept; a TraceError says
+        what of the spec does not parse. ``spec`` stays the dict as written, so that the
+        trace's bytes do not depend on this view."""
+        from reactlab.config.spec import RunSpec  # lazy: pydantic models; a trace reads without
+
+        try:
+            return RunSpec.from_dict(self.spec)
+        except (ReactlabError, TypeError, KeyError) as exc:
+            raise TraceError(f"{self.key}: the header's spec is no run spec ({exc})") from exc
+
     @property
     def question(self) -> str:
+        """The question (read from the spec as written: the verifier also checks a
+        hand-written trace whose spec holds the question alone)."""
         return str(self.spec["question"])
 
     @property
     def defences(self) -> dict[str, bool]:
-        return dict(self.spec["agent"].get("defences", {}))
+        """The agent's defences, by name, in the spec's order."""
+        return dict(self.run_spec.agent.defences.to_dict())
 
 
 @dataclass(frozen=True)

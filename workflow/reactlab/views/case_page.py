@@ -77,7 +77,8 @@ def load_case(trace_path: str, verified_path: str | Path) -> tuple[VerifiedRun, 
 def suite_row(run: VerifiedRun, record: Mapping[str, Any]) -> dict[str, Any]:
     """The index's row for one suite case (:data:`reactlab.views.index.SuiteRow`)."""
     tr = run.trace
-    suite = str(record.get("suite") or tr.header.spec.get("suite", {}).get("name", "suite"))
+    case = tr.header.run_spec.suite
+    suite = str(record.get("suite") or (case.name if case is not None else "suite"))
     detail = record.get("error_type") or "; ".join(f.message for f in
                                                    run.verification.findings)
     task = str(tr.run["task"])
@@ -96,8 +97,8 @@ def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
     error types, the project's trajectory metrics ...) and the functions offered."""
     tr, verification = run.trace, run.verification
     end = tr.end
-    suite_spec = tr.header.spec.get("suite", {})
-    suite = str(record.get("suite") or suite_spec.get("name", "suite"))
+    case = tr.header.run_spec.suite
+    suite = str(record.get("suite") or (case.name if case is not None else "suite"))
     key = tr.header.key or "/".join(tr.run.values())
     verdict = (_badge("v-verified", "correct") if verification.verified
                else _badge("v-rejected", "incorrect"))
@@ -136,10 +137,11 @@ def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:
     meta.append(("config hash", f"<code>{_h(tr.header.config_hash)}</code>"))
     meta.append(("trace sha256", f"<code>{_h(end.sha256)}</code>"))
     body.append("<h2>Case</h2>\n" + _meta(meta))
-    if "possible_answer" in suite_spec:
+    own = case.case if case is not None else {}
+    if "possible_answer" in own:
         body.append("<h2>Possible answers</h2>\n"
-                    f"<pre>{_h(_json(suite_spec['possible_answer']))}</pre>\n")
-    functions = suite_spec.get("functions") or suite_spec.get("tools")
+                    f"<pre>{_h(_json(own['possible_answer']))}</pre>\n")
+    functions = (own.get("functions") or case.tools) if case is not None else None
     if functions:
         body.append("<h2>Functions offered</h2>\n"
                     f"<pre>{_h(json.dumps(functions, ensure_ascii=False, indent=1))}</pre>\n")

@@ -24,20 +24,16 @@ timestamps, no absolute paths.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reactlab.suites.registry import BENCHMARKS
+from reactlab.suites.summaries import Summary
 from reactlab.views.index_assets import INDEX_CSS, INDEX_JS
 from reactlab.views.page import attr, doc, h
 from reactlab.views.rows import COLUMNS, VERDICT, SuiteRow, run_list
 from reactlab.views.rows import trial as _trial
-from reactlab.views.summaries import (
-    agentdojo_summary,
-    bfcl_summary,
-    generic_summary,
-    lesson_summary,
-    trials_summary,
-)
+from reactlab.views.summaries import KIT, generic_summary, lesson_summary, trials_summary
 
 __all__ = ["INDEX_CSS", "INDEX_JS", "PAGE_SIZES", "SuiteRow", "render_index", "run_list"]
 
@@ -110,10 +106,12 @@ def _run_list_section(runs: Sequence[list[Any]]) -> str:
             "</script>\n")
 
 
-#: The suite tables the index has a layout for (by table name, a benchmark's
-#: ``Benchmark.tables``); any other suite table is shown as it is (:func:`generic_summary`).
-SUMMARIES: dict[str, Callable[[str, Sequence[Mapping[str, Any]]], str]] = {
-    "bfcl": bfcl_summary, "agentdojo": agentdojo_summary}
+def summaries() -> dict[str, Summary]:
+    """The suite tables the index has a layout for, by table name: each registered
+    benchmark's own (``Benchmark.summaries``, drawn with :data:`~reactlab.views.summaries.KIT`);
+    any other suite table is shown as it is (:func:`generic_summary`)."""
+    return {name: summary for entry in BENCHMARKS.values()
+            for name, summary in entry.summaries.items()}
 
 
 def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRow] = (),
@@ -147,8 +145,11 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
             + "</div>\n",
             '<nav class="toc">' + "".join(link for link, shown in toc if shown) + "</nav>\n",
             lesson_summary(lesson)]
+    layouts = summaries()
     for name, table in tables.items():
-        body.append(SUMMARIES.get(name, generic_summary)(name, table))
+        layout = layouts.get(name)
+        body.append(layout(name, table, KIT) if layout is not None
+                    else generic_summary(name, table))
     body.append(trials_summary(rows))
     body.append(_run_list_section(runs))
     return doc("reactlab — results", "".join(body), css=INDEX_CSS, script=INDEX_JS)

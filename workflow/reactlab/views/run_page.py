@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.tables import run_row
 from reactlab.analysis.verify import VerifiedRun
@@ -26,6 +26,9 @@ from reactlab.views.page import h as _h
 from reactlab.views.page import meta as _meta
 from reactlab.views.page import page_path
 from reactlab.views.page import verdict_badge as _verdict_badge
+
+if TYPE_CHECKING:
+    from reactlab.config.settings import FrameworkSettings
 
 __all__ = ["MARKED_RULES", "index_row", "render_run"]
 
@@ -145,19 +148,19 @@ def _run_meta(run: VerifiedRun, row: Mapping[str, Any]) -> list[tuple[str, str]]
     """The run's configuration: task, backend, scenario, agent, model, tools, limits,
     defences, the attack's outcome, checksums and package versions."""
     tr = run.trace
-    spec = tr.header.spec
-    backend = spec["backend_config"]
-    limits = spec["limits"]
+    spec = tr.header.run_spec
+    backend = spec.backend_config
+    limits = spec.limits
     meta = [
         ("task", f"<code>{_h(tr.run['task'])}</code>"),
         ("backend", f"<code>{_h(tr.run['backend'])}</code> "
-                    f"({_h(backend.get('provider'))}, {_h(backend.get('mode'))})"),
+                    f"({_h(backend.provider)}, {_h(backend.mode)})"),
         ("scenario", f"<code>{_h(tr.run['scenario'])}</code>"),
-        ("agent", _agent_html(spec.get("framework"))),
+        ("agent", _agent_html(spec.framework)),
         ("model", f"<code>{_h(row['model'])}</code>"),
-        ("tools offered", _h(", ".join(map(str, spec["tools"])))),
-        ("limits", f"max_steps {_h(limits['max_steps'])}, "
-                   f"token_budget {_v(limits['token_budget'])}"),
+        ("tools offered", _h(", ".join(map(str, spec.tools)))),
+        ("limits", f"max_steps {_h(limits.max_steps)}, "
+                   f"token_budget {_v(limits.token_budget)}"),
         ("defences", _h(row["defences"])),
         ("delivered", _h("yes" if row["delivered"] else "no")),
     ]
@@ -172,14 +175,14 @@ def _run_meta(run: VerifiedRun, row: Mapping[str, Any]) -> list[tuple[str, str]]
     return meta
 
 
-def _agent_html(framework: Mapping[str, Any] | None) -> str:
+def _agent_html(framework: FrameworkSettings | None) -> str:
     """The run page's agent: the lesson's loop, or a framework's agent with its framework
     and condition (docs/agents.md)."""
-    if not framework:
+    if framework is None:
         return "<code>lesson</code> (the project's loop)"
-    condition = "capped" if framework.get("capped") else "as shipped"
-    return (f"<code>{_h(framework.get('name'))}</code> "
-            f"({_h(framework.get('framework'))}, {condition})")
+    condition = "capped" if framework.capped else "as shipped"
+    return (f"<code>{_h(framework.name)}</code> "
+            f"({_h(framework.framework)}, {condition})")
 
 
 def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -124,15 +124,15 @@ def format_run(run: VerifiedRun, color: bool) -> str:
     """The whole view of one run as text (ANSI colour codes only when ``color``)."""
     tr, verification = run.trace, run.verification
     paint = _Painter(color)
-    spec = tr.header.spec
+    spec = tr.header.run_spec
     end = tr.end
-    backend = spec["backend_config"]
+    backend = spec.backend_config
     on = "+".join(k for k, v in tr.header.defences.items() if v) or "none"
     findings = list(verification.findings)
     lines = [
         f"{paint('run', 'dim')}       {paint(_clean(tr.header.key), 'bold')}",
-        f"{paint('model', 'dim')}     {_clean(spec['script']['model'])} "
-        f"({_clean(backend['provider'])}, {_clean(backend['mode'])}); "
+        f"{paint('model', 'dim')}     {_clean(spec.script.model)} "
+        f"({_clean(backend.provider)}, {_clean(backend.mode)}); "
         f"defences: {_clean(on)}",
         f"{paint('question', 'dim')}  {_clean(tr.header.question, '          ')}",
     ]
