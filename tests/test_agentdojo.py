@@ -139,7 +139,7 @@ def test_a_bfcl_entry_refuses_agentdojo_fields() -> None:
     with pytest.raises(ConfigError) as info:
         parse(raw)
     assert info.value.field == "suites.bfcl.defences"
-    assert "only a agentdojo suite" in str(info.value)
+    assert "a bfcl suite takes no 'defences'" in str(info.value)
 
 
 def test_the_default_config_runs_a_small_scripted_slice() -> None:

@@ -531,7 +531,7 @@ def test_a_streamable_http_server_plans_runs_and_replays(raw_config, tmp_path, l
 def test_the_server_settings_take_the_schemas_defaults_and_bounds():
     import yaml
 
-    from reactlab.config.settings import McpServerSettings
+    from reactlab.config.tool_parts import McpServerSettings
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     props = schema["properties"]["mcp_servers"]["additionalProperties"]["properties"]

@@ -41,7 +41,6 @@ from reactlab.config.scripts import ROOT_NAMES, Script
 from reactlab.config.settings import (
     CONSTRAINED_DECODINGS,
     BackendSettings,
-    McpTools,
     agent_settings,
     backend_settings,
     framework_settings,
@@ -50,6 +49,7 @@ from reactlab.config.settings import (
 )
 from reactlab.config.spec import Config, RunSpec
 from reactlab.config.suites import check_suites
+from reactlab.config.tool_parts import McpTools
 from reactlab.config.tool_sources import ToolSources
 from reactlab.config.trials import check_analysis, derive_seed, trial_indices
 from reactlab.core.errors import ConfigError, ScriptError

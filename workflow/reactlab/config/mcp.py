@@ -36,7 +36,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reactlab.config.settings import McpServerSettings, McpTools, mcp_server_settings, mcp_tools
+from reactlab.config.tool_parts import (
+    McpServerSettings,
+    McpTools,
+    mcp_server_settings,
+    mcp_tools,
+)
 from reactlab.core.errors import ConfigError, ToolServerError
 from reactlab.core.io import write_json_atomic
 from reactlab.core.mcp_wire import list_tools, open_wire

@@ -16,21 +16,18 @@ from reactlab.config.settings import (
     BackendSettings,
     FrameworkSettings,
     Limits,
-    McpTools,
     PolicyScript,
     ScriptSettings,
     StepScript,
     SuiteCase,
-    ToolSourcePart,
     agent_settings,
     backend_settings,
     framework_settings,
     limits,
-    mcp_tools,
     script_settings,
     suite_case,
-    tool_source_part,
 )
+from reactlab.config.tool_parts import McpTools, ToolSourcePart, mcp_tools, tool_source_part
 from reactlab.config.trials import trial_key
 from reactlab.core.errors import ConfigError
 

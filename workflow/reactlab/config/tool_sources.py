@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from reactlab.config.settings import ToolSourcePart, tool_source_part
+from reactlab.config.tool_parts import ToolSourcePart, tool_source_part
 from reactlab.core.errors import ConfigError, UsageError
 from reactlab.core.plugins import registry
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from reactlab import data
 from reactlab.config.mcp import read_tools, tools_hash
-from reactlab.config.settings import mcp_server_settings, mcp_tools
+from reactlab.config.tool_parts import mcp_server_settings, mcp_tools
 from reactlab.data import sqlite
 from reactlab.mcp.source import ServerJob
 from reactlab.tools import ToolBox

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab.config.mcp import file_copies, launch, tools_hash
-from reactlab.config.settings import McpTools
+from reactlab.config.tool_parts import McpTools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
 from reactlab.core.mcp_wire import Wire, list_tools

@@ -1,0 +1,89 @@
+"""The tool part of the config and of a run's spec: how to reach an MCP tool server
+(``mcp_servers:``, :class:`McpServerSettings`), and what a run whose task takes its tools
+from elsewhere than the project's carries: an MCP server's (:class:`McpTools`) or a tool
+source's (:class:`ToolSourcePart`, a plugin: :mod:`reactlab.tools.sources`). Typed
+settings (:mod:`reactlab.config.settings`), apart from the runs' other settings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from reactlab.config.settings import Number, Settings, SortedTools, _Builder, _section
+
+__all__ = ["McpServerSettings", "McpTools", "ResultsFormat", "ToolSourcePart",
+           "mcp_server_settings", "mcp_tools", "tool_source_part"]
+
+_mcp = _section("mcp_servers")
+#: How an MCP result's text becomes what the model reads (the schema's enum).
+ResultsFormat = Literal["text", "json", "lesson"]
+
+
+class McpServerSettings(Settings):
+    """One entry of the ``mcp_servers:`` section (docs/mcp.md): how to reach an MCP tool
+    server — ``command`` and ``args`` (stdio; ``env`` added to the environment) or ``url``
+    (Streamable HTTP) —, the ``files`` each job works on a copy of (``{name}`` in ``args``
+    and ``env`` is the copy's path), the extra paths whose change means its tool list
+    may have changed (``watch``), the per-request ``timeout`` in seconds, the largest
+    message it may send (``max_result_bytes``), how a result's text becomes what the model
+    reads (``results``: :func:`reactlab.mcp.source.result_of`), and ``replay``: its runs
+    answered from their recordings, the server never started. Defaults and bounds: the
+    schema's."""
+
+    command: str | None = _mcp("command", optional=True)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = _mcp("url", optional=True)
+    files: dict[str, str] = Field(default_factory=dict)
+    watch: list[str] = Field(default_factory=list)
+    timeout: Number = _mcp("timeout")
+    max_result_bytes: int = _mcp("max_result_bytes")
+    results: ResultsFormat = _mcp("results")
+    replay: bool = _mcp("replay")
+
+
+class McpTools(Settings):
+    """The tool part of a run whose task takes its tools from an MCP server: the server's
+    name and how to reach it (what of :class:`McpServerSettings` a run needs; ``replay``
+    and ``watch`` stay out, so that a replayed run has the recorded run's spec), the
+    definitions of the task's tools as the server lists them (``name``, ``description``,
+    ``parameters``: its ``inputSchema``), and the sha256 of the server's whole tool list
+    (:func:`reactlab.config.mcp.tools_hash`). Planning fills it
+    (:func:`reactlab.config.mcp.plan_tools`); a change of the server's tools changes the
+    run's config hash, so the run runs again."""
+
+    server: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    timeout: Number
+    max_result_bytes: int
+    results: ResultsFormat = "text"
+    tools: SortedTools
+    tools_hash: str
+
+
+class ToolSourcePart(Settings):
+    """The tool part of a run whose task takes its tools from a tool source (a plugin,
+    :mod:`reactlab.tools.sources`): the config's name for the source, the plugin, its
+    settings as given, and the definitions of the task's tools as the source lists them
+    (a change of either changes the run's config hash)."""
+
+    name: str
+    plugin: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    tools: SortedTools
+
+    def only(self, names: list[str]) -> ToolSourcePart:
+        """This part with the tools ``names`` alone, in that order."""
+        by_name = {t["name"]: t for t in self.tools}
+        return tool_source_part({**self.to_dict(), "tools": [by_name[n] for n in names]},
+                                "tool_source")
+
+
+mcp_server_settings = _Builder(McpServerSettings, "mcp_servers")
+mcp_tools = _Builder(McpTools, "mcp")
+tool_source_part = _Builder(ToolSourcePart, "tool_source")
