@@ -77,7 +77,8 @@ def test_the_scripted_model_answers_through_an_offered_submit_tool(
     from reactlab.simulate import ScriptedPolicy, ToolChoice
 
     spec = cfg.run("variacion_busi", "openai_chat", "correcto")
-    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question)
+    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question,
+                            tools=frozenset(spec.tools))
     results = [{"resultado": {"cierre": 26.19}}, {"resultado": {"cierre": 27.88}},
                {"resultado": 6.4528}]
     answer = "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y 2024-03-22."

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reactlab.config.scripts import Action, Script, ScriptedCall
-from reactlab.tools import TOOLS
 
 if TYPE_CHECKING:
     from reactlab.config import RunSpec
@@ -52,9 +51,10 @@ class ScriptedPolicy:
     #: The model name an answer gives for a requested name (default: the name itself);
     #: the server answers an alias with the script that plays, as a real API would.
     answer_names: Mapping[str, str] = field(default_factory=dict)
-    #: The names of the task's own tools (None: unknown, taken to be the lesson's
-    #: tools). A tool the request offers beside them may be the agent's answer tool
-    #: (:meth:`answer_tool`); the task's tools never are.
+    #: The names of the task's own tools. A tool the request offers beside them may be
+    #: the agent's answer tool (:meth:`answer_tool`); the task's tools never are. None:
+    #: unknown, and then no offered tool is taken for an answer tool (the model answers
+    #: in text, whatever tools it is offered).
     tools: frozenset[str] | None = None
     #: Whether a request that offers no tools gets no calls (a real API's behaviour: the
     #: answer is text, as with ``tool_choice: none``). Off by default: the lesson's
@@ -83,8 +83,9 @@ class ScriptedPolicy:
         required text property (:func:`answer_field`) is the agent's answer tool
         (Inspect's ``submit(answer)``, an agent's ``final_answer``, …). When several
         are, the last offered (frameworks add their answer tool after the task's)."""
-        known = (self.tools if self.tools is not None else frozenset(TOOLS)) | (
-            _call_names(self.scripts[model].steps))
+        if self.tools is None:
+            return None
+        known = self.tools | _call_names(self.scripts[model].steps)
         candidates = [(name, f) for name, f in choice.answer_fields
                       if name not in known and name in choice.offered]
         return candidates[-1] if candidates else None
