@@ -235,3 +235,66 @@ def test_the_wire_drops_only_calls_that_never_ran() -> None:
     kept, executions = _drop_discarded(probe, sent, ran)
     assert [len(k[0]) for k in kept] == [0, 2, 1]
     assert executions == {(1, 0): 0, (1, 1): 1, (2, 0): 2}
+
+
+def test_a_text_history_is_read_on_every_api(cfg: config.Config) -> None:
+    """The three simulated APIs read tool results from user text when the conversation
+    carries no result items, number each turn's calls apart, answer through an offered
+    answer tool, and play one call per turn from the results read."""
+    from reactlab.simulate import ScriptedPolicy, anthropic_messages, openai_chat, openai_responses
+
+    spec = _spec(cfg, "variacion_busi/openai_chat/correcto")
+    policy = ScriptedPolicy.of_run(spec)
+    schema = {"type": "object", "properties": {"respuesta": {"type": "string"}},
+              "required": ["respuesta"]}
+    task = [{"type": "object", "properties": {"expresion": {"type": "string"}},
+             "required": ["expresion"]}]
+    said = ["Acción: precio(BUSI, 2024-03-15)", "Acción: precio(BUSI, 2024-03-22)"]
+    seen = ['Observación: {"resultado": {"cierre": 26.19}}',
+            'Observación: {"resultado": {"cierre": 27.88}}',
+            'Resultado de calculadora: {"resultado": 6.4528}']
+    history = [("user", spec.question), ("assistant", said[0]), ("user", seen[0]),
+               ("assistant", said[1]), ("user", seen[1])]
+
+    def chat(turns: Any, **extra: Any) -> Any:
+        body = {"model": "correcto", "messages": [{"role": r, "content": c} for r, c in turns],
+                "tools": [{"type": "function", "function": {"name": "calculadora",
+                                                            "parameters": task[0]}},
+                          {"type": "function", "function": {"name": "respuesta_final",
+                                                            "parameters": schema}}], **extra}
+        return openai_chat.respond(policy, body)[1]["choices"][0]["message"]["tool_calls"]
+
+    # one call per turn: the second price after one result read, numbered apart
+    calls = chat(history[:3], parallel_tool_calls=False)
+    assert [(c["id"], json.loads(c["function"]["arguments"])["fecha"]) for c in calls] == [
+        ("call_1_0", "2024-03-22")]
+    calls = chat(history, parallel_tool_calls=False)
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [("call_2_0", "calculadora")]
+    assert json.loads(calls[0]["function"]["arguments"]) == {
+        "expresion": "(27.88/26.19 - 1)*100"}
+    # the answer, through the offered tool that is not the task's
+    done = [*history, ("assistant", "Acción: calculadora"), ("user", seen[2])]
+    answer = {"respuesta": "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y "
+                           "2024-03-22."}
+    calls = chat(done)
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in calls] == [("respuesta_final", answer)]
+    # the same conversation on the Responses and Messages APIs
+    _, r = openai_responses.respond(policy, {
+        "model": "correcto", "input": [{"role": r, "content": c} for r, c in done],
+        "tools": [{"type": "function", "name": "respuesta_final", "parameters": schema}]})
+    assert [(o["name"], json.loads(o["arguments"])) for o in r["output"]] == [
+        ("respuesta_final", answer)]
+    _, m = anthropic_messages.respond(policy, {
+        "model": "correcto", "max_tokens": 100,
+        "messages": [{"role": r, "content": [{"type": "text", "text": c}]} for r, c in done],
+        "tools": [{"name": "respuesta_final", "input_schema": schema}]})
+    assert [(b["name"], b["input"]) for b in m["content"]] == [("respuesta_final", answer)]
+    # ids: each turn's calls apart, though the history holds no call item
+    _, m = anthropic_messages.respond(policy, {
+        "model": "correcto", "max_tokens": 100, "tools": [{"name": "calculadora",
+                                                           "input_schema": task[0]}],
+        "messages": [{"role": "user", "content": spec.question},
+                     {"role": "assistant", "content": said[0]},
+                     {"role": "user", "content": seen[0] + "\n" + seen[1]}]})
+    assert [(b["id"], b["name"]) for b in m["content"]] == [("toolu_1_0", "calculadora")]

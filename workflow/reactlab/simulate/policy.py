@@ -118,7 +118,10 @@ class ScriptedPolicy:
             action = script.action(turn, self.params, self.question, results, seen,
                                    lenient=lenient)
         else:
-            action = self._one_call_per_turn(script, calls_made, results, seen, lenient)
+            # a client that keeps its history as text echoes no call, but each call it
+            # ran left a result: the results read count as calls made
+            action = self._one_call_per_turn(script, max(calls_made, len(results)), results,
+                                             seen, lenient)
         answer_tool = self.answer_tool(model, choice) if choice.mode != "none" else None
         if action.text is not None and answer_tool is not None and (
                 choice.mode in ("auto", "required") or choice.name == answer_tool[0]):
