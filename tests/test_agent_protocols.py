@@ -203,8 +203,7 @@ def test_the_guardrail_scenarios_end_as_for_the_other_agents(
         assert ending == ("answer", "respuesta_final")
         assert text.end.answer == lesson.end.answer
         assert [(c.name, c.status) for c in text.tool_calls()] == [
-            (c.name, c.status if c.status != "unknown" else "unknown")
-            for c in lesson.tool_calls()]
+            (c.name, c.status) for c in lesson.tool_calls()]
 
 
 def test_the_wire_drops_only_calls_that_never_ran() -> None:
