@@ -77,17 +77,22 @@ def test_the_scripted_model_answers_through_an_offered_submit_tool(
     from reactlab.simulate import ScriptedPolicy, ToolChoice
 
     spec = cfg.run("variacion_busi", "openai_chat", "correcto")
-    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question)
+    policy = ScriptedPolicy({"correcto": spec.script_obj()}, spec.params, spec.question,
+                            tools=frozenset(spec.tools))
     results = [{"resultado": {"cierre": 26.19}}, {"resultado": {"cierre": 27.88}},
                {"resultado": 6.4528}]
     answer = "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y 2024-03-22."
-    offered = ToolChoice(offered=("precio", "calculadora", "submit"))
+    # the request's tools with a required text property (the API modules read them
+    # from the schemas): calculadora is the task's, so submit is the answer tool
+    fields = (("calculadora", "expresion"), ("submit", "answer"))
+    offered = ToolChoice(offered=("precio", "calculadora", "submit"), answer_fields=fields)
     act = policy.act("correcto", 2, results, choice=offered)
     assert act.text is None and [(c.name, c.arguments) for c in act.calls] == [
         ("submit", {"answer": answer})]
     # no submit tool, or no calls allowed: the answer is text, as before
     for choice in (ToolChoice(offered=("precio", "calculadora")),
-                   ToolChoice(mode="none", offered=("precio", "submit"))):
+                   ToolChoice(mode="none", offered=("precio", "submit"),
+                              answer_fields=fields)):
         assert policy.act("correcto", 2, results, choice=choice).text == answer
     # a calls step stays calls
     assert [c.name for c in policy.act("correcto", 0, [], choice=offered).calls] == [
@@ -154,8 +159,12 @@ def test_a_429_is_retried_by_the_sdk_then_by_inspect(cfg: config.Config, toolbox
                                                       tmp_path: Path, provider: str) -> None:
     tr = run(cfg, toolbox, tmp_path, provider, "fallo_429_recupera")
     assert ending(tr) == ("answer", "submit", 4 + PROBE[provider])
-    # the SDK's own retry (it honours the 429's retry-after of 0.01 s)
-    assert [r.text for r in tr.requests()][:2] == ["HTTP 429", ""]
+    # the SDK's own retry (it honours the 429's retry-after of 0.01 s) is answered: with
+    # calls, or on the Responses API (the retried request is Inspect's tool-less probe)
+    # with text
+    first, retried = tr.requests()[:2]
+    assert first.text == "HTTP 429" and not retried.text.startswith("HTTP")
+    assert (retried.n_calls == 0) == (PROBE[provider] == 1)
 
 
 def test_without_the_sdks_retries_inspects_own_retry_runs(

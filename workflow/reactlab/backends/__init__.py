@@ -172,7 +172,7 @@ def api_result_text(oc: ToolOutcome) -> str:
 def simulated_transport(spec: RunSpec, sim: ModuleType, lib: ModuleType) -> tuple[Any, Any]:
     """(MockTransport of ``lib`` serving the spec's script through simulator module
     ``sim``, with its fault plan injected; the plan)."""
-    policy = ScriptedPolicy({spec.script.model: spec.script_obj()}, spec.params, spec.question)
+    policy = ScriptedPolicy.of_run(spec)
     plan = FaultPlan.from_script(spec.script)
     handle = sim.handler(policy)
     return lib.MockTransport(sim.with_faults(handle, plan) if plan else handle), plan

@@ -76,8 +76,7 @@ class Wire:
         assert api is not None, f"{spec.key}: a framework runs on an HTTP API's simulator"
         self.lib = api.http()
         sim = api.sim()
-        policy = ScriptedPolicy({spec.script.model: spec.script_obj()}, spec.params,
-                                spec.question)
+        policy = ScriptedPolicy.of_run(spec)
         plan = FaultPlan.from_script(spec.script)
         handle = sim.handler(policy)
         self.handle: Callable[[Any], Any] = sim.with_faults(handle, plan) if plan else handle

@@ -116,14 +116,13 @@ def _sent(session: Any, exchange: Exchange) -> dict[str, str]:
         return {}
 
 
-def _drop_discarded(answers: list[Any], sent: list[dict[str, str]]) -> list[Any]:
-    """``answers`` with no calls in an answer the framework discarded: a later answer has
-    a call of the same id before any request carries a result for one of its calls (the
-    simulator numbers call ids by their place in the conversation, so the
-    conversation went on from before that answer: Inspect's reasoning-summary probe on
-    the Responses API, a request of its own whose answer it drops). Such a request stays
-    in the trace; its calls were never the run's."""
-    out = list(answers)
+def _discard_suspects(answers: list[Any], sent: list[dict[str, str]]) -> set[int]:
+    """The answers whose calls the framework may have discarded: a later answer has a
+    call of the same id before any request carries a result for one of its calls (the
+    simulator numbers call ids by the conversation before an answer, so the conversation
+    went on from before that answer: e.g. Inspect's reasoning-summary probe on the
+    Responses API, a request of its own whose answer it drops)."""
+    suspects: set[int] = set()
     for k, answer in enumerate(answers):
         if not answer or not answer[0]:
             continue
@@ -133,9 +132,39 @@ def _drop_discarded(answers: list[Any], sent: list[dict[str, str]]) -> list[Any]
                 break
             later = answers[j]
             if later and ids & {c.id for c in later[0]}:
-                out[k] = ([], answer[1], answer[2])
+                suspects.add(k)
                 break
-    return out
+    return suspects
+
+
+def _calls(answers: list[Any], without: Collection[int] = ()
+           ) -> list[list[tuple[str | None, Any]]]:
+    """(name, arguments) of each answer's calls; none for the answers ``without``."""
+    return [[(c.name, c.arguments) for c in a[0]] if a and k not in without else []
+            for k, a in enumerate(answers)]
+
+
+def _drop_discarded(answers: list[Any], sent: list[dict[str, str]],
+                    executed: list[tuple[str, Any, dict[str, Any]]]
+                    ) -> tuple[list[Any], dict[tuple[int, int], int]]:
+    """``answers`` with no calls in an answer the framework discarded, and which
+    execution ran each call kept (:func:`_match_executions`). The tool executions the
+    kit logged are the ground truth: an answer is dropped only when it is a suspect
+    (:func:`_discard_suspects`) and none of its calls ran — matched after every other
+    answer's calls, it takes only executions that no other call accounts for. A dropped
+    answer's request stays in the trace; its calls were never the run's."""
+    suspects = _discard_suspects(answers, sent)
+    executions = _match_executions(_calls(answers, suspects), executed)
+    if suspects:
+        used = set(executions.values())
+        left = [i for i in range(len(executed)) if i not in used]
+        ran = _match_executions(_calls(answers, set(range(len(answers))) - suspects),
+                                [executed[i] for i in left])
+        if ran:
+            suspects -= {k for k, _ in ran}
+            executions = _match_executions(_calls(answers, suspects), executed)
+    out = [([], a[1], a[2]) if k in suspects else a for k, a in enumerate(answers)]
+    return out, executions
 
 
 def build_records(spec: RunSpec, exchanges: list[Exchange],
@@ -151,9 +180,8 @@ def build_records(spec: RunSpec, exchanges: list[Exchange],
                for ex in exchanges]
     answers = [None if a is None else ([c for c in a[0] if c.name != answer_tool], a[1], a[2])
                for a in answers]
-    answers = _drop_discarded(answers, [_sent(session, ex) for ex in exchanges])
-    executions = _match_executions([[(c.name, c.arguments) for c in a[0]] if a else []
-                                    for a in answers], executed)
+    answers, executions = _drop_discarded(answers, [_sent(session, ex) for ex in exchanges],
+                                          executed)
     records: list[Any] = []
     cumulative = calls = errors = 0
     for k, ex in enumerate(exchanges):

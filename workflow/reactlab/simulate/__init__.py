@@ -25,9 +25,10 @@ from reactlab.simulate.faults import (
     broken_body,
     retry_after_headers,
 )
-from reactlab.simulate.policy import ANSWER_TOOL, AUTO, ScriptedPolicy, ToolChoice
+from reactlab.simulate.policy import AUTO, ScriptedPolicy, ToolChoice, answer_fields
 from reactlab.simulate.reading import (
     MAX_OUTPUT_DEPTH,
+    call_number,
     content_id,
     content_type_refused,
     count_runs,
@@ -35,7 +36,9 @@ from reactlab.simulate.reading import (
     pair_results,
     parse_tool_output,
     read_request,
+    read_results,
     request_json,
+    text_results,
     tokens_of,
     unstreamed,
 )
@@ -44,7 +47,6 @@ from reactlab.simulate.streams import cut_json, partial_object, sse, text_chunks
 
 # The names the simulators, the server and the backends import from the package.
 __all__ = [
-    "ANSWER_TOOL",
     "AUTO",
     "HTML_PAGE",
     "MAX_OUTPUT_DEPTH",
@@ -55,7 +57,9 @@ __all__ = [
     "ResponseStore",
     "ScriptedPolicy",
     "ToolChoice",
+    "answer_fields",
     "broken_body",
+    "call_number",
     "content_id",
     "content_type_refused",
     "count_runs",
@@ -65,10 +69,12 @@ __all__ = [
     "parse_tool_output",
     "partial_object",
     "read_request",
+    "read_results",
     "request_json",
     "retry_after_headers",
     "sse",
     "text_chunks",
+    "text_results",
     "tokens_of",
     "unstreamed",
 ]

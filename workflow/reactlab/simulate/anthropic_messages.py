@@ -31,12 +31,14 @@ from reactlab.core.errors import ScriptError
 from reactlab.simulate import (
     RequestInvalid,
     ScriptedPolicy,
+    call_number,
     content_id,
     cut_json,
     hosted_mcp,
     pair_results,
     parse_tool_output,
     partial_object,
+    read_results,
     retry_after_headers,
     text_chunks,
     tokens_of,
@@ -95,16 +97,33 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
             "invalid_request_error", "Connection error while communicating with MCP server.")))
 
 
-def _state(messages: list[dict[str, Any]]) -> tuple[list[str], int, int]:
-    """(tool results in the order of the calls, turns, calls made) of a conversation."""
+def _state(messages: list[dict[str, Any]]) -> tuple[list[str], str, int, int, int]:
+    """(tool results in the order of the calls, the text they came in, turns, calls made,
+    the ids' number: :func:`call_number`) of a conversation; without result blocks, the
+    results a client wrote in its user messages (:func:`read_results`)."""
     blocks = [b for m in messages if isinstance(m.get("content"), list)
               for b in m["content"] if isinstance(b, dict)]
     outputs = pair_results(
         [b["id"] for b in blocks if b.get("type") in ("tool_use", "mcp_tool_use")],
         [(b["tool_use_id"], hosted_mcp.content_text(b.get("content"))) for b in blocks
          if b.get("type") in ("tool_result", "mcp_tool_result")], "tool_use_id")
-    calls_made = sum(b.get("type") in ("tool_use", "mcp_tool_use") for b in blocks)
-    return outputs, assistant_turns(messages), calls_made
+    uses = [sum(isinstance(b, dict) and b.get("type") in ("tool_use", "mcp_tool_use")
+                for b in m["content"]) if isinstance(m.get("content"), list) else 0
+            for m in messages]
+    found, seen = read_results(outputs, _user_texts(messages))
+    n = call_number([(m.get("role") == "assistant", u) for m, u in zip(messages, uses,
+                                                                        strict=True)])
+    return found, seen, assistant_turns(messages), sum(uses), n
+
+
+def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of the user messages after the model's first turn (a string content, or
+    its ``text`` blocks)."""
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
+                 len(messages))
+    return [m["content"] if isinstance(m.get("content"), str) else "".join(
+        b.get("text", "") for b in m.get("content") or () if isinstance(b, dict)
+        and b.get("type") == "text") for m in messages[first:] if m.get("role") == "user"]
 
 
 def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
@@ -123,12 +142,12 @@ def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
         conversation = messages + ([{"role": "assistant", "content": content}]
                                    if content else [])
         try:
-            outputs, turn, calls_made = _state(conversation)
+            outputs, seen, turn, calls_made, n = _state(conversation)
         except RequestInvalid as exc:
             return 400, error_body("invalid_request_error", f"messages: {exc.message}")
         results = [parse_tool_output(o) for o in outputs]
         try:
-            action = policy.act(model, turn, results, "\n".join(outputs), choice, calls_made)
+            action = policy.act(model, turn, results, seen, choice, calls_made)
             resolved = policy.resolve(model)
         except KeyError:
             return 404, error_body("not_found_error", f"model: {model}")
@@ -137,8 +156,7 @@ def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
         except RecursionError:
             return 400, error_body("invalid_request_error",
                                    "a tool result is nested too deeply for the scripted model")
-        # Call ids number the calls of the conversation (n made before this turn): unique.
-        n = calls_made
+        # Call ids number the calls of the conversation (call_number): unique in it.
         if action.text is not None:
             content.append({"type": "text", "text": action.text})
             spent += tokens_of(action.text)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactlab.simulate import RequestInvalid, ToolChoice, count_runs, hosted_mcp
+from reactlab.simulate import (
+    RequestInvalid,
+    ToolChoice,
+    answer_fields,
+    count_runs,
+    hosted_mcp,
+)
 from reactlab.simulate.base import need
 
 _BLOCK_TYPES = {"text", "image", "document", "tool_use", "tool_result", "thinking",
@@ -292,4 +298,7 @@ def tool_choice(body: dict[str, Any]) -> ToolChoice:
     offered = tuple(t["name"] for t in body.get("tools") or () if isinstance(t, dict)
                     and isinstance(t.get("name"), str))
     return ToolChoice(mode, choice.get("name") if mode == "tool" else None,
-                      choice.get("disable_parallel_tool_use") is not True, offered)
+                      choice.get("disable_parallel_tool_use") is not True, offered,
+                      answer_fields((t["name"], t.get("input_schema"))
+                                    for t in body.get("tools") or () if isinstance(t, dict)
+                                    and isinstance(t.get("name"), str)))

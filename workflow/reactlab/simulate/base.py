@@ -309,15 +309,17 @@ class OpenAIErrors:
 
 def openai_play(policy: ScriptedPolicy, model: str, outputs: list[str], turn: int,
                 choice: ToolChoice, calls_made: int, *, unknown: RequestInvalid,
-                where: str) -> tuple[Action, str]:
+                where: str, seen: str | None = None) -> tuple[Action, str]:
     """The scripted model's action on ``turn`` of a conversation whose tool outputs are
-    ``outputs`` (in the order of the calls), and the answer's model name; when it cannot
+    ``outputs`` (in the order of the calls; ``seen``: the text they came in, default
+    ``outputs`` joined), and the answer's model name; when it cannot
     play, the OpenAI APIs' refusal as a RequestInvalid (status, message, param, code):
     ``unknown`` for a model not served, a script error, or a tool output nested too
     deeply for the scripted model (``where`` names the conversation's field)."""
     results = [parse_tool_output(o) for o in outputs]
     try:
-        action = policy.act(model, turn, results, "\n".join(outputs), choice, calls_made)
+        action = policy.act(model, turn, results,
+                            "\n".join(outputs) if seen is None else seen, choice, calls_made)
         return action, policy.resolve(model)
     except KeyError:
         raise unknown from None

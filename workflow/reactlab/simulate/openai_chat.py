@@ -61,9 +61,11 @@ from reactlab.simulate import (
     Handler,
     RequestInvalid,
     ScriptedPolicy,
+    call_number,
     count_runs,
     drop_member,
     pair_results,
+    read_results,
     text_chunks,
     tokens_of,
 )
@@ -129,6 +131,7 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
              if m.get("role") == "tool"], "tool_call_id")
     except RequestInvalid as exc:
         return 400, error_body("invalid_request_error", exc.message, "messages", exc.code)
+    outputs, seen = read_results(outputs, _user_texts(messages))
     turn = count_runs([m.get("role") == "assistant" for m in messages])
     calls_made = sum(len(m.get("tool_calls") or []) for m in messages
                      if m.get("role") == "assistant")
@@ -137,12 +140,14 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
                              "access to it.", status=404, code="model_not_found")
     try:
         action, resolved = openai_play(policy, model, outputs, turn, tool_choice(body),
-                                       calls_made, unknown=unknown, where="messages")
+                                       calls_made, unknown=unknown, where="messages",
+                                       seen=seen)
     except RequestInvalid as exc:
         return exc.status, error_body("invalid_request_error", exc.message, exc.param,
                                       exc.code)
-    # Call ids number the calls of the conversation (n made before this turn): unique in it.
-    n = calls_made
+    # Call ids number the calls of the conversation (call_number): unique in it.
+    n = call_number([(m.get("role") == "assistant", len(m.get("tool_calls") or []))
+                     for m in messages])
     message: dict[str, Any] = {"role": "assistant", "content": action.text, "refusal": None,
                                "annotations": []}
     if action.text is not None:
@@ -160,6 +165,15 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     return 200, {"id": completion_id(body), "object": "chat.completion", "created": 0,
                  "model": resolved, "choices": choices, "usage": usage(prompt_tokens, spent),
                  "service_tier": "default", "system_fingerprint": None}
+
+
+def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of the user messages after the model's first turn (where a client that
+    keeps its history as text writes the tool results: :func:`read_results`)."""
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
+                 len(messages))
+    return [content_text(m.get("content")) for m in messages[first:]
+            if m.get("role") == "user"]
 
 
 def chunks(answer: dict[str, Any], include_usage: bool = False) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reactlab.simulate import RequestInvalid, ToolChoice, count_runs
+from reactlab.simulate import RequestInvalid, ToolChoice, answer_fields, count_runs
 from reactlab.simulate.base import content_parts
 
 _ROLES = ("system", "assistant", "user", "function", "tool", "developer")
@@ -405,7 +405,12 @@ def tool_choice(body: dict[str, Any]) -> ToolChoice:
     elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and (
             choice["allowed_tools"].get("mode") == "required"):
         mode = "required"
-    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body))
+    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body),
+                      answer_fields((t["function"]["name"], t["function"].get("parameters"))
+                                    for t in body.get("tools") or ()
+                                    if isinstance(t, dict) and t.get("type") == "function"
+                                    and isinstance(t.get("function"), dict)
+                                    and isinstance(t["function"].get("name"), str)))
 
 
 def content_text(content: Any) -> str:

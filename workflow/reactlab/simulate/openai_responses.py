@@ -28,9 +28,11 @@ from reactlab.simulate import (
     RequestInvalid,
     ResponseStore,
     ScriptedPolicy,
+    call_number,
     content_id,
     hosted_mcp,
     pair_results,
+    read_results,
     text_chunks,
     tokens_of,
 )
@@ -38,6 +40,7 @@ from reactlab.simulate.base import OpenAIErrors, Simulator, openai_error_body, o
 from reactlab.simulate.openai_responses_requests import (
     assistant_turns,
     hosted_servers,
+    is_assistant,
     items_of,
     output_text,
     step_of,
@@ -67,10 +70,12 @@ def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
             "total_tokens": input_tokens + output_tokens}
 
 
-def _state(items: list[Any]) -> tuple[list[str], int, int]:
-    """(tool outputs in the order of the calls, turns, calls made) of a conversation:
-    ``function_call`` items answered by ``function_call_output`` items (RequestInvalid
-    for an output that answers no call), ``mcp_call`` items carrying their own."""
+def _state(items: list[Any]) -> tuple[list[str], str, int, int, int]:
+    """(tool outputs in the order of the calls, the text they came in, turns, calls made,
+    the ids' number: :func:`call_number`) of a conversation: ``function_call`` items
+    answered by ``function_call_output`` items (RequestInvalid for an output that answers
+    no call), ``mcp_call`` items carrying their own; without any, the results a client
+    wrote in its user messages (:func:`read_results`)."""
     call_ids: list[str] = []
     outputs: list[tuple[str, str]] = []
     for x in items:
@@ -82,9 +87,25 @@ def _state(items: list[Any]) -> tuple[list[str], int, int]:
         elif kind == "mcp_call":
             call_ids.append(x["id"])
             outputs.append((x["id"], mcp_call_text(x)))
-    calls_made = sum(isinstance(x, dict) and x.get("type") in ("function_call", "mcp_call")
-                     for x in items)
-    return pair_results(call_ids, outputs, "call_id"), assistant_turns(items), calls_made
+    is_call = [isinstance(x, dict) and x.get("type") in ("function_call", "mcp_call")
+               for x in items]
+    found, seen = read_results(pair_results(call_ids, outputs, "call_id"), _user_texts(items))
+    n = call_number([(is_assistant(x), int(c)) for x, c in zip(items, is_call, strict=True)])
+    return found, seen, assistant_turns(items), sum(is_call), n
+
+
+def _user_texts(items: list[Any]) -> list[str]:
+    """The text of the user messages after the model's first turn."""
+    first = next((i for i, x in enumerate(items) if is_assistant(x)), len(items))
+    texts = []
+    for x in items[first:]:
+        if isinstance(x, dict) and x.get("type", "message") == "message" and (
+                x.get("role") == "user"):
+            content = x.get("content")
+            texts.append(content if isinstance(content, str) else "".join(
+                p.get("text", "") for p in content or () if isinstance(p, dict)
+                and p.get("type") == "input_text"))
+    return texts
 
 
 def mcp_call_text(item: dict[str, Any]) -> str:
@@ -173,20 +194,19 @@ def _respond(policy: ScriptedPolicy, body: dict[str, Any], input_tokens: int,
             choice = dataclasses.replace(choice, mode="none")
         conversation = items + output
         try:
-            outputs, turn, calls_made = _state(conversation)
+            outputs, seen, turn, calls_made, n = _state(conversation)
         except RequestInvalid as exc:
             return 400, error_body("invalid_request_error", exc.message, "input", exc.code)
         unknown = RequestInvalid(f"The model `{model}` does not exist", "model", status=404,
                                  code="model_not_found")
         try:
             action, resolved = openai_play(policy, model, outputs, turn, choice, calls_made,
-                                           unknown=unknown, where="input")
+                                           unknown=unknown, where="input", seen=seen)
         except RequestInvalid as exc:
             return exc.status, error_body("invalid_request_error", exc.message, exc.param,
                                           exc.code)
-        # Call ids number the calls of the conversation (n calls made before this turn), so
-        # they are unique in it; the answer's ids derive from the request (content_id).
-        n = calls_made
+        # Call ids number the calls of the conversation (call_number), so they are unique
+        # in it; the answer's ids derive from the request (content_id).
         if action.text is not None:
             output.append({"type": "message", "id": f"msg_{key}", "role": "assistant",
                            "status": "completed", "content": [

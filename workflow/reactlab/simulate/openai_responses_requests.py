@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactlab.simulate import RequestInvalid, ToolChoice, count_runs, hosted_mcp
+from reactlab.simulate import (
+    RequestInvalid,
+    ToolChoice,
+    answer_fields,
+    count_runs,
+    hosted_mcp,
+)
 from reactlab.simulate.base import OpenAIErrors, content_parts, need
 
 _ASSISTANT_TYPES = {"function_call", "reasoning", "mcp_call"}
@@ -31,7 +37,7 @@ _OPTIONAL: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 
-def _is_assistant(item: Any) -> bool:
+def is_assistant(item: Any) -> bool:
     if not isinstance(item, dict):
         return False
     if item.get("type") in _ASSISTANT_TYPES:
@@ -52,7 +58,7 @@ def step_of(body: dict[str, Any]) -> int:
 def assistant_turns(items: list[Any]) -> int:
     """The scripted model's turns that ``items`` hold: runs of assistant items, plus the
     turns that one answer ran on a hosted MCP server (:func:`hosted_mcp.extra_turns`)."""
-    turns = count_runs([_is_assistant(x) for x in items])
+    turns = count_runs([is_assistant(x) for x in items])
     if any(isinstance(x, dict) and x.get("type") == "mcp_call" for x in items):
         turns += hosted_mcp.extra_turns(_turn_blocks(items))
     return turns
@@ -69,7 +75,7 @@ def _turn_blocks(items: list[Any]) -> list[tuple[str, Any]]:
         elif kind == "mcp_list_tools":
             continue
         else:
-            blocks.append(("other" if _is_assistant(x) else "end", None))
+            blocks.append(("other" if is_assistant(x) else "end", None))
     return blocks
 
 
@@ -247,7 +253,11 @@ def tool_choice(body: dict[str, Any]) -> ToolChoice:
     elif isinstance(choice, dict) and choice.get("type") == "allowed_tools" and (
             choice.get("mode") == "required"):
         mode = "required"
-    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body))
+    return ToolChoice(mode, name, body.get("parallel_tool_calls") is not False, offered(body),
+                      answer_fields((t["name"], t.get("parameters"))
+                                    for t in body.get("tools") or ()
+                                    if t.get("type") == "function"
+                                    and isinstance(t.get("name"), str)))
 
 
 def output_text(output: Any) -> str:

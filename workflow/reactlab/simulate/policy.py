@@ -1,19 +1,44 @@
 """The scripted model: which action a scenario's script takes on a request, as the
 request's ``tool_choice`` and parallel-call flags let it (:class:`ScriptedPolicy`,
-:class:`ToolChoice`)."""
+:class:`ToolChoice`), and how it gives an answer: in text, or through the agent's own
+answer tool when the request offers one (:meth:`ScriptedPolicy.answer_tool`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactlab.config.scripts import Action, Script, ScriptedCall
 
-#: The answer tool of agents with a submit step (Inspect's ``react()``): when a request
-#: offers a tool of this name and tool calls are allowed, the scripted model gives an
-#: answer step as one call to it, ``{"answer": text}`` (docs/simulators.md).
-ANSWER_TOOL = "submit"
+if TYPE_CHECKING:
+    from reactlab.config import RunSpec
+
+
+def answer_field(schema: Any) -> str | None:
+    """The first required property of a tool's JSON ``schema`` that takes text (typed
+    ``string``, a type list with ``string``, or untyped), or None: where a tool that
+    could be an agent's answer tool takes the answer (Inspect's ``submit``: ``answer``)."""
+    if not isinstance(schema, Mapping):
+        return None
+    properties = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return None
+    for name in required:
+        prop = properties.get(name) if isinstance(name, str) else None
+        if not isinstance(prop, Mapping):
+            continue
+        kind = prop.get("type", "string")
+        if kind == "string" or (isinstance(kind, list) and "string" in kind):
+            return str(name)
+    return None
+
+
+def answer_fields(tools: Iterable[tuple[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """(name, :func:`answer_field`) of each (name, schema) in ``tools`` that has one."""
+    return tuple((name, f) for name, schema in tools
+                 if (f := answer_field(schema)) is not None)
 
 
 @dataclass(frozen=True)
@@ -26,17 +51,60 @@ class ScriptedPolicy:
     #: The model name an answer gives for a requested name (default: the name itself);
     #: the server answers an alias with the script that plays, as a real API would.
     answer_names: Mapping[str, str] = field(default_factory=dict)
+    #: The names of the task's own tools. A tool the request offers beside them may be
+    #: the agent's answer tool (:meth:`answer_tool`); the task's tools never are. None:
+    #: unknown, and then no offered tool is taken for an answer tool (the model answers
+    #: in text, whatever tools it is offered).
+    tools: frozenset[str] | None = None
+    #: Whether a request that offers no tools gets no calls (a real API's behaviour: the
+    #: answer is text, as with ``tool_choice: none``). Off by default: the lesson's
+    #: own runs send no tool definitions in its overlay (workflow/configs/lesson.yaml)
+    #: and the scripted model calls its tools all the same, as in the lesson; on for an
+    #: agent framework's runs (:meth:`of_run`), whose tool-less requests are side
+    #: requests of the framework's own (Inspect's reasoning-summary probe).
+    calls_need_tools: bool = False
+
+    @classmethod
+    def of_run(cls, spec: RunSpec) -> ScriptedPolicy:
+        """The policy of one run: its scenario's script under its model name, its task's
+        parameters, question and tools (its own, an outside suite's or an MCP server's);
+        on an agent framework's run, calls only on a request that offers tools."""
+        named = {t.get("name") for t in spec.tool_schemas or ()}
+        return cls({spec.script.model: spec.script_obj()}, spec.params, spec.question,
+                   tools=frozenset(spec.tools) | {n for n in named if isinstance(n, str)},
+                   calls_need_tools=spec.framework is not None)
+
+    def answer_tool(self, model: str, choice: ToolChoice) -> tuple[str, str] | None:
+        """The agent's own answer tool among those ``choice`` offers, and the property
+        the answer goes in; None when it offers none (the model answers in text).
+
+        The rule, needing no list of names: an offered tool that is not one of the
+        task's tools (:attr:`tools`), that the script never calls, and that has a
+        required text property (:func:`answer_field`) is the agent's answer tool
+        (Inspect's ``submit(answer)``, an agent's ``final_answer``, …). When several
+        are, the last offered (frameworks add their answer tool after the task's)."""
+        if self.tools is None:
+            return None
+        known = self.tools | _call_names(self.scripts[model].steps)
+        candidates = [(name, f) for name, f in choice.answer_fields
+                      if name not in known and name in choice.offered]
+        return candidates[-1] if candidates else None
 
     def act(self, model: str, turn: int, results: Sequence[Any], seen: str = "",
             choice: ToolChoice | None = None, calls_made: int = 0) -> Action:
         """The scripted model's action on assistant turn ``turn``, obeying ``choice``.
 
         ``calls_made`` is the number of tool calls the assistant already made in the
-        conversation (what a script played one call per turn has reached). Raises
-        KeyError for an unknown model, ScriptError when the script cannot go on.
+        conversation (what a script played one call per turn has reached). With
+        :attr:`calls_need_tools`, a request that offers no tools gets no calls (``choice``
+        as ``none``). An answer goes through the agent's answer tool when the request
+        offers one and allows calls (:meth:`answer_tool`). Raises KeyError for an unknown
+        model, ScriptError when the script cannot go on.
         """
         script = self.scripts[model]
         choice = choice or AUTO
+        if self.calls_need_tools and not choice.offered and choice.mode != "none":
+            choice = ToolChoice("none", None, choice.parallel)
         # A conversation that carries fewer tool results than the calls made so far (by the
         # assistant, or by the script's steps before this turn: a client that keeps the
         # model's calls and their results as plain text, outside tool-call items and tool
@@ -50,12 +118,19 @@ class ScriptedPolicy:
             action = script.action(turn, self.params, self.question, results, seen,
                                    lenient=lenient)
         else:
-            action = self._one_call_per_turn(script, calls_made, results, seen, lenient)
+            # a client that keeps its history as text echoes no call, but each call it
+            # ran left a result: the results read count as calls made
+            action = self._one_call_per_turn(script, max(calls_made, len(results)), results,
+                                             seen, lenient)
+        answer_tool = self.answer_tool(model, choice) if choice.mode != "none" else None
+        if action.text is not None and answer_tool is not None and (
+                choice.mode in ("auto", "required") or choice.name == answer_tool[0]):
+            # the agent asks for the answer through its answer tool (Inspect's react()
+            # prompts so): the scripted model gives it there, as one call
+            return _answer_call(answer_tool, action.text)
         action = choice.apply(action, script, turn, self.params, self.question, results, seen)
-        if action.text is not None and choice.mode != "none" and ANSWER_TOOL in choice.offered:
-            # an agent with a submit step (Inspect's react()) asks for the answer through
-            # its answer tool: the scripted model gives it there, as its prompt says
-            return Action(calls=(ScriptedCall(ANSWER_TOOL, {"answer": action.text}),))
+        if action.text is not None and answer_tool is not None:
+            return _answer_call(answer_tool, action.text)
         return action
 
     def _one_call_per_turn(self, script: Script, calls_made: int, results: Sequence[Any],
@@ -108,6 +183,9 @@ class ToolChoice:
     name: str | None = None
     parallel: bool = True
     offered: tuple[str, ...] = ()
+    #: (name, property) of each offered tool with a required text property
+    #: (:func:`answer_fields`): the candidates for the agent's answer tool.
+    answer_fields: tuple[tuple[str, str], ...] = ()
 
     def apply(self, action: Action, script: Script, turn: int, params: Mapping[str, Any],
               question: str, results: Sequence[Any], seen: str) -> Action:
@@ -154,3 +232,19 @@ class ToolChoice:
 
 
 AUTO = ToolChoice()
+
+
+def _call_names(steps: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The tool names a script's ``steps`` call (both arms of a branch), as written."""
+    names: set[str] = set()
+    for step in steps:
+        if "branch" in step:
+            names |= _call_names((step["branch"]["then"], step["branch"]["else"]))
+        names |= {c["name"] for c in step.get("calls", ()) if isinstance(c.get("name"), str)}
+    return frozenset(names)
+
+
+def _answer_call(tool: tuple[str, str], text: str) -> Action:
+    """An answer given as one call to the agent's answer tool ``(name, property)``."""
+    name, prop = tool
+    return Action(calls=(ScriptedCall(name, {prop: text}),))

@@ -168,6 +168,64 @@ def count_runs(flags: Sequence[bool]) -> int:
     return runs
 
 
+def call_number(turns: Sequence[tuple[bool, int]]) -> int:
+    """The ``n`` of the call ids an answer gives (``call_{n}_{i}``), from the conversation
+    before it: ``turns`` is (assistant?, calls it carries) per message or item, in order.
+
+    ``n`` is the calls the assistant made in the conversation, plus one for each of its
+    turns (a maximal run of assistant messages) that carries no call: a client that
+    writes the model's turns back as text (its calls parsed, never echoed as call items)
+    still gets ids that differ from turn to turn, while a client that echoes every call
+    gets ``n`` = the calls made before this turn, as always (so its bodies, and traces,
+    keep their bytes). Each turn adds at least one to ``n``: the ids of a run whose
+    history only grows are unique."""
+    n, run_calls, in_run = 0, 0, False
+    for assistant, calls in turns:
+        if assistant:
+            run_calls, in_run = run_calls + calls, True
+            continue
+        if in_run:
+            n += max(run_calls, 1)
+        run_calls, in_run = 0, False
+    return n + (max(run_calls, 1) if in_run else 0)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def text_results(texts: Sequence[str]) -> list[str]:
+    """The tool results a client wrote into text (ReAct-style agents, code agents): every
+    JSON object in ``texts`` (the client's messages after the model's first turn, in
+    order), outermost first, left to right, each as the JSON text it was written in
+    (``Observation: {"resultado": 26.19}`` gives ``{"resultado": 26.19}``). A brace that
+    opens no JSON object is text."""
+    found: list[str] = []
+    for text in texts:
+        at = text.find("{")
+        while at >= 0:
+            try:
+                value, end = _DECODER.raw_decode(text, at)
+            except (ValueError, RecursionError):
+                at = text.find("{", at + 1)
+                continue
+            if isinstance(value, dict):
+                found.append(text[at:end])
+            at = text.find("{", end)
+    return found
+
+
+def read_results(outputs: list[str], client_texts: Sequence[str]) -> tuple[list[str], str]:
+    """(tool results, the text they were sent in) of a conversation, wherever the client
+    put them: its tool messages / result items / result blocks (``outputs``, in the order
+    of the calls), else, when it carries none, the JSON objects of the text it wrote
+    after the model's first turn (``client_texts``: :func:`text_results`). The text is
+    what a scripted ``branch`` looks for (``if_seen``)."""
+    if outputs:
+        return outputs, "\n".join(outputs)
+    found = text_results(client_texts)
+    return found, "\n".join(client_texts) if found else ""
+
+
 def request_json(content: bytes) -> Any:
     """The JSON of a request body, or None when it is not JSON."""
     try:

@@ -36,6 +36,8 @@ class ServedModel:
     params: Mapping[str, Any]
     question: str
     faults: tuple[Fault, ...] = ()
+    #: the task's tools (none of them is an agent's answer tool: ScriptedPolicy.tools)
+    tools: frozenset[str] = frozenset()
 
 
 def served_models(config: Config, task: str | None = None) -> dict[str, ServedModel]:
@@ -73,7 +75,7 @@ def served_models(config: Config, task: str | None = None) -> dict[str, ServedMo
         script, faults = scenarios[sid]
         return ServedModel(name=name, task=t, scenario=sid, script=script,
                            params=tasks[t]["params"], question=tasks[t]["question"],
-                           faults=faults)
+                           faults=faults, tools=frozenset(tasks[t].get("tools") or ()))
 
     out: dict[str, ServedModel] = {}
     for sid in scenarios:
