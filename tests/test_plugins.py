@@ -19,7 +19,8 @@ from reactlab.core.plugins import GROUPS, OWN, registry
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "workflow" / "reactlab"
-#: The example plugin (examples/plugin), which this checkout does not install.
+#: The example plugin (examples/plugin), which this checkout does not install; the names
+#: below are none of its entries' (another test module adds those to its own process).
 EXAMPLE = "reactlab-example-plugin"
 
 
@@ -42,13 +43,13 @@ def _config(**sections: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("sections", "matrix", "field"), [
-    ({"agents": {"texto": {"framework": "text_react", "package": EXAMPLE}}},
+    ({"agents": {"texto": {"framework": "ausente", "package": EXAMPLE}}},
      {"backends": ["openai_chat"], "agents": ["texto"]}, "agents.texto.framework"),
-    ({"suites": {"mio": {"benchmark": "conversiones", "package": EXAMPLE,
+    ({"suites": {"mio": {"benchmark": "ausente", "package": EXAMPLE,
                          "backends": ["local"]}}}, None, "suites.mio.benchmark"),
-    ({"backends": {"propio": {"provider": "mi_api", "mode": "simulated", "package": EXAMPLE}}},
+    ({"backends": {"propio": {"provider": "ausente", "mode": "simulated", "package": EXAMPLE}}},
      None, "backends.propio.provider"),
-    ({"tool_sources": {"fx": {"plugin": "divisas", "package": EXAMPLE}},
+    ({"tool_sources": {"fx": {"plugin": "ausente", "package": EXAMPLE}},
       "tasks": {"cambio": {"question": "¿?", "tool_source": "fx", "tools": ["tipo_cambio"],
                            "params": {}}}},
      {"tasks": ["cambio"], "backends": ["openai"]}, "tool_sources.fx.plugin"),
@@ -67,7 +68,7 @@ def test_a_plugin_that_is_not_installed_is_one_line_naming_its_package(
 
 def test_reactlab_check_says_it_in_one_line_and_deletes_nothing(tmp_path: Path) -> None:
     overlay = tmp_path / "plugin.yaml"
-    overlay.write_text("agents:\n  texto: {framework: text_react, package: " + EXAMPLE + "}\n"
+    overlay.write_text("agents:\n  texto: {framework: ausente, package: " + EXAMPLE + "}\n"
                        "matrix:\n  - {tasks: [variacion_busi], backends: [openai_chat], "
                        "scenarios: [correcto], agents: [texto]}\n", encoding="utf-8")
     results = tmp_path / "results"

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from reactlab.frameworks.kit import Ending
+from pydantic import Field
+
+from reactlab.frameworks.kit import Ending, FrameworkSettings
 
 if TYPE_CHECKING:
     from reactlab.frameworks.kit import Kit, ToolDef
@@ -37,6 +39,12 @@ _ANSWER_DEFINITION = {"type": "function", "function": {
         "required": ["respuesta"]}}}
 
 
+class Settings(FrameworkSettings):
+    """The agent's one setting: its own cap on model turns."""
+
+    max_turns: int | None = Field(default=None, ge=1)
+
+
 class TurnLimit(Exception):
     """The agent's own step cap."""
 
@@ -44,7 +52,7 @@ class TurnLimit(Exception):
 class TextReact:
     name = NAME
     providers = ("openai_chat",)
-    settings = ("max_turns",)
+    settings = Settings
     packages = ("openai",)
     mcp = False
 

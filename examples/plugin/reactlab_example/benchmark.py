@@ -41,13 +41,15 @@ from reactlab.analysis.verify import Finding, Verification
 from reactlab.config import RunSpec
 from reactlab.config.scripts import literal
 from reactlab.config.settings import (
+    CaseFields,
+    Number,
     PolicyScript,
+    SuiteCase,
     SuiteSettings,
     agent_settings,
     backend_settings,
     limits,
     script_settings,
-    suite_case,
 )
 from reactlab.core.io import atomic_path
 from reactlab.runner import run_to_trace
@@ -80,6 +82,17 @@ class Case:
     esperado: float
 
 
+class ConversionCase(CaseFields):
+    """A case's own fields in its spec (``suite.case``): what the policy and the scorer
+    read, typed (an unknown field is an error naming it)."""
+
+    category: str
+    valor: Number
+    desde: str
+    hasta: str
+    esperado: Number
+
+
 def load_cases() -> tuple[Case, ...]:
     """The cases of ``conversiones.json`` (package data), checked against the units."""
     text = resources.files(__package__).joinpath("conversiones.json").read_text("utf-8")
@@ -97,12 +110,13 @@ def policy_steps(spec: RunSpec) -> list[dict[str, Any]]:
     made of its result (a template over the results, as a scenario of config.yaml
     writes it; the case's data taken literally)."""
     assert spec.suite is not None and isinstance(spec.script, PolicyScript)
-    target = spec.suite["hasta"]
+    case = ConversionCase.of(spec.suite)
+    target = case.hasta
     if spec.script.policy == "unidad_equivocada":
-        units = UNITS[spec.suite["category"]]
-        target = next(u for u in units if u not in (spec.suite["desde"], spec.suite["hasta"]))
-    arguments = {"valor": spec.suite["valor"], "desde": spec.suite["desde"], "hasta": target}
-    return [literal({"calls": [{"name": tool_name(spec.suite["category"]),
+        units = UNITS[case.category]
+        target = next(u for u in units if u not in (case.desde, case.hasta))
+    arguments = {"valor": case.valor, "desde": case.desde, "hasta": target}
+    return [literal({"calls": [{"name": tool_name(case.category),
                                 "arguments": arguments}]}),
             {"answer": "Son {ok[0][valor]} {ok[0][unidad]}."}]
 
@@ -161,6 +175,9 @@ class Conversions:
     categories = CATEGORIES
     policies = POLICIES
     only: tuple[str, ...] = ()
+    case_fields = ConversionCase
+    figures: tuple[Any, ...] = ()  # no figure of its table
+    summaries: Mapping[str, Any] = {}  # its table shown as it is on the viewer's index
     code: Mapping[str, str] = {"run": "reactlab_example.benchmark",
                                "verify": "reactlab_example.benchmark",
                                "tables": "reactlab_example.benchmark"}
@@ -196,11 +213,10 @@ class Conversions:
             tools=(tool_name(case.category),), params={}, backend_config=settings,
             script=script_settings(script),
             limits=limits({"max_steps": MAX_STEPS, "token_budget": None}), agent=agent,
-            suite=suite_case({"name": suite_name, "benchmark": NAME,
-                              "category": case.category, "valor": case.valor,
-                              "desde": case.desde, "hasta": case.hasta,
-                              "esperado": case.esperado,
-                              "tools": [TOOLS[tool_name(case.category)]]}))
+            suite=SuiteCase.of(suite_name, NAME, [TOOLS[tool_name(case.category)]],
+                               ConversionCase(category=case.category, valor=case.valor,
+                                              desde=case.desde, hasta=case.hasta,
+                                              esperado=case.esperado)))
 
     def run_case(self, spec: RunSpec, out: str | Path, *, model: Any = None,
                  turn: ModelTurn | None = None, recording: str | None = None,
@@ -210,15 +226,17 @@ class Conversions:
 
     def record(self, trace: tracemod.Trace, trace_path: str) -> dict[str, Any]:
         """The case's verification record, a pure function of its trace."""
-        info = trace.header.spec["suite"]
-        expected = float(info["esperado"])
+        spec = trace.header.run_spec
+        assert spec.suite is not None
+        info = ConversionCase.of(spec.suite)
+        expected = float(info.esperado)
         value = answer_value(trace.header.question, trace.end.answer)
         findings = _findings(expected, trace.end.answer, value)
         rec = Verification(trace=trace_path, trace_sha256=str(trace.end.sha256),
                            run=trace.run, verified=not findings,
                            findings=tuple(findings)).to_json()
-        rec.update({"checker": NAME, "suite": info["name"], "category": info["category"],
-                    "case": trace.header.spec["task"], "expected": expected,
+        rec.update({"checker": NAME, "suite": spec.suite.name, "category": info.category,
+                    "case": spec.task, "expected": expected,
                     "value": value,
                     "rel_error": None if value is None
                     else round(abs(value - expected) / max(abs(expected), ABS_TOL), 6)})
