@@ -297,3 +297,39 @@ def test_a_text_history_is_read_on_every_api(cfg: config.Config) -> None:
                      {"role": "assistant", "content": said[0]},
                      {"role": "user", "content": seen[0] + "\n" + seen[1]}]})
     assert [(b["id"], b["name"]) for b in m["content"]] == [("toolu_1_0", "calculadora")]
+
+
+#: the table of docs/agents.md ("An agent need not speak the tool-message protocol"):
+#: how each guardrail scenario ends for every agent, generated from their traces here
+DOCS_MARK = "<!-- generated: tests/test_agent_protocols.py guardrail_table -->"
+GUARDRAILS = ("correcto", *LOOPS, *ANSWERED, *FAILED)
+
+
+def guardrail_table(cfg: config.Config, toolbox: ToolBox, tmp_path: Path) -> str:
+    """One row per scenario of :data:`GUARDRAILS`, one column per agent: how its run
+    ended (termination, ending) and whether the verifier passed it."""
+    lines = ["| scenario | " + " | ".join(AGENTS) + " |",
+             "|---|" + "---|" * len(AGENTS)]
+    for scenario in GUARDRAILS:
+        cells = []
+        for agent in AGENTS:
+            tr, _ = run(cfg, toolbox, tmp_path, "variacion_busi", scenario, agent)
+            end = tr.end.to_json()
+            ok = verify.verdict(verify.verify(tr.header.question, tr.end.answer,
+                                              tr.tool_calls(), tr.end.termination))
+            cells.append(f"{end['termination']} ({end.get('ending') or '-'})"
+                         + (" ✓" if ok else ""))
+        lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def docs_table() -> str:
+    text = (ROOT / "docs" / "agents.md").read_text(encoding="utf-8")
+    after = text.split(DOCS_MARK, 1)[1].lstrip("\n")
+    return after.split("\n\n", 1)[0].rstrip("\n")
+
+
+@pytest.mark.e2e
+def test_the_docs_table_of_guardrail_endings_is_what_the_agents_do(
+        cfg: config.Config, toolbox: ToolBox, tmp_path: Path) -> None:
+    assert guardrail_table(cfg, toolbox, tmp_path) == docs_table()
