@@ -196,7 +196,9 @@ def test_caps_hold_when_the_length_cap_is_lifted(monkeypatch: pytest.MonkeyPatch
     for expresion in cases:
         t0 = time.perf_counter()
         r = toolbox.execute("calculadora", {"expresion": expresion})
-        assert time.perf_counter() - t0 < 0.5
+        # a bound, not a measurement: an uncapped parse of these takes minutes or never
+        # ends; 0.5 s failed once at 0.53 s on this shared 2-core machine under load
+        assert time.perf_counter() - t0 < 5
         assert r["error"] in {COMPLEJA, NUMERO_LARGO}, r
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from reactlab.core.errors import ConfigError, UsageError
-from reactlab.core.plugins import registry
+from reactlab.config.schema import plugin_entry
+from reactlab.core.errors import ConfigError
 
 __all__ = ["LESSON", "check_agents", "framework_entry"]
 
@@ -30,15 +30,9 @@ LESSON = "lesson"
 
 
 def framework_entry(name: str, where: str, package: str | None = None) -> Any:
-    """The installed framework ``name``; ConfigError at ``where`` otherwise (naming
-    ``package`` when the config gives it, and the nearest installed name)."""
-    frameworks = registry("agent")
-    try:
-        return frameworks.lookup(name, package)
-    except UsageError as exc:
-        hint = difflib.get_close_matches(name, frameworks.names(), n=1)
-        raise ConfigError(where, str(exc) + (f" (did you mean {hint[0]!r}?)" if hint
-                                             else "")) from None
+    """The installed framework ``name``; ConfigError at ``where`` otherwise
+    (:func:`reactlab.config.schema.plugin_entry`)."""
+    return plugin_entry("agent", name, where, package)
 
 
 def _check_entry(name: str, entry: Mapping[str, Any]) -> Any:

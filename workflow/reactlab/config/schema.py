@@ -66,13 +66,19 @@ def _provider_enum(schema: Mapping[str, Any], http: bool) -> list[str]:
     return enum
 
 
-def provider_entry(name: str, where: str = "provider", package: str | None = None) -> Any:
-    """The installed provider ``name`` (:mod:`reactlab.core.plugins`); ConfigError at
-    ``where`` naming the package to install when none is."""
+def plugin_entry(kind: str, name: str, where: str, package: str | None = None) -> Any:
+    """The installed plugin ``name`` of ``kind`` (:mod:`reactlab.core.plugins`): imported
+    on first use; ConfigError at ``where`` naming the package to install (the entry's
+    ``package``) and the nearest installed name when none is."""
     try:
-        return registry("provider").lookup(name, package)
+        return registry(kind).lookup(name, package)
     except UsageError as exc:
         raise ConfigError(where, str(exc)) from None
+
+
+def provider_entry(name: str, where: str = "provider", package: str | None = None) -> Any:
+    """The installed provider ``name`` (:func:`plugin_entry`)."""
+    return plugin_entry("provider", name, where, package)
 
 
 def provider_has_http(name: str) -> bool:

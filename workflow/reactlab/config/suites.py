@@ -16,9 +16,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from reactlab.config.schema import schema_at
-from reactlab.core.errors import ConfigError, UsageError
-from reactlab.core.plugins import registry
+from reactlab.config.schema import plugin_entry, schema_at
+from reactlab.core.errors import ConfigError
 
 __all__ = ["RUNS_MODEL", "check_suites"]
 
@@ -34,14 +33,9 @@ COMMON = ("benchmark", "package", "backends", "categories", "policies", "sample"
 
 def check_suites(raw: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the field of the first suite entry that cannot run."""
-    benchmarks = registry("benchmark")
     for name, suite in (raw.get("suites") or {}).items():
-        try:
-            bench = benchmarks.lookup(suite["benchmark"], suite.get("package"))
-        except UsageError as exc:
-            hint = difflib.get_close_matches(suite["benchmark"], benchmarks.names(), n=1)
-            raise ConfigError(f"suites.{name}.benchmark", str(exc) + (
-                f" (did you mean {hint[0]!r}?)" if hint else "")) from None
+        bench = plugin_entry("benchmark", suite["benchmark"], f"suites.{name}.benchmark",
+                             suite.get("package"))
         for key in ("categories", "policies"):
             own = getattr(bench, key)
             for j, value in enumerate(suite.get(key, ())):

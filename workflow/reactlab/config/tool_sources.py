@@ -10,15 +10,14 @@ lists. :func:`tool_source_part` gives a task's runs their tool part.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
+from reactlab.config.schema import plugin_entry
 from reactlab.config.tool_parts import ToolSourcePart, tool_source_part
-from reactlab.core.errors import ConfigError, UsageError
-from reactlab.core.plugins import registry
+from reactlab.core.errors import ConfigError
 
 __all__ = ["ToolSources"]
 
@@ -34,13 +33,8 @@ class ToolSources:
         if name in self._parts:
             return self._parts[name]
         entry = (self.raw.get("tool_sources") or {})[name]
-        sources = registry("tool source")
-        try:
-            source = sources.lookup(entry["plugin"], entry.get("package"))
-        except UsageError as exc:
-            hint = difflib.get_close_matches(entry["plugin"], sources.names(), n=1)
-            raise ConfigError(f"tool_sources.{name}.plugin", str(exc) + (
-                f" (did you mean {hint[0]!r}?)" if hint else "")) from None
+        source = plugin_entry("tool source", entry["plugin"], f"tool_sources.{name}.plugin",
+                              entry.get("package"))
         given = entry.get("settings") or {}
         try:
             settings = source.settings.model_validate(given)

@@ -26,6 +26,7 @@ entry in one process's registry, for a test that defines one in its own module.
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata as metadata
 import re
 from collections.abc import Callable, Iterator
@@ -62,11 +63,13 @@ class PluginMissing(UsageError):
     def __init__(self, kind: str, name: str, installed: list[str],
                  package: str | None = None) -> None:
         self.kind, self.name, self.package = kind, name, package
+        near = difflib.get_close_matches(name, installed, n=1)
+        how = f"did you mean {near[0]!r}? Else, " if near else ""
         if package:
-            how = f"install the package {package!r} that provides it (pip install {package})"
+            how += f"install the package {package!r} that provides it (pip install {package})"
         else:
-            how = ("install the package that provides it, and name it in the entry's "
-                   "`package:` so that this error can")
+            how += ("install the package that provides it, and name it in the entry's "
+                    "`package:` so that this error can")
         super().__init__(f"no {kind} {name!r} is installed ({GROUPS[kind]}: "
                          f"{', '.join(installed) or 'none'}): {how}")
 
