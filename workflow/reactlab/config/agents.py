@@ -51,7 +51,7 @@ def _check_entry(name: str, entry: Mapping[str, Any]) -> Any:
         framework.settings.model_validate(entry.get("settings") or {})
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        where = str(err["loc"][0]) if err["loc"] else "?"  # the field (no union tag)
         taken = ", ".join(framework.settings.model_fields) or "none"
         message = (f"{entry['framework']} takes no setting {where!r} (it takes: {taken})"
                    if err["type"] == "extra_forbidden" else err["msg"])

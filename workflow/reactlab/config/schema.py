@@ -86,13 +86,18 @@ def provider_has_http(name: str) -> bool:
     return bool(provider_entry(name).http)
 
 
-@cache
 def extended_schema() -> dict[str, Any]:
     """The config schema, its provider enums (those with an HTTP layer and those without)
-    filled from the installed providers (:mod:`reactlab.core.plugins`)."""
+    filled from the installed providers (:mod:`reactlab.core.plugins`) and any a test
+    added to this process."""
+    return _extended(tuple(registry("provider").names()))
+
+
+@cache
+def _extended(names: tuple[str, ...]) -> dict[str, Any]:
     schema = copy.deepcopy(schema_file())
     providers = registry("provider")
-    for name in providers.names():
+    for name in names:
         enum = _provider_enum(schema, providers.lookup(name).http)
         if name not in enum:
             enum.append(name)

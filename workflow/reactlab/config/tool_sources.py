@@ -40,7 +40,7 @@ class ToolSources:
             settings = source.settings.model_validate(given)
         except ValidationError as exc:
             err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
+            where = str(err["loc"][0]) if err["loc"] else "?"  # the field (no union tag)
             raise ConfigError(f"tool_sources.{name}.settings.{where}", err["msg"]) from None
         part = tool_source_part({"name": name, "plugin": entry["plugin"],
                                  "settings": dict(given), "tools": source.tools(settings)},

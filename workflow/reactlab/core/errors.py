@@ -21,7 +21,9 @@ All of them derive from :class:`ReactlabError` and are defined here, in one plac
     │                         a bug here or in a pinned dependency
     ├── UsageError            (also a ValueError) a function or command was given an argument
     │   │                     it cannot take (an unknown name, a bad option, a bad count)
-    │   └── DecodingError         a decoding mode or grammar that cannot be built
+    │   ├── DecodingError         a decoding mode or grammar that cannot be built
+    │   └── PluginMissing         a plugin (agent, provider, benchmark, tool source) that no
+    │                             installed package declares; names the package to install
     ├── JSONRefused           (also a ValueError) the strict JSON loader refused a text
     │   ├── DuplicateKeyError     an object repeats a key
     │   └── NonFiniteConstantError  NaN, Infinity or -Infinity
@@ -60,6 +62,7 @@ other. Tool failures are *not* exceptions that leave the tool executor: tools re
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, ClassVar
 
 
@@ -148,6 +151,23 @@ class UsageError(ReactlabError, ValueError):
 
 class DecodingError(UsageError):
     """A decoding mode or grammar that cannot be built (unknown mode, bad schema)."""
+
+
+class PluginMissing(UsageError):
+    """A plugin no installed package declares; ``package``: the one the config names."""
+
+    def __init__(self, kind: str, group: str, name: str, installed: list[str],
+                 package: str | None = None) -> None:
+        self.kind, self.name, self.package = kind, name, package
+        near = difflib.get_close_matches(name, installed, n=1)
+        how = f"did you mean {near[0]!r}? Else, " if near else ""
+        if package:
+            how += f"install the package {package!r} that provides it (pip install {package})"
+        else:
+            how += ("install the package that provides it, and name it in the entry's "
+                    "`package:` so that this error can")
+        super().__init__(f"no {kind} {name!r} is installed ({group}: "
+                         f"{', '.join(installed) or 'none'}): {how}")
 
 
 class JSONRefused(ReactlabError, ValueError):

@@ -26,14 +26,13 @@ entry in one process's registry, for a test that defines one in its own module.
 
 from __future__ import annotations
 
-import difflib
 import importlib.metadata as metadata
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any, Generic, Protocol, TypeVar
 
-from reactlab.core.errors import UsageError
+from reactlab.core.errors import PluginMissing, UsageError
 
 __all__ = ["GROUPS", "OWN", "Named", "PluginMissing", "Plugins", "entry_points_of", "registry"]
 
@@ -55,23 +54,6 @@ class Named(Protocol):
 
 
 E = TypeVar("E", bound=Named)
-
-
-class PluginMissing(UsageError):
-    """A plugin no installed package declares; ``package``: the one the config names."""
-
-    def __init__(self, kind: str, name: str, installed: list[str],
-                 package: str | None = None) -> None:
-        self.kind, self.name, self.package = kind, name, package
-        near = difflib.get_close_matches(name, installed, n=1)
-        how = f"did you mean {near[0]!r}? Else, " if near else ""
-        if package:
-            how += f"install the package {package!r} that provides it (pip install {package})"
-        else:
-            how += ("install the package that provides it, and name it in the entry's "
-                    "`package:` so that this error can")
-        super().__init__(f"no {kind} {name!r} is installed ({GROUPS[kind]}: "
-                         f"{', '.join(installed) or 'none'}): {how}")
 
 
 @cache
@@ -142,7 +124,7 @@ class Plugins(Generic[E]):
             return self._loaded[name]
         point = self._points().get(name)
         if point is None:
-            raise PluginMissing(self.kind, name, self.names(), package)
+            raise PluginMissing(self.kind, self.group, name, self.names(), package)
         try:
             entry: E = point.load()
         except (ImportError, AttributeError) as exc:
