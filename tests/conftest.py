@@ -132,6 +132,8 @@ def converted_model() -> Path:
     ``tests/test_local_model.py`` also converts into fresh folders."""
     import fcntl
     import shutil
+    import subprocess
+    import tempfile
 
     from reactlab.backends.local.model import ensure_converted
     from tests.doc_commands import checkout_key
@@ -139,8 +141,12 @@ def converted_model() -> Path:
     cache = os.environ.get("REACTLAB_MODEL_CACHE")
     if cache:
         return ensure_converted(Path(cache))
+    try:
+        key = checkout_key()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: this process only
+        return ensure_converted(Path(tempfile.mkdtemp(prefix="reactlab-models-")))
     MODELS_HOME.mkdir(parents=True, exist_ok=True)
-    home = MODELS_HOME / checkout_key()
+    home = MODELS_HOME / key
     with open(MODELS_HOME / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         folder = ensure_converted(home)
