@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import os
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +19,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regen-golden", action="store_true", default=False,
                      help="rewrite tests/golden/ from this run instead of comparing (review "
                           "the diff before committing)")
+
+
+#: The test modules that take longest, longest first (docs/workflow.md, "Where the test
+#: time goes", measured with --durations=0): under `--dist loadfile` each pytest-xdist
+#: worker takes whole modules in this order, so a long module does not start last while
+#: the other worker runs out of work. test_pipeline builds the default run (the start of
+#: make test-full's longest chain); test_slurm_cluster, mostly waiting on its cluster,
+#: runs on the other worker meanwhile; the default run's users follow.
+SLOW_MODULES = ("test_pipeline", "test_slurm_cluster", "test_local_model", "test_suites",
+                "test_docs_commands", "test_decoding", "test_damage", "test_reruns")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "loadfile":
+        # xdist would re-sort the modules by their number of tests; keep the order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker (whose collection the scheduler follows): the modules of
+    :data:`SLOW_MODULES` first, in its order, then the others by their number of tests,
+    most first (what xdist's own reordering does); the tests of a module keep their
+    order. A run without workers keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    count: dict[str, int] = {}
+    for item in items:
+        count[item.nodeid.split("::")[0]] = count.get(item.nodeid.split("::")[0], 0) + 1
+
+    def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        module = pair[1].nodeid.split("::")[0]
+        stem = Path(module).stem
+        first = SLOW_MODULES.index(stem) if stem in SLOW_MODULES else len(SLOW_MODULES)
+        return first, -count[module], pair[0]
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +113,48 @@ def toolbox(data_files: tuple[Path, Path]):
     from reactlab.tools import ToolBox
 
     return ToolBox.from_files(*data_files)
+
+
+#: Where the converted local model is kept for the test processes of one checkout
+#: (git-ignored `build/`), one folder per fingerprint of the checkout.
+MODELS_HOME = ROOT / "build" / "test-models"
+
+
+@functools.cache
+def converted_model() -> Path:
+    """SmolLM2 converted from the environment's GGUF (≈ 20 s of CPU), once for every test
+    process of this checkout: into ``$REACTLAB_MODEL_CACHE`` when it is set, else into
+    :data:`MODELS_HOME`/<fingerprint> (``tests/doc_commands.checkout_key``: every file of
+    the checkout and the environment), so that the pytest-xdist workers of `make test` and
+    `make test-full` share one conversion and a changed file converts again. A process
+    that finds another converting waits for it (a file lock). The conversion itself (its
+    verification against the GGUF's own tokens included) is what every first call runs;
+    ``tests/test_local_model.py`` also converts into fresh folders."""
+    import fcntl
+    import shutil
+    import subprocess
+    import tempfile
+
+    from reactlab.backends.local.model import ensure_converted
+    from tests.doc_commands import checkout_key
+
+    cache = os.environ.get("REACTLAB_MODEL_CACHE")
+    if cache:
+        return ensure_converted(Path(cache))
+    try:
+        key = checkout_key()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: this process only
+        return ensure_converted(Path(tempfile.mkdtemp(prefix="reactlab-models-")))
+    MODELS_HOME.mkdir(parents=True, exist_ok=True)
+    home = MODELS_HOME / key
+    with open(MODELS_HOME / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder = ensure_converted(home)
+        others = sorted((p for p in MODELS_HOME.iterdir() if p.is_dir() and p != home),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[1:]:  # the newest other fingerprint's kept, as for the runs
+            shutil.rmtree(old, ignore_errors=True)
+    return folder
 
 
 class Ran(NamedTuple):

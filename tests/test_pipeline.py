@@ -6,6 +6,7 @@ never done automatically.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -26,10 +27,11 @@ TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defen
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(autouse=True)
-def _one_test_in_the_shared_run() -> Iterator[None]:
+@contextlib.contextmanager
+def shared_run() -> Iterator[None]:
     """The default run is shared by test processes (pytest-xdist workers): one test at a
-    time runs commands in it (tests/doc_commands.py, `using_default_run`)."""
+    time runs commands in it or copies it (tests/doc_commands.py, `using_default_run`).
+    The tests that only read its results, or work in a folder of their own, do not wait."""
     from tests.doc_commands import using_default_run
 
     with using_default_run():
@@ -56,7 +58,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     changes it works on a copy."""
     from tests.doc_commands import finished_default_run
 
-    work, ran = finished_default_run(tmp_path_factory.getbasetemp())
+    with shared_run():  # a kept run is checked by a rerun in it
+        work, ran = finished_default_run(tmp_path_factory.getbasetemp())
     assert ran.rc == 0, ran.why()
     return work
 
@@ -93,7 +96,8 @@ def test_figure_is_a_png(pipeline: Path) -> None:
 
 
 def test_rerun_is_a_noop(pipeline: Path) -> None:
-    proc = snakemake(pipeline, "--dry-run")
+    with shared_run():
+        proc = snakemake(pipeline, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
@@ -210,9 +214,11 @@ def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
 
 
 def test_snakemake_report_is_self_contained_html(pipeline: Path) -> None:
-    proc = snakemake(pipeline, "--report", "results/report.html")
+    with shared_run():
+        proc = snakemake(pipeline, "--report", "results/report.html")
+        html = (pipeline / "results" / "report.html").read_text(encoding="utf-8",
+                                                               errors="replace")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    html = (pipeline / "results" / "report.html").read_text(encoding="utf-8", errors="replace")
     for text in ("Outcome matrix", "The lesson's figure", "One row per run",
                  "summary_by_defences.csv", "defences.png", "exact McNemar p-value",
                  "success_rates.png"):
@@ -259,8 +265,10 @@ def test_a_dry_run_changes_no_file_with_a_grown_config_or_any_overlay(
     results/ (recovery checks and reports, removes nothing); a damaged result is reported
     as what a run would do. The real run with the grown config then removes nothing
     either: the new run is built and the tables rebuilt after it."""
-    work = tmp_path / "work"
-    shutil.copytree(pipeline, work, symlinks=True)
+    from tests.doc_commands import copy_run
+
+    with shared_run():  # the converted model (hundreds of MB, only read) hard-linked
+        work = copy_run(pipeline, tmp_path / "work")
     before = results_digest(work)
     assert any(k.startswith("results/suites/agentdojo/") for k in before)
     assert any(k.startswith("results/tables/") for k in before)

@@ -6,8 +6,8 @@ processes, stopped by PID afterwards): once without accounting and once with slu
 (backed by its own mariadbd). Against each, the simulated matrix (the default matrix
 without its real-model runs) runs in a fresh copy of the workflow through
 `workflow/profiles/slurm` exactly as a user starts it (PYTHONPATH=.venv/cluster-plugins,
-`--workflow-profile workflow/profiles/slurm`), right after the same copy ran locally
-(`snakemake --cores 4`), and:
+`--workflow-profile workflow/profiles/slurm`), and is compared with one local run of
+another fresh copy (`snakemake --cores 4`, run once for both clusters), and:
 
 - every job the plugin submitted with sbatch ended COMPLETED (squeue / sacct);
 - the whole results/ tree is byte-identical to the local run's (but results/benchmarks/,
@@ -186,17 +186,34 @@ def job_states(c: Cluster, run_id: str) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.split() if "|" in line)
 
 
-@pytest.mark.full  # the simulated matrix twice per cluster (minutes): `make test-full`
-def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster,
-                                                      tmp_path: Path) -> None:
-    ev = Evidence()
-    local, remote = simulated_copy(tmp_path / "local"), simulated_copy(tmp_path / "slurm")
+@dataclass(frozen=True)
+class LocalRun:
+    """The simulated matrix run locally (`snakemake --cores 4`) in a fresh copy: the
+    reference that each cluster's run is compared with, and its wall time."""
 
+    workdir: Path
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory: pytest.TempPathFactory) -> LocalRun:
+    """One local run of the simulated matrix for the module: both clusters' runs are
+    compared with it (the same copy of the same workflow: one reference suffices)."""
+    local = simulated_copy(tmp_path_factory.mktemp("slurm-reference") / "local")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "4", "all"],
                           cwd=local, capture_output=True, text=True, timeout=TIMEOUT_S)
-    t_local = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return LocalRun(local, seconds)
+
+
+@pytest.mark.full  # the simulated matrix once per cluster (minutes): `make test-full`
+def test_simulated_matrix_through_slurm_matches_local(cluster: Cluster, local_run: LocalRun,
+                                                      tmp_path: Path) -> None:
+    ev = Evidence()
+    local, t_local = local_run.workdir, local_run.seconds
+    remote = simulated_copy(tmp_path / "slurm")
 
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", PROFILE,

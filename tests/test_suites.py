@@ -28,7 +28,7 @@ from reactlab.suites.bfcl_tables import PUBLISHED_SOURCE, build_bfcl
 from reactlab.suites.plan import plan
 from reactlab.suites.registry import suite_record
 from reactlab.suites.types import sample_cases
-from tests.conftest import ROOT, run_suite_shards
+from tests.conftest import ROOT, converted_model, run_suite_shards
 
 ALL_CASES = [c for cat in bfcl.CATEGORIES for c in bfcl.load_cases(cat)]
 
@@ -274,19 +274,14 @@ def test_dotted_names_and_english_pass_the_hermes_parser() -> None:
             (c["name"], c["arguments"]) for c in bfcl.policy_calls(case, "oracle")]
 
 
-def test_dotted_names_and_english_pass_the_call_grammar(tmp_path_factory: pytest.TempPathFactory,
-                                                        ) -> None:
+def test_dotted_names_and_english_pass_the_call_grammar() -> None:
     pytest.importorskip("xgrammar", reason="constrained decoding needs xgrammar")
-    import os
-
     import xgrammar as xgr
     from transformers import AutoConfig, AutoTokenizer
 
     from reactlab.backends.local.grammar import GrammarFactory
-    from reactlab.backends.local.model import ensure_converted
 
-    cache = os.environ.get("REACTLAB_MODEL_CACHE")
-    folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))
+    folder = converted_model()
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     vocab = int(AutoConfig.from_pretrained(folder, local_files_only=True).vocab_size)
     factory = GrammarFactory(tok, vocab)
@@ -424,17 +419,11 @@ def test_the_pipeline_tables_the_slice_and_reruns_only_what_changed(suite_projec
 # ------------------------------------------------------------- the model, batched
 
 
-def model_shard(tmp_path_factory: pytest.TempPathFactory, decoding: str = "free",
-                dtype: str | None = None) -> Any:
+def model_shard(decoding: str = "free", dtype: str | None = None) -> Any:
     """The batched tests' shard: SmolLM2 on the seeded simple_python and parallel cases,
     simple_python_63 and parallel_6 (one batch of 2 in which simple_python_63's shorter
     prompt is left-padded by 32 tokens), 24 new tokens."""
-    import os
-
-    from reactlab.backends.local.model import ensure_converted
-
-    cache = os.environ.get("REACTLAB_MODEL_CACHE")
-    folder = ensure_converted(Path(cache) if cache else tmp_path_factory.mktemp("models"))
+    folder = converted_model()
     raw = suite_config(sample=1, categories=["simple_python", "parallel"],
                        backends=["smollm2"], batch_size=2)
     raw["suites"]["bfcl"].pop("policies")
@@ -464,7 +453,7 @@ def greedy_gaps(lm: Any, spec: Any, max_new: int) -> list[float]:
 
 @pytest.mark.parametrize("decoding", ["free", "forced"])
 def test_batched_first_turns_give_the_one_at_a_time_traces(
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, decoding: str) -> None:
+        tmp_path: Path, decoding: str) -> None:
     """In float32 (the default), batched and one-at-a-time decoding give the same trace
     bytes. Not because the logits are bit-identical (padding and batch shapes move them by
     up to 5e-5: reactlab.dev.dtype_invariance, docs/local-models.md) but because every
@@ -477,7 +466,7 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
     from reactlab.backends.local.batch import first_turns
     from reactlab.suites.bfcl_run import run_case
 
-    specs = list(model_shard(tmp_path_factory, decoding).specs)
+    specs = list(model_shard(decoding).specs)
     lm = load_model(specs[0])
     assert str(next(lm.model.parameters()).dtype) == "torch.float32"
     layout: list[list[str]] = []
@@ -498,8 +487,7 @@ def test_batched_first_turns_give_the_one_at_a_time_traces(
 
 
 def test_a_bfloat16_shard_reruns_byte_identical_and_its_manifest_says_how(
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """bfloat16 promises what holds on every CPU: the same shard (the same batches) on the
     same kernels gives the same bytes, and its trace manifest records the batches and the
     kernels. It does not promise the one-at-a-time text: its logits are rounded to steps
@@ -511,7 +499,7 @@ def test_a_bfloat16_shard_reruns_byte_identical_and_its_manifest_says_how(
     from reactlab.suites.run import CONTRACT, run_shard
     from reactlab.suites.shards import listed, publish, reproduction, reproduction_file
 
-    shard = model_shard(tmp_path_factory, dtype="bfloat16")
+    shard = model_shard(dtype="bfloat16")
     monkeypatch.chdir(tmp_path)
     specs_json = shard.to_json()
     runs = []
