@@ -198,6 +198,26 @@ def test_a_model_backend_runs_the_model_on_each_case(registered: Any) -> None:
     assert all(s.agent.send_system_prompt and len(s.tools) == 1 for s in specs)
 
 
+@pytest.mark.parametrize(("settings", "field"), [
+    ({"max_pasos": 0}, "suites.conv.settings.max_pasos"),
+    ({"max_pasos": "3"}, "suites.conv.settings.max_pasos"),
+    ({"max_steps": 3}, "suites.conv.settings.max_steps"),
+])
+def test_the_benchmarks_own_settings_are_checked_by_its_model(
+        registered: Any, settings: dict[str, Any], field: str) -> None:
+    from reactlab.config import ConfigError, parse
+    from reactlab.suites.plan import plan
+
+    with pytest.raises(ConfigError) as info:
+        parse(bench_config(settings=settings))
+    assert info.value.field == field
+    # a valid one reaches its cases: the model's step limit on each
+    specs = [s for shard in plan(bench_config(backends=["smollm2"], sample=1,
+                                              settings={"max_pasos": 6}))
+             for s in shard.specs]
+    assert {s.limits.max_steps for s in specs} == {6}
+
+
 def test_a_case_replays_from_its_recording(registered: Any, tmp_path: Path) -> None:
     from reactlab.suites.plan import plan
 

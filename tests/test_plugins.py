@@ -83,6 +83,14 @@ def test_reactlab_check_says_it_in_one_line_and_deletes_nothing(tmp_path: Path) 
     assert (results / "traces" / "kept.jsonl").read_text(encoding="utf-8") == "{}\n"
 
 
+def test_a_benchmark_without_a_settings_model_takes_no_settings() -> None:
+    raw = load_yaml(ROOT / "config.yaml")
+    raw["suites"]["bfcl"]["settings"] = {"max_steps": 3}
+    with pytest.raises(ConfigError) as info:
+        parse(raw)
+    assert info.value.field == "suites.bfcl.settings" and "takes no settings" in str(info.value)
+
+
 @pytest.mark.parametrize(("settings", "field", "words"), [
     ({"max_turns": True}, "agents.oa.settings.max_turns", "integer"),
     ({"max_turn": 3}, "agents.oa.settings.max_turn", "takes no setting 'max_turn'"),

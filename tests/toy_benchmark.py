@@ -111,6 +111,7 @@ class Toy:
     policies = (POLICY,)
     only = ()
     case_fields = ToyCase
+    settings = None  # it takes no settings
     figures: tuple[Any, ...] = ()  # no figure of its table
     summaries: Mapping[str, Any] = {}  # its table shown as it is on the viewer's index
     code: Mapping[str, str] = {}  # outside the package: nothing of it to fingerprint

@@ -35,6 +35,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from reactlab import trace as tracemod
 from reactlab.agent.defences import NO_DEFENCES
 from reactlab.analysis.verify import Finding, Verification
@@ -80,6 +82,15 @@ class Case:
     desde: str
     hasta: str
     esperado: float
+
+
+class Ajustes(BaseModel):
+    """The benchmark's own settings (a suite's ``settings:``), checked by the config."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    #: the model's step limit on a case (a model backend)
+    max_pasos: int = Field(default=MAX_STEPS, ge=1, le=20)
 
 
 class ConversionCase(CaseFields):
@@ -176,6 +187,7 @@ class Conversions:
     policies = POLICIES
     only: tuple[str, ...] = ()
     case_fields = ConversionCase
+    settings = Ajustes
     figures: tuple[Any, ...] = ()  # no figure of its table
     summaries: Mapping[str, Any] = {}  # its table shown as it is on the viewer's index
     code: Mapping[str, str] = {"run": "reactlab_example.benchmark",
@@ -212,7 +224,8 @@ class Conversions:
             task=case.id, backend=backend, scenario=scenario, question=case.question,
             tools=(tool_name(case.category),), params={}, backend_config=settings,
             script=script_settings(script),
-            limits=limits({"max_steps": MAX_STEPS, "token_budget": None}), agent=agent,
+            limits=limits({"max_steps": Ajustes.model_validate(entry.settings).max_pasos,
+                           "token_budget": None}), agent=agent,
             suite=SuiteCase.of(suite_name, NAME, [TOOLS[tool_name(case.category)]],
                                ConversionCase(category=case.category, valor=case.valor,
                                               desde=case.desde, hasta=case.hasta,

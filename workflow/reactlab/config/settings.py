@@ -284,6 +284,8 @@ class SuiteSettings(Settings):
     policies: list[str] | None = _suite("policies", optional=True)
     defences: list[str] | None = _suite("defences", optional=True)
     system_prompt: str | None = _suite("system_prompt", optional=True)
+    #: The benchmark's own settings as given (checked by its entry's model).
+    settings: dict[str, Any] = Field(default_factory=dict)
 
 
 _agent = _section("agents")

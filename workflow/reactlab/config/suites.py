@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from reactlab.config.schema import plugin_entry, schema_at
 from reactlab.core.errors import ConfigError
 
@@ -28,7 +30,7 @@ RUNS_MODEL = ("model", "live")
 #: The fields of a suite entry that every benchmark takes; the schema's others are each
 #: some benchmark's own (its entry's ``only``).
 COMMON = ("benchmark", "package", "backends", "categories", "policies", "sample", "seed",
-          "shard_size", "system_prompt")
+          "shard_size", "system_prompt", "settings")
 
 
 def check_suites(raw: Mapping[str, Any]) -> None:
@@ -43,6 +45,7 @@ def check_suites(raw: Mapping[str, Any]) -> None:
                     raise ConfigError(f"suites.{name}.{key}[{j}]",
                                       f"{value!r} is not one of {suite['benchmark']}'s "
                                       f"{key} ({', '.join(own)})")
+        _check_settings(name, suite, bench)
         for key in suite:
             if key not in COMMON and key not in bench.only and key in _schema_fields():
                 raise ConfigError(f"suites.{name}.{key}",
@@ -60,3 +63,21 @@ def check_suites(raw: Mapping[str, Any]) -> None:
 
 def _schema_fields() -> set[str]:
     return set(schema_at("properties", "suites", "additionalProperties", "properties"))
+
+
+def _check_settings(name: str, suite: Mapping[str, Any], bench: Any) -> None:
+    """The suite's ``settings`` checked by its benchmark's own model (a ConfigError
+    naming the field; a benchmark without one takes none)."""
+    given = suite.get("settings")
+    if given is None:
+        return
+    model = getattr(bench, "settings", None)
+    if model is None:
+        raise ConfigError(f"suites.{name}.settings",
+                          f"benchmark {suite['benchmark']!r} takes no settings")
+    try:
+        model.model_validate(given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = str(err["loc"][0]) if err["loc"] else "?"
+        raise ConfigError(f"suites.{name}.settings.{where}", err["msg"]) from None

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import BaseModel
+
 from reactlab.analysis.outputs import Figure
 from reactlab.config import RunSpec
 from reactlab.config.settings import CaseFields, SuiteSettings
@@ -59,3 +61,5 @@ class BenchmarkEntry:
     run_case: RunCase
     record: Callable[[Trace, str], dict[str, Any]]
     build_tables: Callable[[Iterable[tuple[str, str]], str | Path], dict[str, Path]]
+    #: Its own settings' model (a suite entry's ``settings:``); None: it takes none.
+    settings: type[BaseModel] | None = None

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import BaseModel
+
 from reactlab.analysis.outputs import Figure
 from reactlab.config.settings import CaseFields
 from reactlab.core.errors import ConfigError, TraceError, UsageError
@@ -74,6 +76,11 @@ class Benchmark(Protocol):
         """The model of its own fields of a case (the spec's ``suite.case``: what its
         checker needs), an unknown field refused: each of its cases is checked against it
         when planned, run and scored (:func:`case_fields`)."""
+
+    @property
+    def settings(self) -> type[BaseModel] | None:
+        """The model of its own settings (a suite entry's ``settings:``, checked before
+        any job, the field named); None: it takes none."""
 
     @property
     def figures(self) -> tuple[Figure, ...]:
