@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from reactlab.analysis import outputs
+from reactlab.analysis.figure_kinds import Figure
 from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
@@ -70,7 +71,7 @@ def _cmd_tables(a: argparse.Namespace) -> None:
 
 
 def _cmd_figure(a: argparse.Namespace) -> None:
-    suite: tuple[outputs.Figure, ...] = ()
+    suite: tuple[Figure, ...] = ()
     if a.kind not in outputs.FIGURES:  # a benchmark's figure (Benchmark.figures)
         from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
 

@@ -244,7 +244,7 @@ def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str
 
 def remove_damaged_figures(figures: Sequence[Any], tables_dir: str = "results/tables", *,
                            apply: bool = True) -> list[str]:
-    """A suite figure (:class:`reactlab.analysis.outputs.Figure`) edited or damaged after
+    """A suite figure (:class:`reactlab.analysis.figure_kinds.Figure`) edited or damaged after
     it was drawn, or whose source table is gone (the suite recovery removed it), is
     removed (with ``apply``) so that it is drawn again. Returns the messages."""
     messages = []

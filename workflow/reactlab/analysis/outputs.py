@@ -14,18 +14,15 @@ benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import wraps
 from pathlib import Path
 from typing import Any
 
 from reactlab.analysis import figures
+from reactlab.analysis.figure_kinds import Figure, without_section
 from reactlab.analysis.trial_figures import success_rates
 from reactlab.core.errors import UsageError
-
-#: ``draw(table_csv, out_png, figure_section) -> out_png``: writes the PNG and its SVG.
-Draw = Callable[[str | Path, str | Path, Mapping[str, Any]], Path]
 
 
 @dataclass(frozen=True)
@@ -39,37 +36,6 @@ class Table:
     @property
     def path(self) -> str:
         return f"results/tables/{self.name}.csv"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure drawn from the table ``source``; ``draw`` is its drawing function, which
-    reads the config's ``figure`` section when ``uses_figure_section``."""
-
-    kind: str
-    source: str
-    draw: Draw
-    uses_figure_section: bool = False
-
-    @property
-    def caption(self) -> str:
-        return self.kind
-
-    @property
-    def paths(self) -> tuple[str, str]:
-        """Its PNG and SVG under ``results/figures/``."""
-        return (f"results/figures/{self.kind}.png", f"results/figures/{self.kind}.svg")
-
-
-def without_section(draw: Callable[[str | Path, str | Path], Path]) -> Draw:
-    """A drawing function that does not read the config's ``figure`` section, as a
-    :data:`Draw` (its name and module kept: a rule's code fingerprint reads the module)."""
-    @wraps(draw)
-    def drawn(table: str | Path, out: str | Path, figure: Mapping[str, Any]) -> Path:
-        return draw(table, out)
-
-    return drawn
-
 
 
 #: Every table, in the order ``tables.build`` writes them.

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace
-from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.figure_kinds import Figure, without_section
 from reactlab.analysis.suite_figures import agentdojo_rates
 from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import (

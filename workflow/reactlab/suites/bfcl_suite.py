@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
-from reactlab.analysis.outputs import Figure, without_section
+from reactlab.analysis.figure_kinds import Figure, without_section
 from reactlab.analysis.suite_figures import bfcl_accuracy
 from reactlab.config import RunSpec
 from reactlab.config.settings import (

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from reactlab.analysis.outputs import Figure
+from reactlab.analysis.figure_kinds import Figure
 from reactlab.config import RunSpec
 from reactlab.config.settings import CaseFields, SuiteSettings
 from reactlab.suites.summaries import Summary

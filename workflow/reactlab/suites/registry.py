@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from reactlab.analysis.outputs import Figure
+from reactlab.analysis.figure_kinds import Figure
 from reactlab.config.settings import CaseFields
 from reactlab.core.errors import ConfigError, TraceError, UsageError
 from reactlab.core.plugins import Plugins, registry
