@@ -248,15 +248,46 @@ class StdioWire:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        # the group may outlive its leader (a server's own children)
+        # the group may outlive its leader (a server's own children): kill it, and wait
+        # until the kernel has taken every member down (a SIGKILL is not instant)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        _wait_group_gone(proc.pid, GRACE)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError, ValueError):
                     stream.close()
         for t in self._threads:
             t.join(timeout=GRACE)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (a zombie does not count: only its
+    parent can reap it, and it holds nothing)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: ask the kernel, zombies included
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                return True
+    return False
+
+
+def _wait_group_gone(pgid: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 class HttpWire:
