@@ -299,6 +299,44 @@ def test_a_text_history_is_read_on_every_api(cfg: config.Config) -> None:
     assert [(b["id"], b["name"]) for b in m["content"]] == [("toolu_1_0", "calculadora")]
 
 
+def test_a_tool_less_request_gets_no_calls_unless_the_config_withholds_the_tools(
+        cfg: config.Config, loopback: None) -> None:
+    """A request that offers no tools is answered in text on every API, in process and
+    over the served simulator, as a real API answers it; only a config that withholds the
+    definitions from the wire (``agent.send_tools: false``, the lesson's overlay) gets the
+    script's calls all the same."""
+    import httpx
+
+    from reactlab.simulate import ScriptedPolicy, anthropic_messages, openai_chat, openai_responses
+    from reactlab.simulate.server import ServerThread
+
+    question = [{"role": "user", "content": "¿Cuánto cambió BUSI?"}]
+
+    def kinds(policy: ScriptedPolicy) -> list[str]:
+        _, r = openai_responses.respond(policy, {"model": "correcto", "input": question})
+        _, c = openai_chat.respond(policy, {"model": "correcto", "messages": question})
+        _, m = anthropic_messages.respond(policy, {"model": "correcto", "max_tokens": 9,
+                                                   "messages": question})
+        return [r["output"][0]["type"], c["choices"][0]["finish_reason"], m["stop_reason"]]
+
+    sent = _spec(cfg, "variacion_busi/openai/correcto")
+    assert kinds(ScriptedPolicy.of_run(sent)) == ["message", "stop", "end_turn"]
+    withheld = config.load(ROOT / "config.yaml", [ROOT / "workflow/configs/lesson.yaml"])
+    spec = withheld.run("variacion_busi", "openai", "correcto")
+    assert kinds(ScriptedPolicy.of_run(spec)) == ["function_call", "tool_calls", "tool_use"]
+    for conf, expected in ((cfg, "message"), (withheld, "function_call")):
+        with ServerThread(conf) as server:
+            got = httpx.post(server.url + "/v1/responses",
+                             json={"model": "correcto", "input": question}).json()
+            assert got["output"][0]["type"] == expected
+            if conf is cfg:  # docs/simulators.md's example, as written, on this server
+                doc = (ROOT / "docs" / "simulators.md").read_text(encoding="utf-8")
+                code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+                scope: dict[str, Any] = {}
+                exec(code.replace("http://127.0.0.1:8000", server.url), scope)
+                assert [o.name for o in scope["r"].output] == ["calculadora"]
+
+
 #: the table of docs/agents.md ("An agent need not speak the tool-message protocol"):
 #: how each guardrail scenario ends for every agent, generated from their traces here
 DOCS_MARK = "<!-- generated: tests/test_agent_protocols.py guardrail_table -->"

@@ -364,12 +364,12 @@ def test_previous_response_id_and_get_response(server: ServerThread, loopback: N
     with httpx.Client(timeout=TIMEOUT) as http:
         oa = openai.OpenAI(base_url=server.url + "/v1", api_key="x", http_client=http,
                            max_retries=0)
-        first = oa.responses.create(model="correcto", input=QUESTION)
+        first = oa.responses.create(model="correcto", input=QUESTION, tools=TOOLS_OA)
         outputs = [{"type": "function_call_output", "call_id": o.call_id,
                     "output": _price(json.loads(o.arguments))} for o in first.output]
-        chained = oa.responses.create(model="correcto", input=outputs,
+        chained = oa.responses.create(model="correcto", input=outputs, tools=TOOLS_OA,
                                       previous_response_id=first.id)
-        whole = oa.responses.create(model="correcto", input=[
+        whole = oa.responses.create(model="correcto", tools=TOOLS_OA, input=[
             *QUESTION, *[o.model_dump(exclude_none=True) for o in first.output], *outputs])
         assert chained.output[0].arguments == whole.output[0].arguments  # same conversation
         assert chained.previous_response_id == first.id

@@ -284,14 +284,18 @@ def test_pydantic_ai_request_limit_stops_the_loop(server: ServerThread, loopback
 
 def test_sdk_stream_helpers_over_the_socket(server: ServerThread, loopback: None) -> None:
     question = [{"role": "user", "content": QUESTION}]
+    # the tools offered (a request that offers none is answered in text, as a real API's)
+    oa_tools = [{"type": "function", "name": "precio", "parameters": {"type": "object"}}]
+    an_tools = [{"name": "precio", "input_schema": {"type": "object"}}]
     with httpx.Client(timeout=TIMEOUT) as http:
         oa = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", http_client=http,
                            max_retries=0)
-        plain = oa.responses.create(model="correcto", input=question)
-        with oa.responses.stream(model="correcto", input=question) as stream:
+        plain = oa.responses.create(model="correcto", input=question, tools=oa_tools)
+        with oa.responses.stream(model="correcto", input=question, tools=oa_tools) as stream:
             kinds = [e.type for e in stream]
             final = stream.get_final_response()
-        events = list(oa.responses.create(model="correcto", input=question, stream=True))
+        events = list(oa.responses.create(model="correcto", input=question, tools=oa_tools,
+                                          stream=True))
     assert final.model_dump(exclude_none=True) == plain.model_dump(exclude_none=True)
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
     assert [e.type for e in events] == kinds
@@ -300,12 +304,14 @@ def test_sdk_stream_helpers_over_the_socket(server: ServerThread, loopback: None
     with httpx2.Client(timeout=TIMEOUT) as http2:
         an = anthropic.Anthropic(base_url=server.url, api_key="sk-test", http_client=http2,
                                  max_retries=0)
-        plain_m = an.messages.create(model="correcto", max_tokens=100, messages=question)
-        with an.messages.stream(model="correcto", max_tokens=100, messages=question) as ms:
+        plain_m = an.messages.create(model="correcto", max_tokens=100, messages=question,
+                                     tools=an_tools)
+        with an.messages.stream(model="correcto", max_tokens=100, messages=question,
+                                tools=an_tools) as ms:
             mkinds = [e.type for e in ms]
             final_m = ms.get_final_message()
         raw = list(an.messages.create(model="correcto", max_tokens=100, messages=question,
-                                      stream=True))
+                                      tools=an_tools, stream=True))
     assert final_m.model_dump(exclude_none=True) == plain_m.model_dump(exclude_none=True)
     assert [e.type for e in raw][:2] == ["message_start", "content_block_start"]
     assert [e.type for e in raw][-2:] == ["message_delta", "message_stop"]

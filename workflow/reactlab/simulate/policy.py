@@ -57,22 +57,24 @@ class ScriptedPolicy:
     #: in text, whatever tools it is offered).
     tools: frozenset[str] | None = None
     #: Whether a request that offers no tools gets no calls (a real API's behaviour: the
-    #: answer is text, as with ``tool_choice: none``). Off by default: the lesson's
-    #: own runs send no tool definitions in its overlay (workflow/configs/lesson.yaml)
-    #: and the scripted model calls its tools all the same, as in the lesson; on for an
-    #: agent framework's runs (:meth:`of_run`), whose tool-less requests are side
-    #: requests of the framework's own (Inspect's reasoning-summary probe).
+    #: answer is text, as with ``tool_choice: none``). On for every run that sends its
+    #: tools (:meth:`of_run`): a tool-less request there is a side request (Inspect's
+    #: reasoning-summary probe, an agent's summarising turn). Off only where the config
+    #: declares the tools withheld from the wire (``agent.send_tools: false``, the
+    #: lesson's overlay workflow/configs/lesson.yaml, which measures the lesson's tokens
+    #: without definitions): there the script knows its tools, as the lesson's did.
     calls_need_tools: bool = False
 
     @classmethod
     def of_run(cls, spec: RunSpec) -> ScriptedPolicy:
         """The policy of one run: its scenario's script under its model name, its task's
         parameters, question and tools (its own, an outside suite's or an MCP server's);
-        on an agent framework's run, calls only on a request that offers tools."""
+        calls only on a request that offers tools, unless its tools are withheld from the
+        wire (``agent.send_tools: false``)."""
         named = {t.get("name") for t in spec.tool_schemas or ()}
         return cls({spec.script.model: spec.script_obj()}, spec.params, spec.question,
                    tools=frozenset(spec.tools) | {n for n in named if isinstance(n, str)},
-                   calls_need_tools=spec.framework is not None)
+                   calls_need_tools=spec.framework is not None or spec.agent.send_tools)
 
     def answer_tool(self, model: str, choice: ToolChoice) -> tuple[str, str] | None:
         """The agent's own answer tool among those ``choice`` offers, and the property

@@ -38,6 +38,10 @@ class ServedModel:
     faults: tuple[Fault, ...] = ()
     #: the task's tools (none of them is an agent's answer tool: ScriptedPolicy.tools)
     tools: frozenset[str] = frozenset()
+    #: False where the config withholds tool definitions from the wire
+    #: (``agent.send_tools: false``): then a tool-less request still gets the script's
+    #: calls (ScriptedPolicy.calls_need_tools)
+    tools_sent: bool = True
 
 
 def served_models(config: Config, task: str | None = None) -> dict[str, ServedModel]:
@@ -75,7 +79,8 @@ def served_models(config: Config, task: str | None = None) -> dict[str, ServedMo
         script, faults = scenarios[sid]
         return ServedModel(name=name, task=t, scenario=sid, script=script,
                            params=tasks[t]["params"], question=tasks[t]["question"],
-                           faults=faults, tools=frozenset(tasks[t].get("tools") or ()))
+                           faults=faults, tools=frozenset(tasks[t].get("tools") or ()),
+                           tools_sent=bool(raw["agent"]["send_tools"]))
 
     out: dict[str, ServedModel] = {}
     for sid in scenarios:

@@ -178,7 +178,8 @@ def _handler(state: _State, api: WireApi, served: ServedModel, body: dict[str, A
     simulator = _simulator(api)
     name = body["model"]
     policy = ScriptedPolicy({name: served.script}, served.params, served.question,
-                            answer_names={name: served.script.name}, tools=served.tools)
+                            answer_names={name: served.script.name}, tools=served.tools,
+                            calls_need_tools=served.tools_sent)
     handle: Handler = (simulator.handler(policy, state.store) if simulator is not None
                        else sim.handler(policy))
     step: int = sim.step_of(body)
