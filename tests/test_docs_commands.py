@@ -84,6 +84,8 @@ SYNOPSIS = "a synopsis with placeholders: its program and options are checked, {
 OWN_SERVER = ("starts a server that runs until stopped; tests/test_server.py drives the same "
               "server on a free port")
 SHORT_FORM = "the Makefile's short form of `{}`, classified (and not run) below"
+PLUGIN_DOC = ("run as written, in this order, by tests/test_plugin.py (e2e: a checkout copy "
+              "whose .venv keeps the install apart from the shared environment)")
 LIVE = "needs live API keys and buys real API calls; tests/test_live.py covers the path offline"
 
 #: Every command of the docs, by its text (whitespace collapsed).
@@ -118,18 +120,12 @@ TABLE: dict[str, Entry] = {
         not_run("ten minutes of planning and building; a measurement"),
     "make env": not_run("installs the environment this test runs in"),
     # --- docs/plugins.md: the example plugin package (examples/plugin)
-    ".venv/bin/python -m pip install -e examples/plugin":
-        not_run("installs into the shared environment; tests/test_plugin.py installs the same "
-                "package into a temporary folder (pip --target) and runs the overlay with it"),
-    ".venv/bin/reactlab check --configfile examples/plugin/config.yaml":
-        not_run("needs the example plugin installed; tests/test_plugin.py runs it with the "
-                "package on the path and without it (the one line naming the distribution)"),
+    ".venv/bin/python -m pip install -e examples/plugin": not_run(PLUGIN_DOC),
+    ".venv/bin/reactlab check --configfile examples/plugin/config.yaml": not_run(PLUGIN_DOC),
     ".venv/bin/snakemake --cores 2 --configfile config.yaml examples/plugin/config.yaml":
-        not_run("needs the example plugin installed; tests/test_plugin.py runs the same overlay "
-                "(with `all exports`) in a checkout copy with the package on PYTHONPATH"),
+        not_run(PLUGIN_DOC),
     ".venv/bin/snakemake --cores 2 all exports --configfile config.yaml "
-    "examples/plugin/config.yaml":
-        not_run("tests/test_plugin.py runs it in a checkout copy with the package on PYTHONPATH"),
+    "examples/plugin/config.yaml": not_run(PLUGIN_DOC),
     # --- docs/mcp.md: a task's tools from an MCP server
     ".venv/bin/reactlab run --spec ... --tools-recording PATH":
         not_run(SYNOPSIS.format("and tests/test_mcp.py records and replays runs through "

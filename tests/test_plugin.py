@@ -7,12 +7,12 @@ its kind, the benchmark's cases, scorer and table run through the rule jobs' fun
 (the benchmark and the provider registered in-process, as tests/toy_benchmark.py does),
 a case replays from its recording, the tool source's tools answer and refuse as data.
 
-The tests marked ``e2e`` install the package as a user does, but into a temporary
-folder (``pip install --no-deps --no-build-isolation --target``: offline, the shared
-environment untouched), put it on PYTHONPATH and run Snakemake with the overlay
-examples/plugin/config.yaml in a copy of the checkout (``all exports``, two cores), then
-read its tables, viewer pages and exports; ``reactlab check`` without the package on the
-path must stop with one line naming the distribution.
+The tests marked ``e2e`` run docs/plugins.md's commands as written ("Install and run":
+``pip install -e``, ``reactlab check``, the overlay's run, then ``all exports``) in a copy
+of the checkout whose ``.venv`` sees this environment's packages and keeps its own
+installs (pip offline, as a pip.conf would set it; the shared environment untouched),
+then read its tables, viewer pages and exports; ``reactlab check`` without the package
+must stop with one line naming the distribution.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_specs
+from tests.doc_commands import Ran
 
 PLUGIN = ROOT / "examples" / "plugin"
 OVERLAY = "examples/plugin/config.yaml"
@@ -308,15 +310,53 @@ def with_path(*paths: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
 
 
+def project_venv(work: Path) -> Path:
+    """``work/.venv``: a virtual environment that sees this environment's packages (a
+    ``.pth`` adds its site-packages) and keeps what pip installs in its own, with
+    reactlab's and Snakemake's console scripts; the docs' commands run there as written
+    (``.venv/bin/...``), the shared environment untouched."""
+    venv = work / ".venv"
+    if venv.is_symlink():  # copy_checkout's link to the shared environment
+        venv.unlink()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    shared = sysconfig.get_paths()["purelib"]
+    (site / "_shared_env.pth").write_text(f"import site; site.addsitedir({shared!r})\n")
+    for name in ("reactlab", "snakemake"):
+        script = (Path(sys.executable).parent / name).read_text().split("\n", 1)[1]
+        (venv / "bin" / name).write_text(f"#!{venv / 'bin' / 'python'}\n{script}")
+        (venv / "bin" / name).chmod(0o755)
+    return venv
+
+
+#: The environment of the docs' commands: the copy's code first, and pip offline (no
+#: index, no dependencies, this environment's setuptools), as a pip.conf would set it
+DOC_ENV = {"PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def doc_commands() -> list[str]:
+    """docs/plugins.md's "Install and run" block, then its `all exports` command."""
+    from tests.doc_commands import extract
+
+    found = [c for c, where in extract().items() if ".venv" in c and "examples/plugin" in c
+             and any(w.startswith("docs/plugins.md:") for w in where)]
+    return sorted(found, key=lambda c: ("pip install" not in c, "check" not in c,
+                                        "exports" in c))
+
+
 class Project:
-    def __init__(self, work: Path, site: Path, ran: subprocess.CompletedProcess[str]) -> None:
-        self.work, self.site, self.ran = work, site, ran
+    def __init__(self, work: Path, ran: list[tuple[str, Ran]]) -> None:
+        self.work, self.ran = work, ran
 
     def run(self, *args: str, plugin: bool = True) -> subprocess.CompletedProcess[str]:
-        paths = [self.site, self.work / "workflow"] if plugin else [self.work / "workflow"]
-        return subprocess.run([sys.executable, "-m", *args], cwd=self.work,
-                              env=with_path(*paths), capture_output=True, text=True,
-                              timeout=600, check=False)
+        """``python -m args`` in the copy: in its `.venv` (the plugin installed there) or,
+        with ``plugin=False``, in this environment (no plugin)."""
+        python = str(self.work / ".venv" / "bin" / "python") if plugin else sys.executable
+        return subprocess.run([python, "-m", *args], cwd=self.work,
+                              env=with_path(self.work / "workflow"), capture_output=True,
+                              text=True, timeout=600, check=False)
 
     def table(self, name: str) -> list[dict[str, str]]:
         with open(self.work / "results" / "tables" / f"{name}.csv", encoding="utf-8") as fh:
@@ -325,24 +365,40 @@ class Project:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    """The overlay's run, with the plugin installed: `all exports` in a checkout copy."""
-    from tests.doc_commands import copy_checkout
+    """docs/plugins.md's commands, as written, in a checkout copy with its own `.venv`:
+    the editable install, the check, the run and the run with `exports`."""
+    from tests.doc_commands import copy_checkout, shell
 
-    base = tmp_path_factory.mktemp("plugin")
-    site = install(base)
-    work = base / "work"
+    work = tmp_path_factory.mktemp("plugin") / "work"
     work.mkdir()
     copy_checkout(work)
-    project = Project(work, site, subprocess.CompletedProcess([], 0, "", ""))
-    project.ran = project.run("snakemake", "--cores", "2", "all", "exports",
-                              "--configfile", "config.yaml", OVERLAY)
-    return project
+    project_venv(work)
+    env = {**DOC_ENV, "PYTHONPATH": str(work / "workflow")}
+    ran = []
+    for command in doc_commands():
+        ran.append((command, shell(command, work, env=env, timeout=600)))
+        if ran[-1][1].rc != 0:
+            break
+    return Project(work, ran)
+
+
+def test_the_docs_commands_are_the_four_run_here() -> None:
+    assert doc_commands() == [
+        ".venv/bin/python -m pip install -e examples/plugin",
+        ".venv/bin/reactlab check --configfile examples/plugin/config.yaml",
+        ".venv/bin/snakemake --cores 2 --configfile config.yaml examples/plugin/config.yaml",
+        ".venv/bin/snakemake --cores 2 all exports --configfile config.yaml "
+        "examples/plugin/config.yaml"]
 
 
 @pytest.mark.e2e
 def test_the_overlay_runs_with_the_plugin_installed(project: Project) -> None:
-    ran = project.ran
-    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-5000:]
+    assert len(project.ran) == 4
+    for command, ran in project.ran:
+        assert ran.rc == 0, (command, (ran.out + ran.err)[-5000:])
+    assert "valid; 10 runs" in project.ran[1][1].err
+    installed = project.run("pip", "show", DIST)
+    assert installed.returncode == 0 and "Editable project location" in installed.stdout
     again = project.run("snakemake", "--cores", "2", "-n", "all", "exports",
                         "--configfile", "config.yaml", OVERLAY)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
