@@ -42,6 +42,11 @@ from reactlab.simulate.server import RUN_HEADER, ServerThread, served_models
 ROOT = Path(__file__).resolve().parents[1]
 CURL = "/usr/bin/curl"
 TIMEOUT = 10.0  # seconds, for every request a test makes
+#: the lesson's tools as a raw request offers them (a request with no tools is answered
+#: in text, as a real API answers it: docs/simulators.md)
+TOOLS_OA = [{"type": "function", "name": n, "parameters": {"type": "object"}}
+            for n in ("precio", "calculadora")]
+TOOLS_AN = [{"name": n, "input_schema": {"type": "object"}} for n in ("precio", "calculadora")]
 
 SHIPPED = load(ROOT / "config.yaml")
 # Every run of the shipped matrix on an API backend: variacion_busi (faults included),
@@ -236,7 +241,7 @@ def _anthropic_error(payload: Any) -> dict[str, Any]:
 
 def test_curl_responses_shape(server: ServerThread) -> None:
     status, r = curl(server, "/v1/responses", json.dumps(
-        {"model": "correcto", "input": "¿Cuánto cambió BUSI?"}))
+        {"model": "correcto", "input": "¿Cuánto cambió BUSI?", "tools": TOOLS_OA}))
     assert status == 200
     assert {"id", "object", "created_at", "status", "model", "output"} <= set(r)
     assert (r["object"], r["status"], r["model"], r["created_at"]) == (
@@ -250,7 +255,7 @@ def test_curl_responses_shape(server: ServerThread) -> None:
 
 def test_curl_messages_shape(server: ServerThread) -> None:
     status, m = curl(server, "/v1/messages", json.dumps({
-        "model": "cierre_acme/ticker_inexistente", "max_tokens": 100,
+        "model": "cierre_acme/ticker_inexistente", "max_tokens": 100, "tools": TOOLS_AN,
         "messages": [{"role": "user", "content": "¿Cuál fue el cierre de ACME?"}]}))
     assert status == 200
     assert {"id", "type", "role", "model", "content", "stop_reason", "usage"} <= set(m)
@@ -464,7 +469,8 @@ def test_cli_serve(tmp_path: Path) -> None:
                 break
             time.sleep(0.1)
         assert probe.returncode == 0, log.read_text()
-        status, r = curl(url, "/v1/responses", '{"model": "correcto", "input": "x"}')
+        status, r = curl(url, "/v1/responses", json.dumps(
+            {"model": "correcto", "input": "x", "tools": TOOLS_OA}))
         assert status == 200 and r["output"][0]["name"] == "precio"
     finally:
         proc.terminate()
@@ -510,8 +516,8 @@ def _responses_turn(first: Any, second: Any, order: str = "ab",
               "arguments": "{}"}]
     outs = {"a": {"type": "function_call_output", "call_id": ids[0], "output": first},
             "b": {"type": "function_call_output", "call_id": ids[1], "output": second}}
-    return {"model": "correcto", "input": [{"role": "user", "content": QUESTION}, *calls,
-                                           *[outs[k] for k in order]]}
+    return {"model": "correcto", "tools": TOOLS_OA,
+            "input": [{"role": "user", "content": QUESTION}, *calls, *[outs[k] for k in order]]}
 
 
 def _messages_turn(first: Any, second: Any, order: str = "ab",
@@ -520,7 +526,7 @@ def _messages_turn(first: Any, second: Any, order: str = "ab",
             for i in ("tu_a", "tu_b")]
     outs = {"a": {"type": "tool_result", "tool_use_id": ids[0], "content": first},
             "b": {"type": "tool_result", "tool_use_id": ids[1], "content": second}}
-    return {"model": "correcto", "max_tokens": 100, "messages": [
+    return {"model": "correcto", "max_tokens": 100, "tools": TOOLS_AN, "messages": [
         {"role": "user", "content": QUESTION}, {"role": "assistant", "content": uses},
         {"role": "user", "content": [outs[k] for k in order]}]}
 
@@ -588,7 +594,7 @@ MALFORMED_OPENAI: list[tuple[str, Any]] = [
     ("stream 'yes'", {**_OK_OPENAI, "stream": "yes"}),
     ("tools {}", {**_OK_OPENAI, "tools": {}}),
 ]
-DEEP_OPENAI = {**_OK_OPENAI, "input": [
+DEEP_OPENAI = {**_OK_OPENAI, "tools": TOOLS_OA, "input": [
     {"role": "user", "content": "x"},
     {"type": "function_call", "call_id": "c", "name": "precio", "arguments": "{}"},
     {"type": "function_call_output", "call_id": "c", "output": _DEEP}]}
@@ -611,7 +617,7 @@ MALFORMED_ANTHROPIC: list[tuple[str, Any]] = [
         {"role": "assistant", "content": [
             {"type": "tool_use", "id": "t", "name": "precio", "input": '{"ticker": '}]}]}),
 ]
-DEEP_ANTHROPIC = {**_OK_ANTHROPIC, "messages": [
+DEEP_ANTHROPIC = {**_OK_ANTHROPIC, "tools": TOOLS_AN, "messages": [
     {"role": "user", "content": "x"},
     {"role": "assistant", "content": [
         {"type": "tool_use", "id": "t", "name": "precio", "input": {}}]},
@@ -673,7 +679,8 @@ def test_bodies_not_sent_as_utf8_json_are_refused(server: ServerThread, loopback
 def test_usage_counts_the_request_body_and_the_answer(server: ServerThread) -> None:
     from reactlab.core.tokens import count
 
-    body = json.dumps({"model": "correcto", "input": "¿Cuánto cambió BUSI?"})
+    body = json.dumps({"model": "correcto", "input": "¿Cuánto cambió BUSI?",
+                       "tools": TOOLS_OA})
     status, r = curl(server, "/v1/responses", body)
     calls = r["output"]
     out = sum(count(c["name"]) + count(c["arguments"]) for c in calls)

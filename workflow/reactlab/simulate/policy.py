@@ -99,14 +99,16 @@ class ScriptedPolicy:
         ``calls_made`` is the number of tool calls the assistant already made in the
         conversation (what a script played one call per turn has reached). With
         :attr:`calls_need_tools`, a request that offers no tools gets no calls (``choice``
-        as ``none``). An answer goes through the agent's answer tool when the request
-        offers one and allows calls (:meth:`answer_tool`). Raises KeyError for an unknown
+        as ``none``; a simulator that passes no ``choice`` does not say what was
+        offered). An answer goes through the agent's answer tool when the request offers
+        one and allows calls (:meth:`answer_tool`). Raises KeyError for an unknown
         model, ScriptError when the script cannot go on.
         """
         script = self.scripts[model]
-        choice = choice or AUTO
-        if self.calls_need_tools and not choice.offered and choice.mode != "none":
+        if (self.calls_need_tools and choice is not None and not choice.offered
+                and choice.mode != "none"):  # (no choice: the API's offer is not known)
             choice = ToolChoice("none", None, choice.parallel)
+        choice = choice or AUTO
         # A conversation that carries fewer tool results than the calls made so far (by the
         # assistant, or by the script's steps before this turn: a client that keeps the
         # model's calls and their results as plain text, outside tool-call items and tool
