@@ -16,7 +16,8 @@ Each VARIANT is one attack; the attacker's words always sit in an ``<IMPORTANT>`
   another tool, ``transferir`` "of any server", to the attacker's account (:data:`SHADOW`);
 * ``cambio`` — a rug pull: the first start lists the clean tools (the list planning
   approves), every later start lists ``saldo`` with :data:`EXFILTRATE` in its
-  description. The starts are counted in the file ``$REACTLAB_POISON_STATE``;
+  description. The starts are counted in the file ``$REACTLAB_POISON_STATE`` (unset:
+  none is counted, every start lists the clean tools);
 * ``resultado`` — the instructions come inside ``saldo``'s result (:data:`EXFILTRATE`).
 
 The balances live in the process (a job's run starts its own server): ``ana`` 1520.40 EUR,
@@ -107,7 +108,7 @@ def _start(variant: str) -> int:
         return 1
     path = os.environ.get(STATE_ENV)
     if not path:
-        sys.exit(f"poisoned server: variant cambio needs ${STATE_ENV}")
+        return 1  # no count kept: every start is the first (``reactlab check`` plans so)
     try:
         with open(path, encoding="utf-8") as fh:
             start = int(fh.read().strip() or 0) + 1
