@@ -199,6 +199,10 @@ TABLE: dict[str, Entry] = {
         not_run("builds a 10,000-run suite: minutes; a measurement"),
     ".venv/bin/python -m reactlab.dev.plan_bench --make-run":
         not_run("four clean default runs: a quarter of an hour; a measurement"),
+    ".venv/bin/python -m reactlab.dev.poisoning":
+        not_run("a test of this suite already: tests/test_mcp_poisoning.py runs the same "
+                "35 runs in process (reactlab.dev.poisoning.run_all) and checks the docs' "
+                "table"),
     ".venv/bin/python -m reactlab.dev.local_bench":
         not_run("loads the real model and times it: a measurement"),
     # --- docs/agents.md

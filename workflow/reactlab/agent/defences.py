@@ -11,6 +11,12 @@ Three defences, each switchable in config (``agent.defences`` or a scenario's
   ticker is refused (as data) without running the tool.
 * ``verifier_gate`` — an answer that fails verification is not delivered (tables).
 
+A task whose tools come from an MCP server has three more (docs/mcp.md, "Tool
+poisoning"): its tool list pinned at planning (``pin_tool_list``, the job's check in
+:mod:`reactlab.mcp.source`), its tools' descriptions sanitized (``sanitize_descriptions``,
+:func:`reactlab.config.tool_parts.sanitized_description`) and ``side_effect_allowlist``: a
+call to a side-effecting tool the task does not allow is refused (as data) unexecuted.
+
 The text a model reads stays in Spanish, like every tool message.
 """
 
@@ -22,6 +28,9 @@ from typing import Any
 
 TICKER = re.compile(r"\b[A-Z]{4}\b")
 OUT_OF_SCOPE = "fuera de alcance: la pregunta no menciona el ticker {ticker}"
+#: What the model reads of a call to a side-effecting tool its task does not allow
+#: (``side_effect_allowlist``, an MCP task's defence: docs/mcp.md).
+NOT_ALLOWED = "acción no permitida en esta tarea: {name}"
 NO_DEFENCES: Mapping[str, bool] = {"delimit_tool_output": False, "scope_rule": False,
                                    "verifier_gate": False}
 

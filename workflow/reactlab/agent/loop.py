@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any, Protocol, cast
 
-from reactlab.agent.defences import OUT_OF_SCOPE, out_of_scope
+from reactlab.agent.defences import NOT_ALLOWED, OUT_OF_SCOPE, out_of_scope
 from reactlab.agent.strategies import REACT, Strategy
 from reactlab.agent.types import BudgetExceeded, Session, ToolCall, ToolOutcome
 from reactlab.core.errors import BackendError
@@ -27,6 +27,7 @@ from reactlab.trace.records import (
     Error,
     ErrorKind,
     Guardrail,
+    GuardrailRule,
     Record,
     Request,
     Termination,
@@ -48,10 +49,12 @@ def call_key(call: ToolCall) -> str:
 
 
 def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
-                    seen: set[str], scope: frozenset[str] | None = None) -> ToolOutcome:
+                    seen: set[str], scope: frozenset[str] | None = None,
+                    refused: Collection[str] = ()) -> ToolOutcome:
     """Validate and execute one call; every failure comes back as data.
 
-    With ``scope`` (the scope rule), a call on a ticker outside it is refused unexecuted.
+    With ``scope`` (the scope rule), a call on a ticker outside it is refused unexecuted;
+    so is a call to a tool in ``refused`` (the side-effect allowlist).
     """
     if call.arguments is None or call.name is None:
         return ToolOutcome(call, {"error": INVALID_JSON}, "invalid")
@@ -63,20 +66,31 @@ def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
         ticker = out_of_scope(call.arguments, scope)
         if ticker is not None:
             return ToolOutcome(call, {"error": OUT_OF_SCOPE.format(ticker=ticker)}, "blocked")
+    if call.name in refused:
+        return ToolOutcome(call, {"error": NOT_ALLOWED.format(name=call.name)}, "blocked")
     result = tools.execute(call.name, call.arguments, allowed)
     if call.name not in allowed:
         return ToolOutcome(call, result, "unknown")
     return ToolOutcome(call, result, "error" if "error" in result else "ok")
 
 
+def _guardrail_rule(oc: ToolOutcome) -> GuardrailRule:
+    """The rule that kept a call from running (``repeated`` or ``blocked``)."""
+    if oc.status == "repeated":
+        return "repeated_call"
+    refusal = {"error": NOT_ALLOWED.format(name=oc.call.name)}
+    return "side_effect_allowlist" if oc.result == refusal else "scope_rule"
+
+
 def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_steps: int,
               token_budget: int | None, emit: Callable[[Record], None], *,
               scope: frozenset[str] | None = None, delimit: bool = False,
-              strategy: Strategy = REACT) -> End:
+              strategy: Strategy = REACT, refused: Collection[str] = ()) -> End:
     """Run the loop to termination, emitting trace records; return the end record
     (without the record count and checksum, which the trace writer adds).
 
-    ``scope`` turns on the scope rule (tickers a call may touch); ``delimit`` sends tool
+    ``scope`` turns on the scope rule (tickers a call may touch); ``refused``: tools a
+    call may not run (the side-effect allowlist's refusals); ``delimit`` sends tool
     output marked as data (see :mod:`reactlab.agent.defences`); ``strategy`` says who
     decides the calls (see :mod:`reactlab.agent.strategies`).
     """
@@ -114,8 +128,8 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
             emit(Answer(step=step, text=answer))
             termination = "answer"
             break
-        outcomes = [replace(guarded_execute(c, tools, allowed, seen, scope), delimit=delimit)
-                    for c in planned]
+        outcomes = [replace(guarded_execute(c, tools, allowed, seen, scope, refused),
+                            delimit=delimit) for c in planned]
         for oc in outcomes:
             calls += 1
             errors += oc.is_error
@@ -123,8 +137,7 @@ def run_agent(session: Session, tools: Executor, allowed: Collection[str], max_s
                                 arguments=oc.call.arguments, status=oc.status,
                                 result=oc.result, raw=oc.call.raw))
             if oc.status in ("repeated", "blocked"):
-                emit(Guardrail(step=step, rule="repeated_call" if oc.status == "repeated"
-                               else "scope_rule", id=oc.call.id))
+                emit(Guardrail(step=step, rule=_guardrail_rule(oc), id=oc.call.id))
         stop = strategy.stop(step, outcomes)
         if stop is not None:
             emit(stop)

@@ -62,6 +62,18 @@ def tools_hash(tools: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def relisted(part: McpTools, listed: list[dict[str, Any]]) -> McpTools:
+    """``part`` with the task's tools as the server lists them now (``listed``; a tool no
+    longer listed is dropped) and the new list's hash: what a job whose list changed
+    offers the model when the list is not pinned (``agent.defences.pin_tool_list``)."""
+    now = {t.get("name"): t for t in listed}
+    defs = [{"name": t["name"], "description": now[t["name"]].get("description") or "",
+             "parameters": now[t["name"]].get("inputSchema") or {"type": "object"}}
+            for t in part.tools if t["name"] in now]
+    return mcp_tools({**part.to_dict(), "tools": defs, "tools_hash": tools_hash(listed)},
+                     "mcp")
+
+
 def servers(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
     """The typed ``mcp_servers:`` entries, their placeholders checked."""
     out: dict[str, McpServerSettings] = {}
@@ -254,6 +266,9 @@ class Planner:
         entry = self.raw["tasks"][task]
         name = entry.get("mcp_server")
         if name is None:
+            if entry.get("allow_side_effects") is not None:
+                raise ConfigError(f"tasks.{task}.allow_side_effects",
+                                  "only a task with an `mcp_server` has side-effecting tools")
             return None
         if task in self._parts:
             return self._parts[task]
@@ -273,6 +288,7 @@ class Planner:
             found = listed[tool]
             defs.append({"name": tool, "description": found.get("description") or "",
                          "parameters": found.get("inputSchema") or {"type": "object"}})
+        effects = self._side_effects(task, name, listed)
         given = server.to_dict()
         part = mcp_tools({"server": name,
                           **{k: given[k] for k in ("command", "args", "env", "url", "files")
@@ -282,7 +298,33 @@ class Planner:
                           # only when not the default, so that other runs' hashes stay put
                           **({"results": server.results} if server.results != "text"
                              else {}),
-                          "tools": defs, "tools_hash": tools_hash(self._tools[name])},
+                          "tools": defs, "tools_hash": tools_hash(self._tools[name]),
+                          **effects},
                          f"tasks.{task}")
         self._parts[task] = part
         return part
+
+    def _side_effects(self, task: str, name: str,
+                      listed: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The part's ``side_effects`` (the server's, among the task's tools) and
+        ``allowed_side_effects`` (the task's), checked: each a tool the server lists, each
+        allowed one a side-effecting tool the task offers. Empty when the server names
+        none (nothing in the part: other runs' hashes stay put)."""
+        server = self.servers[name]
+        for i, tool in enumerate(server.side_effects):
+            if tool not in listed:
+                raise ConfigError(f"mcp_servers.{name}.side_effects[{i}]",
+                                  f"server {name!r} has no tool {tool!r}; it lists: "
+                                  + ", ".join(listed))
+        entry = self.raw["tasks"][task]
+        allowed = list(entry.get("allow_side_effects") or ())
+        for i, tool in enumerate(allowed):
+            if tool not in server.side_effects or tool not in entry["tools"]:
+                raise ConfigError(f"tasks.{task}.allow_side_effects[{i}]",
+                                  f"{tool!r} is not a side-effecting tool the task offers "
+                                  f"(mcp_servers.{name}.side_effects: "
+                                  f"{', '.join(server.side_effects) or 'none'})")
+        effects = [t for t in entry["tools"] if t in server.side_effects]
+        if not effects:
+            return {}
+        return {"side_effects": effects, "allowed_side_effects": allowed}

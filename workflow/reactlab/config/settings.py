@@ -208,10 +208,21 @@ BackendSettings = Annotated[SimulatedBackend | ScriptedBackend | ModelBackend | 
 # --- agent, limits, script ----------------------------------------------------------------
 
 
+_defence = partial(schema_field, ("$defs", "defences", "properties"))
+
+
 class Defences(Settings):
+    """The lesson's defences (:mod:`reactlab.agent.defences`) and those of a task's MCP
+    tools (docs/mcp.md, "Tool poisoning"): the tool list pinned at planning, the tools'
+    descriptions sanitized, side-effecting tools only where the task allows them. The
+    last three are left out of a run's JSON unless given, so other runs' hashes stay put."""
+
     delimit_tool_output: bool
     scope_rule: bool
     verifier_gate: bool
+    pin_tool_list: bool = _defence("pin_tool_list")
+    sanitize_descriptions: bool = _defence("sanitize_descriptions")
+    side_effect_allowlist: bool = _defence("side_effect_allowlist")
 
 
 class AgentSettings(Settings):

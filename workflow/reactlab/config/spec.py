@@ -97,7 +97,7 @@ class RunSpec:
         """The tool definitions an outside suite's case carries, or an MCP server's
         (None: the project's tools, by name: :func:`reactlab.backends.tool_definitions`)."""
         if self.mcp is not None:
-            return list(self.mcp.tools)
+            return self.mcp.described(self.agent.defences.sanitize_descriptions)
         if self.tool_source is not None:
             return list(self.tool_source.tools)
         return list(self.suite.tools) if self.suite is not None else None

@@ -6,6 +6,7 @@ settings (:mod:`reactlab.config.settings`), apart from the runs' other settings.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field
@@ -37,6 +38,7 @@ class McpServerSettings(Settings):
     url: str | None = _mcp("url", optional=True)
     files: dict[str, str] = Field(default_factory=dict)
     watch: list[str] = Field(default_factory=list)
+    side_effects: list[str] = Field(default_factory=list)
     timeout: Number = _mcp("timeout")
     max_result_bytes: int = _mcp("max_result_bytes")
     results: ResultsFormat = _mcp("results")
@@ -64,6 +66,39 @@ class McpTools(Settings):
     results: ResultsFormat = "text"
     tools: SortedTools
     tools_hash: str
+    #: the server's side-effecting tools among the task's, and those the task allows
+    #: (``mcp_servers.<s>.side_effects``, ``tasks.<t>.allow_side_effects``; given only
+    #: when the server names some, so that other runs' hashes stay put)
+    side_effects: list[str] = Field(default_factory=list)
+    allowed_side_effects: list[str] = Field(default_factory=list)
+
+    def refused(self) -> frozenset[str]:
+        """The side-effecting tools the task does not allow (the allowlist defence)."""
+        return frozenset(self.side_effects) - frozenset(self.allowed_side_effects)
+
+    def described(self, sanitize: bool) -> list[dict[str, Any]]:
+        """The task's tool definitions as the model reads them: with ``sanitize`` (the
+        defence), each description cut by :func:`sanitized_description`."""
+        if not sanitize:
+            return list(self.tools)
+        return [{**t, "description": sanitized_description(t.get("description") or "")}
+                for t in self.tools]
+
+
+#: Markup (a tag such as ``<IMPORTANT>``) or a sentence's end: a description is kept up to
+#: the first of them.
+_CUT = re.compile(r"<|(?<=[.!?])\s")
+#: The longest sanitized description (characters).
+SANITIZED_MAX = 200
+
+
+def sanitized_description(text: str) -> str:
+    """A tool description as the sanitizing defence lets the model read it: its first
+    sentence, cut before any markup, at most :data:`SANITIZED_MAX` characters. What an
+    attacker writes after that never reaches the model; an instruction in the first
+    sentence does (docs/mcp.md)."""
+    first = _CUT.split(text.strip(), maxsplit=1)[0].strip()
+    return first[:SANITIZED_MAX]
 
 
 class ToolSourcePart(Settings):

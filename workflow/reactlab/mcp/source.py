@@ -40,7 +40,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from reactlab.config.mcp import file_copies, launch, tools_hash
+from reactlab.config.mcp import file_copies, launch, relisted, tools_hash
 from reactlab.config.tool_parts import McpTools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
@@ -170,8 +170,9 @@ class ServerJob:
     """The server of one job (or its replay): :meth:`run` gives each run its source."""
 
     def __init__(self, part: McpTools, *, replay: bool = False,
-                 root: str | Path = ".") -> None:
+                 root: str | Path = ".", pin: bool = True) -> None:
         self.part = part
+        self.pin = pin  # False: a changed list is taken as listed (no pinning defence)
         self.replaying = replay
         self.root = Path(root)
         self.wire: Wire | None = None
@@ -191,7 +192,9 @@ class ServerJob:
         except BaseException:
             self._stack.close()
             raise
-        if tools_hash(listed) != self.part.tools_hash:
+        if tools_hash(listed) != self.part.tools_hash and not self.pin:
+            self.part = relisted(self.part, listed)
+        elif tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
             raise ToolServerError("changed", f"MCP server {self.part.server}: its tools are "
                                   "not the ones planned (the run's spec); plan again")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -21,7 +22,7 @@ from reactlab.config import RunSpec
 from reactlab.core.errors import UsageError
 from reactlab.frameworks.registry import FRAMEWORKS
 from reactlab.frameworks.wire import FrameworkMcp, run_framework
-from reactlab.mcp.source import ServerJob
+from reactlab.mcp.source import McpToolSource, ServerJob
 from reactlab.tools import ToolBox
 from reactlab.tools.sources import SOURCES, open_source
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
@@ -110,7 +111,8 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
                              "from an MCP server")
         yield ToolBox.shared(prices, news)
         return
-    with ServerJob(spec.mcp, replay=replay is not None) as job, \
+    with ServerJob(spec.mcp, replay=replay is not None,
+                   pin=spec.agent.defences.pin_tool_list) as job, \
             job.run(recording=recording, replay=replay) as tools:
         yield tools
 
@@ -216,6 +218,11 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
             "first_turn": first_turn})
     strategy = strategy_named(spec.script.strategy)
     defences = spec.agent.defences
+    if isinstance(tools, McpToolSource) and spec.mcp is not None and tools.part != spec.mcp:
+        # the server's list changed and is not pinned: the model reads it as listed now
+        spec = replace(spec, mcp=tools.part)
+    refused = spec.mcp.refused() if spec.mcp is not None and defences.side_effect_allowlist \
+        else frozenset()
     recorder = Recorder() if recording is not None else None
     player = Replay.load(replay) if replay is not None else None
     # the session the strategy needs, as the backend's provider opens it
@@ -230,7 +237,8 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
                         spec.limits.max_steps, spec.limits.token_budget, writer.add,
                         scope=question_tickers(spec.question)
                         if defences.scope_rule and spec.suite is None else None,
-                        delimit=defences.delimit_tool_output, strategy=strategy)
+                        delimit=defences.delimit_tool_output, strategy=strategy,
+                        refused=refused)
     finally:
         if recorder is not None and recording is not None:
             recorder.write(recording)

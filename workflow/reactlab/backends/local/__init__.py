@@ -108,7 +108,10 @@ class LocalScriptedSession(_TextSession):
         return [parse_tool_output(m["content"]) for m in self.messages if m["role"] == "tool"]
 
     def _write(self) -> str:
-        seen = "\n".join(m["content"] for m in self.messages if m["role"] == "tool")
+        # what the model has read: its tools' definitions (in the system prompt) and
+        # every tool result (a poisoned description is seen like a poisoned result)
+        seen = "\n".join([render_tools_system(self.messages[0]["content"], self.tools),
+                          *(m["content"] for m in self.messages if m["role"] == "tool")])
         try:
             action = self.script.action(self.turn, self.spec.params, self.spec.question,
                                         self._results(), seen)
