@@ -331,7 +331,7 @@ BAD_RUNS = [
 
 @pytest.mark.parametrize("mode,expected,limit", BAD_RUNS, ids=[m for m, *_ in BAD_RUNS])
 def test_a_bad_server_is_a_tool_error_as_data_and_leaves_no_process(
-        raw_config, tmp_path, mode, expected, limit):
+        raw_config, tmp_path, caplog, mode, expected, limit):
     pidfile = tmp_path / "pids"
     steps = [{"calls": [{"name": "eco", "arguments": {"texto": "hola {ticker}"}},
                         {"name": "suma", "arguments": {"a": 2, "b": 3}}]},
@@ -354,6 +354,13 @@ def test_a_bad_server_is_a_tool_error_as_data_and_leaves_no_process(
     # the failures are recorded, and the replay reads the same
     run(spec, tmp_path / "replayed.jsonl", tools_replay=rec)
     assert (tmp_path / "replayed.jsonl").read_bytes() == trace.read_bytes()
+    # the recording holds no exit status, stderr or pid: the person reads them (logged)
+    assert "stderr" not in rec.read_text() and "status" not in rec.read_text()
+    if mode == "crash":
+        assert "it exited with status 3; stderr: me caigo (pid" in caplog.text
+        again = tmp_path / "again.mcp.jsonl"
+        run(spec, tmp_path / "again.jsonl", tools_recording=again)
+        assert again.read_bytes() == rec.read_bytes()  # another process, the same bytes
 
 
 def test_a_server_that_dies_at_start_ends_the_job_with_its_own_error(raw_config, tmp_path):

@@ -312,12 +312,12 @@ class HttpWire:
         self.url = url
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self.server: dict[str, Any] = {}
         self._n = 0
         self._session: str | None = None
         self._version: str | None = None
         self._headers = dict(headers or {})
         self._client = httpx.Client(timeout=timeout)
+        self.server: dict[str, Any] = {}
         self._httpx = httpx
 
     def _post(self, msg: Mapping[str, Any]) -> Any:

@@ -128,10 +128,10 @@ def _lines(path: Path) -> tuple[bytes, list[bytes]]:
         data = path.read_bytes()
     except OSError as exc:
         raise RecordingError(f"cannot read the tool recording {path}: {exc.strerror}") from exc
-    if not data:
-        raise RecordingError(f"{path}: empty file, not an MCP recording")
-    if not data.endswith(b"\n"):
-        raise RecordingError(f"{path}: truncated (its last line has no newline)")
+    problem = ("empty file, not an MCP recording" if not data else None
+               if data.endswith(b"\n") else "truncated (its last line has no newline)")
+    if problem is not None:
+        raise RecordingError(f"{path}: {problem}")
     return data, data.split(b"\n")[:-1]
 
 
