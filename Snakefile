@@ -72,7 +72,7 @@ if workflow.is_main_process:
             runs=list(RUNS.values()), tables=TABLES, figures=FIGURES, viewer=VIEWER,
             live_replay=LIVE.get("replay", False), check_data=_check_user_data,
             suite_shards=SUITE_SHARDS, suite_figures=SUITE_FIGURE_KINDS,
-            exports=[INSPECT, OTEL],
+            exports=[INSPECT, OTEL], mcp_replay=MCP_REPLAY_TASKS,
             apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]))
     except ReactlabError as _exc:
         raise WorkflowError(str(_exc)) from None

@@ -14,12 +14,18 @@ runs of one job). What ``tools/call`` does by MODE:
 * ``malformed`` — writes a line that is not JSON instead of the answer;
 * ``notrpc`` — writes a JSON line that is not JSON-RPC;
 * ``huge`` — answers with a 10 MB text result;
-* ``dies_at_start`` — exits before the handshake.
+* ``dies_at_start`` — exits before the handshake (after a line on stderr with its pid);
+* ``outschema`` — every tool declares an ``outputSchema``: ``contador`` answers with a
+  ``structuredContent`` that conforms (``{"n": <count>}``), ``suma`` with one that does not
+  (the sum as a string), ``eco`` with none, ``falla`` with an ``isError`` result (which no
+  schema binds).
 
 ``--pidfile`` appends this process's pid (and, with ``--child``, the pid of a child
 process it starts and leaves running: a server's own children must go with it).
 ``--extra-file PATH``: when that file exists, the server lists one more tool (its tool
-list changes with a file, as a server's may with its code).
+list changes with a file, as a server's may with its code); when the file's text holds
+``sin-falla``, ``falla`` is not listed, and with ``otra-suma`` ``suma`` has another
+description.
 """
 
 from __future__ import annotations
@@ -45,6 +51,35 @@ TOOLS = [
 ]
 
 
+OUTPUT_SCHEMAS = {
+    "eco": {"type": "object", "properties": {"texto": {"type": "string"}},
+            "required": ["texto"]},
+    "suma": {"type": "object", "properties": {"suma": {"type": "number"}},
+             "required": ["suma"]},
+    "falla": {"type": "object"},
+    "contador": {"type": "object", "properties": {"n": {"type": "integer"}},
+                 "required": ["n"]},
+}
+
+
+def tool_list(mode: str, extra: str | None) -> list[dict]:
+    """The tools this server lists in ``mode``, with the ``--extra-file`` at ``extra``."""
+    tools = [dict(t) for t in TOOLS]
+    if mode == "outschema":
+        for t in tools:
+            t["outputSchema"] = OUTPUT_SCHEMAS[t["name"]]
+    if extra is not None and os.path.exists(extra):
+        with open(extra) as fh:
+            words = fh.read()
+        if "sin-falla" in words:
+            tools = [t for t in tools if t["name"] != "falla"]
+        if "otra-suma" in words:
+            tools[1]["description"] = "Suma dos números, de otra manera."
+        tools.append({"name": "extra", "description": "Otra.",
+                      "inputSchema": {"type": "object"}})
+    return tools
+
+
 def send(msg: dict) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
@@ -66,12 +101,10 @@ def main() -> None:
         with open(path, "a") as fh:
             fh.write("".join(f"{p}\n" for p in pids))
     if mode == "dies_at_start":
-        sys.stderr.write("no puedo arrancar\n")
+        sys.stderr.write(f"no puedo arrancar (pid {os.getpid()})\n")
         sys.exit(2)
-    tools = list(TOOLS)
-    if "--extra-file" in args and os.path.exists(args[args.index("--extra-file") + 1]):
-        tools.append({"name": "extra", "description": "Otra.",
-                      "inputSchema": {"type": "object"}})
+    tools = tool_list(mode, args[args.index("--extra-file") + 1]
+                      if "--extra-file" in args else None)
     calls = 0
     for line in sys.stdin:
         msg = json.loads(line)
@@ -90,6 +123,8 @@ def main() -> None:
             name = msg["params"]["name"]
             arguments = msg["params"].get("arguments") or {}
             if mode == "crash" and calls == 2:
+                sys.stderr.write(f"me caigo (pid {os.getpid()})\n")
+                sys.stderr.flush()
                 sys.exit(3)
             if mode == "hang":
                 time.sleep(3600)
@@ -107,12 +142,15 @@ def main() -> None:
                 result = text(str(arguments.get("texto")))
             elif name == "suma":
                 total = arguments["a"] + arguments["b"]
-                result = {**text(str(total)), "structuredContent": {"suma": total}}
+                result = {**text(str(total)), "structuredContent": {
+                    "suma": str(total) if mode == "outschema" else total}}
             elif name == "falla":
                 result = {"content": [{"type": "text", "text": "fallo a propósito"}],
                           "isError": True}
             elif name == "contador":
                 result = text(str(calls))
+                if mode == "outschema":
+                    result["structuredContent"] = {"n": calls}
             else:
                 send({"jsonrpc": "2.0", "id": ident,
                       "error": {"code": -32602, "message": f"Unknown tool: {name}"}})

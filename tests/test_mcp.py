@@ -199,10 +199,19 @@ def test_a_run_records_its_exchange_and_replays_byte_identical(raw_config, tmp_p
     assert got[1]["result"] == {"resultado": {"suma": 5}}  # structuredContent
     assert got[2]["result"] == {"error": "fallo a propósito"}  # isError: true
     assert records(trace)[-1]["answer"] == "La suma es 5."
-    lines = [json.loads(x) for x in rec.read_text().splitlines()]
+    from reactlab.mcp.recording import read
+
+    recorded = read(rec)
+    lines = recorded.records
     assert [x["request"]["params"]["name"] for x in lines] == ["eco", "suma", "falla",
                                                                "contador"]
     assert lines[2]["response"]["isError"] is True
+    # the header: the server's identity and its whole tool list, the planned hash
+    head = recorded.header
+    assert (head["server"], head["server_info"]) == ("bad", {"name": "mcp-bad-server",
+                                                            "version": "0"})
+    assert head["tools_hash"] == spec.mcp.tools_hash
+    assert [t["name"] for t in head["tools"]] == ["eco", "suma", "falla", "contador"]
     # the replay starts no server and writes the same bytes
     started = len(pids_of(pidfile))
     replayed = tmp_path / "replayed.jsonl"
@@ -213,22 +222,51 @@ def test_a_run_records_its_exchange_and_replays_byte_identical(raw_config, tmp_p
 
 
 def test_a_replay_that_is_not_the_recorded_run_fails(raw_config, tmp_path):
+    from reactlab.mcp.recording import encode, read
+
     spec = spec_of(bad_config(raw_config))
     rec = tmp_path / "r.jsonl"
     run(spec, tmp_path / "t.jsonl", tools_recording=rec)
-    lines = rec.read_text().splitlines()
-    edited = json.loads(lines[0])
+    recorded = read(rec)
+    head, lines = recorded.header, recorded.records
+    edited = copy.deepcopy(lines[0])
     edited["request"]["params"]["arguments"]["texto"] = "adiós"
-    (tmp_path / "diverged.jsonl").write_text("\n".join([json.dumps(edited), *lines[1:]]))
+    # recordings that are sound files (their checksum sealed) of another run
+    (tmp_path / "diverged.jsonl").write_bytes(encode(head, [edited, *lines[1:]]))
     with pytest.raises(RecordingError, match="diverged at exchange 1"):
         run(spec, tmp_path / "t2.jsonl", tools_replay=tmp_path / "diverged.jsonl")
-    (tmp_path / "short.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    (tmp_path / "short.jsonl").write_bytes(encode(head, lines[:2]))
     with pytest.raises(RecordingError, match="ran out"):
         run(spec, tmp_path / "t3.jsonl", tools_replay=tmp_path / "short.jsonl")
-    (tmp_path / "long.jsonl").write_text("\n".join([*lines, json.dumps(
-        {**json.loads(lines[0]), "exchange": 5})]) + "\n")
+    (tmp_path / "long.jsonl").write_bytes(encode(head, [*lines, {**lines[0], "exchange": 5}]))
     with pytest.raises(RecordingError, match="4 of the 5 recorded exchanges"):
         run(spec, tmp_path / "t4.jsonl", tools_replay=tmp_path / "long.jsonl")
+
+
+def test_a_damaged_or_old_recording_is_refused_naming_the_file(raw_config, tmp_path):
+    """A recording is tamper-evident: an edit (even one that keeps it valid JSON), a
+    truncation, a lost end record, an old recording without a header: each is refused
+    before any model turn, naming the file and the problem."""
+    spec = spec_of(bad_config(raw_config))
+    rec = tmp_path / "r.jsonl"
+    run(spec, tmp_path / "t.jsonl", tools_recording=rec)
+    good = rec.read_bytes()
+    text = good.decode()
+    lines = text.splitlines(keepends=True)
+    damaged = {
+        "edited": (text.replace("hola BUSI", "hola ACME"), "checksum mismatch"),
+        "truncated": (text[:-3], "truncated"),
+        "no_end": ("".join(lines[:-1]), "truncated (no end record)"),
+        "old": ("".join(lines[1:-1]), "no header (an MCP recording written by an older"),
+        "empty": ("", "empty file"),
+    }
+    for name, (content, words) in damaged.items():
+        path = tmp_path / f"{name}.mcp.jsonl"
+        path.write_text(content, encoding="utf-8")
+        with pytest.raises(RecordingError) as err:
+            run(spec, tmp_path / f"{name}.jsonl", tools_replay=path)
+        assert str(err.value).startswith(str(path)) and words in str(err.value), err.value
+        assert not (tmp_path / f"{name}.jsonl").exists()
 
 
 def test_a_tool_outside_the_task_is_never_sent(raw_config, tmp_path):
@@ -242,16 +280,36 @@ def test_a_tool_outside_the_task_is_never_sent(raw_config, tmp_path):
     run(spec, tmp_path / "t.jsonl", tools_recording=rec)
     got = calls(tmp_path / "t.jsonl")
     assert got[1]["result"] == {"error": "herramienta desconocida: otra"}
-    assert len(rec.read_text().splitlines()) == 1  # only eco went to the server
+    from reactlab.mcp.recording import read
+
+    assert len(read(rec).records) == 1  # only eco went to the server
 
 
-def test_a_server_whose_tools_changed_since_planning_is_refused(raw_config, tmp_path):
+@pytest.mark.parametrize("words,cached,diff", [
+    ("x", True, "added: extra; plan again"),
+    ("sin-falla otra-suma", True,
+     "added: extra; removed: falla; changed: suma (description); plan again"),
+    # the planned list not at hand (another machine's cache): the task's tools compared
+    ("sin-falla otra-suma", False, "removed: falla; changed: suma (description); plan again"),
+])
+def test_a_server_whose_tools_changed_since_planning_is_refused(raw_config, tmp_path,
+                                                                words, cached, diff):
+    """A live run whose server lists other tools than the planned ones stops before any
+    model turn, naming each tool added, removed or changed."""
     extra = tmp_path / "extra"
     spec = spec_of(bad_config(raw_config, extra_file=extra))
-    extra.write_text("x")
+    extra.write_text(words)
+    if not cached:
+        import shutil
+
+        from reactlab.config.mcp import cache_dir
+
+        shutil.rmtree(cache_dir())
     with pytest.raises(ToolServerError) as err:
         run(spec, tmp_path / "t.jsonl")
     assert err.value.kind == "changed"
+    assert str(err.value).endswith(
+        "MCP server bad: its tools are not the ones planned (the run's spec): " + diff)
     assert not (tmp_path / "t.jsonl").exists()
 
 
@@ -273,7 +331,7 @@ BAD_RUNS = [
 
 @pytest.mark.parametrize("mode,expected,limit", BAD_RUNS, ids=[m for m, *_ in BAD_RUNS])
 def test_a_bad_server_is_a_tool_error_as_data_and_leaves_no_process(
-        raw_config, tmp_path, mode, expected, limit):
+        raw_config, tmp_path, caplog, mode, expected, limit):
     pidfile = tmp_path / "pids"
     steps = [{"calls": [{"name": "eco", "arguments": {"texto": "hola {ticker}"}},
                         {"name": "suma", "arguments": {"a": 2, "b": 3}}]},
@@ -296,6 +354,13 @@ def test_a_bad_server_is_a_tool_error_as_data_and_leaves_no_process(
     # the failures are recorded, and the replay reads the same
     run(spec, tmp_path / "replayed.jsonl", tools_replay=rec)
     assert (tmp_path / "replayed.jsonl").read_bytes() == trace.read_bytes()
+    # the recording holds no exit status, stderr or pid: the person reads them (logged)
+    assert "stderr" not in rec.read_text() and "status" not in rec.read_text()
+    if mode == "crash":
+        assert "it exited with status 3; stderr: me caigo (pid" in caplog.text
+        again = tmp_path / "again.mcp.jsonl"
+        run(spec, tmp_path / "again.jsonl", tools_recording=again)
+        assert again.read_bytes() == rec.read_bytes()  # another process, the same bytes
 
 
 def test_a_server_that_dies_at_start_ends_the_job_with_its_own_error(raw_config, tmp_path):
@@ -403,7 +468,9 @@ def test_the_sql_scenarios_verdicts(raw_config, data_files, tmp_path, monkeypatc
                 "resultado": "Database error: no such column: precio"}
         if scenario == "sql_escritura":
             assert calls(trace)[0]["result"] == {"error": "herramienta desconocida: write_query"}
-            assert "write_query" not in (tmp_path / "r.jsonl").read_text()
+            from reactlab.mcp.recording import read
+
+            assert "write_query" not in json.dumps(read(tmp_path / "r.jsonl").records)
     assert verdicts == {"sql_correcto": True, "sql_consulta_erronea": True,
                         "sql_escritura": True, "sql_sin_datos": True}
 

@@ -85,6 +85,7 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 
 
 def _cmd_recover(a: argparse.Namespace) -> None:
+    from reactlab.config.mcp import replay_tasks  # lazy: the config package (~0.4 s)
     from reactlab.jobs import recover  # lazy: the jobs' modules and the config package
     from reactlab.suites.plan import plan  # lazy: the config package (~0.4 s)
     from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
@@ -100,7 +101,8 @@ def _cmd_recover(a: argparse.Namespace) -> None:
                    suite_shards=shards,
                    suite_figures=outputs.suite_figures(table_paths(shards),
                                                        figures().values()),
-                   exports=[f"{RESULTS}/inspect", f"{RESULTS}/otel"])
+                   exports=[f"{RESULTS}/inspect", f"{RESULTS}/otel"],
+                   mcp_replay=replay_tasks(cfg.raw))
     lock.close()
     removed = len(before - _files(RESULTS))
     if removed:

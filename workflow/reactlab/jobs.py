@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -211,7 +211,8 @@ def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str
             viewer: str, live_replay: bool = False,
             check_data: Callable[[], list[str]] | None = None,
             suite_shards: Sequence[Any] = (), suite_figures: Sequence[Any] = (),
-            exports: Sequence[str] = (), apply: bool = True) -> IO[str]:
+            exports: Sequence[str] = (), apply: bool = True,
+            mcp_replay: Collection[str] | None = None) -> IO[str]:
     """The one recovery step, before a run plans its jobs (the Snakefile's main process)
     and by hand (``reactlab recover``): take the folder's lock, check the disk and the
     user's data, then check every published result — the runs' traces, verifications,
@@ -219,14 +220,20 @@ def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str
     shard's manifests and its benchmark's tables (:func:`reactlab.suites.shards.recover`),
     the suite figures, the exports — and remove what is damaged with what was built from
     it. ``apply=False`` (a dry run) checks the same and removes nothing: the messages say
-    what a run would do. Returns the lock's open file (keep it for the run)."""
+    what a run would do. ``mcp_replay``: the tasks whose MCP server is set to replay (None:
+    not known; then a damaged MCP recording is never removed). Returns the lock's open
+    file (keep it for the run)."""
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
     costly = [r.key for r in runs if r.backend_config.mode == "live" and not live_replay]
+    # the runs that record their exchange with an MCP server (a framework's own client
+    # leaves its relay's log instead), and whether their server replays
+    mcp = {r.key: None if mcp_replay is None else r.task in mcp_replay for r in runs
+           if r.mcp is not None and r.framework is None}
     lock = recovery.start([r.key for r in runs], tables=tables, figures=figures,
                           viewer=viewer, costly=costly, check_data=check_data, say=say,
-                          apply=apply)
+                          apply=apply, mcp=mcp)
     prefix = "reactlab: " if apply else "reactlab: dry run, nothing removed: "
     try:
         lines: list[str] = []

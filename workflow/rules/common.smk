@@ -302,8 +302,8 @@ MCP_SERVERS = config.get("mcp_servers") or {}
 _MCP_TASKS = {t: c["mcp_server"] for t, c in config["tasks"].items() if "mcp_server" in c}
 MCP_RECORD_TASKS = sorted(t for t, s in _MCP_TASKS.items()
                           if not MCP_SERVERS.get(s, {}).get("replay", False))
-MCP_REPLAY_TASKS = sorted(t for t, s in _MCP_TASKS.items()
-                          if MCP_SERVERS.get(s, {}).get("replay", False))
+from reactlab.config.mcp import replay_tasks as _replay_tasks
+MCP_REPLAY_TASKS = _replay_tasks(config)
 TOOLBOX_TASKS = sorted(t for t in config["tasks"] if t not in _MCP_TASKS)
 
 

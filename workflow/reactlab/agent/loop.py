@@ -19,7 +19,7 @@ from typing import Any, Protocol, cast
 
 from reactlab.agent.defences import NOT_ALLOWED, OUT_OF_SCOPE, out_of_scope
 from reactlab.agent.strategies import REACT, Strategy
-from reactlab.agent.types import BudgetExceeded, Session, ToolCall, ToolOutcome
+from reactlab.agent.types import BudgetExceeded, Session, StatusResult, ToolCall, ToolOutcome
 from reactlab.core.errors import BackendError
 from reactlab.trace.records import (
     Answer,
@@ -71,6 +71,8 @@ def guarded_execute(call: ToolCall, tools: Executor, allowed: Collection[str],
     result = tools.execute(call.name, call.arguments, allowed)
     if call.name not in allowed:
         return ToolOutcome(call, result, "unknown")
+    if isinstance(result, StatusResult):
+        return ToolOutcome(call, result, result.status)
     return ToolOutcome(call, result, "error" if "error" in result else "ok")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,7 +45,8 @@ class ToolOutcome:
     ``status`` is one of ``ok``, ``error`` (the tool or its validation said no),
     ``invalid`` (arguments were not JSON), ``unknown`` (no such tool offered),
     ``repeated`` (same call already made; not executed), ``blocked`` (refused by the
-    scope rule; not executed).
+    scope rule; not executed), ``nonconforming`` (an MCP server's result that breaks the
+    output schema its tool declares: the model reads an error; :class:`StatusResult`).
     """
 
     call: ToolCall
@@ -55,6 +57,17 @@ class ToolOutcome:
     @property
     def is_error(self) -> bool:
         return "error" in self.result
+
+
+class StatusResult(dict[str, Any]):
+    """A tool result that carries its own status, for an executor whose verdict the
+    result's keys cannot tell (``"error" in result`` says ``error``): an MCP tool source
+    marks a result that breaks its tool's declared output schema ``nonconforming``
+    (:mod:`reactlab.mcp.source`). It is the same dict to everyone else."""
+
+    def __init__(self, result: Mapping[str, Any], status: ToolStatus) -> None:
+        super().__init__(result)
+        self.status: ToolStatus = status
 
 
 @dataclass

@@ -8,6 +8,11 @@ and removes what cannot be trusted *together with the aggregates built from it*,
 Snakemake sees missing outputs and rebuilds the chain:
 
 * a trace must pass its own checksum (:func:`reactlab.trace.read`);
+* a run's MCP recording (``results/recordings/{key}.mcp.jsonl``) must pass its own
+  checksum (:func:`reactlab.mcp.recording.read`): a damaged one is removed with the
+  run's trace and verification, so the run records it again; when its server is set to
+  replay (the recording cannot be made again without the server) the run stops naming
+  it and the repair;
 * a verification must agree with verifying its trace again (microseconds);
 * tables, figures and the viewer must match the checksum manifest written when they were
   published (:mod:`reactlab.trace.integrity`).
@@ -30,7 +35,7 @@ import fcntl
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -39,6 +44,7 @@ from reactlab import trace as tracemod
 from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.verify import load_verification
 from reactlab.core.errors import DamagedResult, DiskFull, RunActive, TraceError
+from reactlab.mcp import recording as mcp_recording
 from reactlab.trace.integrity import MANIFEST, check_manifest
 
 __all__ = ["MIN_FREE", "DamagedResult", "Recovery", "disk_full", "hold_folder", "recover",
@@ -78,11 +84,13 @@ def hold_folder(lock_file: str | Path = LOCK_FILE) -> IO[str]:
 def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
           viewer: str, costly: Iterable[str] = (), check_data: Callable[[], list[str]]
           | None = None, lock_file: str | Path = LOCK_FILE,
-          say: Callable[[str], None] | None = None, apply: bool = True) -> IO[str]:
+          say: Callable[[str], None] | None = None, apply: bool = True,
+          mcp: Mapping[str, bool | None] | None = None) -> IO[str]:
     """Everything that happens once before a run builds its plan, in this order: take the
     folder's lock (:func:`hold_folder`), refuse a nearly full disk (:func:`disk_full`),
     check the user's data files (``check_data`` returns warnings, raises
-    :class:`~reactlab.core.errors.DataError`), then :func:`recover` the results. Messages
+    :class:`~reactlab.core.errors.DataError`), then :func:`recover` the results (``mcp``:
+    its argument). Messages
     go to ``say`` (default: stderr). Returns the lock's open file: keep it open for the
     run. Raises a :class:`~reactlab.core.errors.ReactlabError` for anything that stops
     the run (:class:`RunActive`, :class:`DamagedResult`, ...). With ``apply=False`` (a
@@ -99,7 +107,7 @@ def start(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
         for line in check_data() if check_data is not None else []:
             say(f"reactlab: warning: {line}")
         found = recover(keys, tables=tables, figures=figures, viewer=viewer, costly=costly,
-                        apply=apply)
+                        apply=apply, mcp=mcp)
     except BaseException:
         handle.close()
         raise
@@ -136,11 +144,14 @@ def _remove(path: Path, report: Recovery) -> None:
 
 def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str],
             viewer: str, costly: Iterable[str] = (), results: str | Path = "results",
-            apply: bool = True) -> Recovery:
+            apply: bool = True, mcp: Mapping[str, bool | None] | None = None) -> Recovery:
     """Check the results of the runs ``keys`` (``task/backend/scenario``) and remove what
     is damaged, with everything derived from it. ``tables``, ``figures`` (PNG and SVG
     paths) and ``viewer`` are the aggregate outputs; ``costly`` are the keys whose traces
-    cost real API calls (never removed: :class:`DamagedResult` names file and repair).
+    cost real API calls (never removed: :class:`DamagedResult` names file and repair);
+    ``mcp`` maps the keys of the runs that record their exchange with an MCP server to
+    whether that server replays (None: not known), whose recordings are checked
+    (:func:`_check_mcp_recording`).
     Paths are relative to the current directory, as Snakemake's are. ``apply=False``
     checks everything and removes nothing (a dry run): ``removed`` then lists what a run
     would remove.
@@ -155,6 +166,8 @@ def recover(keys: Iterable[str], *, tables: Sequence[str], figures: Sequence[str
     keys = list(keys)
     stale = False  # the tables (and so figures and viewer) must be rebuilt
     for key in keys:
+        if mcp is not None and key in mcp:
+            stale = _check_mcp_recording(results, key, mcp[key], report) or stale
         stale = _check_run(results, key, key in costly, report) or stale
     stale = _check_tables(tables, stale, report)
     _check_figures(figures, stale, report)
@@ -200,6 +213,34 @@ def _check_run(results: Path, key: str, costly: bool, report: Recovery) -> bool:
         _remove(verified, report)
         return True
     return False
+
+
+def _check_mcp_recording(results: Path, key: str, replaying: bool | None,
+                         report: Recovery) -> bool:
+    """Check the MCP recording of run ``key``: a damaged one is removed with the run's
+    trace and verification (the run records it again); whether the tables must be
+    rebuilt. When its server replays (``replaying``; None: not known here) it cannot be
+    made again offline: :class:`DamagedResult` names the file and the repair."""
+    path = results / "recordings" / f"{key}.mcp.jsonl"
+    if not path.is_file():
+        return False
+    problem = mcp_recording.problem(path)
+    if problem is None:
+        return False
+    if replaying is not False:
+        how = ("its MCP server is set to replay (`replay: true`), so no run records it "
+               "again" if replaying else "this check does not know whether its MCP "
+               "server is set to replay")
+        raise DamagedResult(
+            f"{problem}. It is not removed: {how}. Restore it from a copy, or `rm {path}` "
+            f"and run with `replay: false` on its server (the server runs and records it "
+            f"again)")
+    report.messages.append(f"{problem}: removed with its run, which records it again")
+    trace_path = results / "traces" / f"{key}.jsonl"
+    stale = trace_path.exists()
+    for p in (path, trace_path, results / "verified" / f"{key}.json"):
+        _remove(p, report)
+    return stale
 
 
 def _check_tables(tables: Sequence[str], stale: bool, report: Recovery) -> bool:

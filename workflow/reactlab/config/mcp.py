@@ -16,7 +16,10 @@ Planning must stay fast and start no server it does not need, so:
   server whose tools depend on something else (its installed package, a data file)
   names it under ``watch``; ``rm -r`` of the cache folder lists every server again.
 * a Streamable HTTP server (``url``) has no fingerprint to go by: it is asked at every
-  planning (and its list cached, which a replay plans from, offline).
+  planning (and its list cached);
+* a server set to ``replay: true`` is never started nor asked: its list is the one the
+  recordings of its tasks' runs hold in their header, else the one cached last for its
+  configuration (:mod:`reactlab.config.mcp_lists`); with neither, a ConfigError says so.
 
 Listing starts a stdio server with its ``files`` as copies in a temporary folder (an
 empty folder when a file does not exist yet: a rule builds it later), then ends it.
@@ -27,7 +30,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -36,6 +38,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from reactlab.config.mcp_lists import cache_dir as cache_dir  # re-exported
+from reactlab.config.mcp_lists import cached_for, recorded_tools, tool_def
+from reactlab.config.mcp_lists import tools_hash as tools_hash  # re-exported
 from reactlab.config.tool_parts import (
     McpServerSettings,
     McpTools,
@@ -49,29 +54,22 @@ from reactlab.core.mcp_wire import list_tools, open_wire
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
 
-def cache_dir() -> Path:
-    """Where the tool lists are cached: ``$REACTLAB_CACHE/mcp_tools`` (default
-    ``~/.cache/reactlab``)."""
-    root = os.environ.get("REACTLAB_CACHE") or Path.home() / ".cache" / "reactlab"
-    return Path(root) / "mcp_tools"
-
-
-def tools_hash(tools: list[dict[str, Any]]) -> str:
-    """sha256 of a server's tool list (its canonical JSON: sorted keys, no spaces)."""
-    text = json.dumps(tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def relisted(part: McpTools, listed: list[dict[str, Any]]) -> McpTools:
     """``part`` with the task's tools as the server lists them now (``listed``; a tool no
     longer listed is dropped) and the new list's hash: what a job whose list changed
     offers the model when the list is not pinned (``agent.defences.pin_tool_list``)."""
     now = {t.get("name"): t for t in listed}
-    defs = [{"name": t["name"], "description": now[t["name"]].get("description") or "",
-             "parameters": now[t["name"]].get("inputSchema") or {"type": "object"}}
-            for t in part.tools if t["name"] in now]
+    defs = [tool_def(now[t["name"]]) for t in part.tools if t["name"] in now]
     return mcp_tools({**part.to_dict(), "tools": defs, "tools_hash": tools_hash(listed)},
                      "mcp")
+
+
+def replay_tasks(raw: Mapping[str, Any]) -> list[str]:
+    """The tasks whose MCP server replays (``replay: true``): their runs are answered from
+    their recordings (rule ``replay_mcp``), and recovery keeps a damaged one for the user."""
+    given = raw.get("mcp_servers") or {}
+    return sorted(t for t, c in raw["tasks"].items()
+                  if "mcp_server" in c and (given.get(c["mcp_server"]) or {}).get("replay"))
 
 
 def servers(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
@@ -201,19 +199,41 @@ def _store(cached: Path, key_text: str, tools: list[dict[str, Any]]) -> None:
         pass  # a read-only cache only costs the next planning a listing
 
 
+def _config_key(server: McpServerSettings) -> dict[str, Any]:
+    """What a server's cached list is keyed by, but its program's fingerprint."""
+    if server.url is not None:
+        return {"url": server.url}
+    return {"command": server.command, "args": server.args, "env": server.env,
+            "files": server.files}
+
+
+def replayed_tools(server: McpServerSettings, name: str, tasks: list[str],
+                   root: str | Path = ".") -> list[dict[str, Any]]:
+    """The tool list of a server set to ``replay: true``, the server never started nor
+    asked: the one the recordings of its ``tasks``' runs hold, else the one cached last
+    for its configuration; a one-line ConfigError when there is neither."""
+    tools = recorded_tools(name, tasks, root)
+    if tools is None:
+        tools = cached_for(_config_key(server))
+    if tools is None:
+        raise ConfigError(f"mcp_servers.{name}",
+                          "replay: true, but no recording of its tasks' runs (results/"
+                          "recordings/<task>/...mcp.jsonl) holds its tool list, and none "
+                          "is cached; record the runs first (replay: false)")
+    return tools
+
+
 def server_tools(server: McpServerSettings, name: str,
                  root: str | Path = ".") -> list[dict[str, Any]]:
-    """The server's tool list at planning: from the cache when its key is there, else
-    asked of the server (and cached). A Streamable HTTP server is asked every time, its
-    list cached for a replay (``replay: true`` plans from the cache, offline). ConfigError
+    """The server's tool list at planning (a live server: :func:`replayed_tools` for one
+    set to replay): from the cache when its key is there, else asked of the server (and
+    cached). A Streamable HTTP server is asked every time, its list cached. ConfigError
     naming the server's field when the program is missing or the server cannot be
     listed."""
     where = f"mcp_servers.{name}"
     if server.url is not None:
-        key_text = json.dumps({"url": server.url}, sort_keys=True)
-        cached, tools = _cached(key_text)
-        if server.replay and tools is not None:
-            return tools
+        key_text = json.dumps(_config_key(server), sort_keys=True)
+        cached, _ = _cached(key_text)
         try:
             tools = read_tools(server, name, root)
         except ToolServerError as exc:
@@ -227,13 +247,12 @@ def server_tools(server: McpServerSettings, name: str,
                           f"{server.command!r} is not a file here nor a program on the PATH"
                           + (" (the Makefile builds the sqlite server's environment: "
                              "`make env`)" if ".venv-mcp" in server.command else ""))
-    key_text = json.dumps({"command": server.command, "args": server.args, "env": server.env,
-                           "files": server.files,
+    key_text = json.dumps({**_config_key(server),
                            "fingerprint": fingerprint(server, program, root)},
                           sort_keys=True)
-    cached, tools = _cached(key_text)
-    if tools is not None:
-        return tools
+    cached, known = _cached(key_text)
+    if known is not None:
+        return known
     try:
         tools = read_tools(server, name, root)
     except ToolServerError as exc:
@@ -275,7 +294,10 @@ class Planner:
         self.check_task(task)
         server = self.servers[name]
         if name not in self._tools:
-            self._tools[name] = server_tools(server, name, self.root)
+            self._tools[name] = (
+                replayed_tools(server, name, [t for t, e in self.raw["tasks"].items()
+                                              if e.get("mcp_server") == name], self.root)
+                if server.replay else server_tools(server, name, self.root))
         listed = {t["name"]: t for t in self._tools[name]}
         defs = []
         for i, tool in enumerate(entry["tools"]):
@@ -285,9 +307,7 @@ class Planner:
                                   f"server {name!r} has no tool {tool!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else "")
                                   + f"; it lists: {', '.join(listed)}")
-            found = listed[tool]
-            defs.append({"name": tool, "description": found.get("description") or "",
-                         "parameters": found.get("inputSchema") or {"type": "object"}})
+            defs.append(tool_def(listed[tool]))
         effects = self._side_effects(task, name, listed)
         given = server.to_dict()
         part = mcp_tools({"server": name,

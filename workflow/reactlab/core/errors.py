@@ -110,15 +110,22 @@ class ToolServerError(ReactlabError):
     the model as ``{"error": ...}`` data (:mod:`reactlab.mcp.source`)."""
 
     def __init__(self, kind: str, message: str, *, detail: str | None = None,
-                 code: int | None = None, http_status: int | None = None) -> None:
+                 code: int | None = None, http_status: int | None = None,
+                 context: str | None = None) -> None:
         self.kind = kind
+        #: the message without ``context``: what a tool recording keeps (byte-stable)
+        self.message = message
+        #: what the person reads after the message and a recording leaves out: the
+        #: server's exit status and the last lines of its stderr (they vary with timing,
+        #: process ids, temporary paths)
+        self.context = context
         #: the server's own words, for ``rpc``: its JSON-RPC error message
         self.detail = detail
         #: for ``rpc``: the JSON-RPC error code, when the server gave an integer one
         self.code = code
         #: the HTTP status of a Streamable HTTP server's refusal (4xx / 5xx), if any
         self.http_status = http_status
-        super().__init__(message)
+        super().__init__(message + (f"; {context}" if context else ""))
 
 
 class ModelNotFound(ReactlabError):

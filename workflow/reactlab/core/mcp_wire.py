@@ -49,7 +49,11 @@ _POLL = 0.05
 
 
 class Wire(Protocol):
-    """One connection to a server: requests with a deadline, notifications, close."""
+    """One connection to a server: requests with a deadline, notifications, close;
+    ``server``: the server's answer to ``initialize`` (its ``serverInfo``,
+    ``protocolVersion``...), set by :func:`open_wire`."""
+
+    server: dict[str, Any]
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         ...
@@ -100,6 +104,7 @@ class StdioWire:
         self.name = name
         self.timeout = timeout
         self.max_bytes = max_bytes
+        self.server: dict[str, Any] = {}
         self._n = 0
         self._dead: ToolServerError | None = None
         self._lines: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -153,15 +158,17 @@ class StdioWire:
     def stderr_tail(self) -> str:
         return " | ".join(self._stderr)
 
-    def _fail(self, kind: str, message: str) -> ToolServerError:
+    def _fail(self, kind: str, message: str, context: str | None = None) -> ToolServerError:
         """Record the failure, end the server (its stream can no longer be trusted)."""
-        self._dead = ToolServerError(kind, f"MCP server {self.name}: {message}")
+        self._dead = ToolServerError(kind, f"MCP server {self.name}: {message}",
+                                     context=context)
         self.close()
         return self._dead
 
     def _send(self, msg: Mapping[str, Any]) -> None:
         if self._dead is not None:
-            raise ToolServerError("closed", f"{self._dead} (it was stopped)")
+            raise ToolServerError("closed", f"{self._dead.message} (it was stopped)",
+                                  context=self._dead.context)
         data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         stdin = self.proc.stdin
         assert stdin is not None
@@ -169,14 +176,17 @@ class StdioWire:
             stdin.write(data)
             stdin.flush()
         except (OSError, ValueError):
-            raise self._fail("closed", "its stdin is closed (the process ended"
-                                       + self._exit_note() + ")") from None
+            raise self._fail("closed", "its stdin is closed (the process ended)",
+                             self._exit_note()) from None
 
-    def _exit_note(self) -> str:
+    def _exit_note(self) -> str | None:
+        """The exit status and the last lines of stderr, for the person (never recorded:
+        :attr:`ToolServerError.context`)."""
         code = self.proc.poll()
         tail = self.stderr_tail()
-        return (f" with status {code}" if code is not None else "") + (
-            f"; stderr: {tail[-500:]}" if tail else "")
+        parts = ([f"it exited with status {code}"] if code is not None else []) + (
+            [f"stderr: {tail[-500:]}"] if tail else [])
+        return "; ".join(parts) or None
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         self._n += 1
@@ -201,8 +211,8 @@ class StdioWire:
                 # let the process finish so that its status and last words are known
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=0.5)
-                raise self._fail("closed", f"the process ended before answering {where}"
-                                 + self._exit_note())
+                raise self._fail("closed", f"the process ended before answering {where}",
+                                 self._exit_note())
             if kind == "too_large":
                 raise self._fail("too_large", f"a message of {value} bytes, over the "
                                               f"{self.max_bytes} bytes allowed, for {where}")
@@ -307,6 +317,7 @@ class HttpWire:
         self._version: str | None = None
         self._headers = dict(headers or {})
         self._client = httpx.Client(timeout=timeout)
+        self.server: dict[str, Any] = {}
         self._httpx = httpx
 
     def _post(self, msg: Mapping[str, Any]) -> Any:
@@ -349,7 +360,8 @@ class HttpWire:
             raise ToolServerError("timeout", f"{where}: no answer within "
                                              f"{self.timeout:g} s") from None
         except self._httpx.HTTPError as exc:
-            raise ToolServerError("closed", f"{where}: {type(exc).__name__}: {exc}") from None
+            raise ToolServerError("closed", f"{where}: {type(exc).__name__}",
+                                  context=str(exc) or None) from None
         try:
             msg = json.loads(bytes(body))
         except ValueError:
@@ -389,7 +401,8 @@ class HttpWire:
             with self._post(msg) as resp:
                 resp.read()
         except self._httpx.HTTPError as exc:
-            raise ToolServerError("closed", f"{self.name}: {method}: {exc}") from None
+            raise ToolServerError("closed", f"{self.name}: {method}: {type(exc).__name__}",
+                                  context=str(exc) or None) from None
 
     def initialized(self, result: Mapping[str, Any]) -> None:
         version = result.get("protocolVersion")
@@ -428,8 +441,9 @@ def open_wire(*, name: str, command: str | None = None, args: Sequence[str] = ()
         wire.notify("notifications/initialized")
     except ToolServerError as exc:
         wire.close()
-        raise ToolServerError("start", f"{exc} (during the handshake)",
-                              http_status=exc.http_status) from exc
+        raise ToolServerError("start", f"{exc.message} (during the handshake)",
+                              http_status=exc.http_status, context=exc.context) from exc
+    wire.server = result
     return wire
 
 

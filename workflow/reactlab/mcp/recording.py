@@ -1,17 +1,33 @@
 """Recording and replay of a run's exchange with an MCP tool server.
 
-The ideas and the file format of the live model recordings
-(:mod:`reactlab.backends.recording`), at the tool source's boundary: every ``tools/call``
-of a run is recorded, in order, with the server's answer as it came (the JSON-RPC
-``result`` object), or the failure it ended in (timeout, closed, malformed, too large, a
-JSON-RPC error: ``kind`` and message). The file is JSONL, written atomically when the run
-ends (also when it ends in an error), one record per exchange::
+The ideas of the live model recordings (:mod:`reactlab.backends.recording`), at the tool
+source's boundary: every ``tools/call`` of a run is recorded, in order, with the server's
+answer as it came (the JSON-RPC ``result`` object), or the failure it ended in (timeout,
+closed, malformed, too large, a JSON-RPC error: ``kind`` and message). The file is JSONL,
+written atomically when the run ends (also when it ends in an error): a header, one
+record per exchange, and an end record::
 
+    {"mcp_recording": 1, "server": "sqlite",
+     "server_info": {"name": "sqlite", "version": "1.30.0"},
+     "protocol_version": "2025-06-18", "tools_hash": "<sha256>", "tools": [...]}
     {"exchange": 1, "request": {"method": "tools/call",
                                 "params": {"name": "read_query", "arguments": {...}}},
      "response": {"content": [{"type": "text", "text": "..."}], "isError": false}}
-
     {"exchange": 2, "request": {...}, "failure": {"kind": "timeout", "message": "..."}}
+    {"end": true, "exchanges": 2, "sha256": "<sha256 of the lines before it>"}
+
+The header is the server's identity (the config's name for it; the ``serverInfo`` name
+and version and the protocol revision it answered ``initialize`` with) and its whole tool
+list as the job listed it, with the list's hash (:func:`reactlab.config.mcp.tools_hash`,
+the one the run's spec keeps): a replay whose recording's hash is not the run's is
+refused before any model turn (:class:`~reactlab.core.errors.ToolServerError`, kind
+``changed``), and a server set to ``replay: true`` is planned from these headers, never
+started (:mod:`reactlab.config.mcp_lists`). The end record makes a recording
+tamper-evident: :func:`read` refuses a truncated, edited or concatenated file, naming it
+(and the recovery step removes it, or stops the run: :func:`problem`). A recording holds
+no process id, clock or temporary path: a failure's message leaves out the server's exit
+status and stderr (:attr:`~reactlab.core.errors.ToolServerError.context`, for the person
+only), so the same exchange gives the same bytes.
 
 A replay answers each request with the next recorded answer after checking that the
 request is the one that was recorded (:func:`reactlab.backends.recording.first_difference`);
@@ -24,14 +40,17 @@ unused (:meth:`ToolReplay.check_finished`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reactlab.backends.recording import first_difference, read_numbered
+from reactlab.backends.recording import first_difference
+from reactlab.config.mcp_lists import RECORDING_FORMAT, header_problem, tools_hash
 from reactlab.core.errors import RecordingError, ToolServerError
-from reactlab.core.io import write_bytes_atomic
+from reactlab.core.io import loads_strict, write_bytes_atomic
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -39,20 +58,43 @@ def _line(record: Mapping[str, Any]) -> bytes:
         "utf-8", errors="backslashreplace")
 
 
-class ToolRecorder:
-    """Collects a run's exchanges; :meth:`write` publishes them atomically."""
+def header(server: str, initialized: Mapping[str, Any],
+           tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A recording's header: the server (the config's name), what it said of itself when
+    it answered ``initialize`` (``initialized``), its whole tool list and that list's
+    hash."""
+    info = initialized.get("serverInfo")
+    info = info if isinstance(info, dict) else {}
+    return {"mcp_recording": RECORDING_FORMAT, "server": server,
+            "server_info": {k: info[k] for k in ("name", "version") if k in info},
+            "protocol_version": initialized.get("protocolVersion"),
+            "tools_hash": tools_hash(tools), "tools": tools}
 
-    def __init__(self) -> None:
+
+def encode(head: Mapping[str, Any], records: list[dict[str, Any]]) -> bytes:
+    """The bytes of a recording: ``head``, the exchange ``records``, the end record."""
+    body = _line(head) + b"".join(_line(r) for r in records)
+    end = {"end": True, "exchanges": len(records), "sha256": hashlib.sha256(body).hexdigest()}
+    return body + _line(end)
+
+
+class ToolRecorder:
+    """Collects a run's exchanges; :meth:`write` publishes them atomically, after the
+    ``header`` (:func:`header`)."""
+
+    def __init__(self, head: Mapping[str, Any]) -> None:
+        self.header = dict(head)
         self.records: list[dict[str, Any]] = []
 
     def exchange(self, request: Mapping[str, Any],
                  send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``send()``'s answer to ``request``, recorded (and its failure, re-raised)."""
+        """``send()``'s answer to ``request``, recorded (and its failure, re-raised). The
+        failure's message is recorded without its context (exit status, stderr)."""
         rec: dict[str, Any] = {"exchange": len(self.records) + 1, "request": dict(request)}
         try:
             rec["response"] = send()
         except ToolServerError as exc:
-            rec["failure"] = {"kind": exc.kind, "message": str(exc),
+            rec["failure"] = {"kind": exc.kind, "message": exc.message,
                               **({"detail": exc.detail} if exc.detail is not None else {})}
             self.records.append(rec)
             raise
@@ -61,29 +103,95 @@ class ToolRecorder:
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
-        write_bytes_atomic(path, b"".join(_line(r) for r in self.records))
+        write_bytes_atomic(path, encode(self.header, self.records))
         return path
 
 
-def read(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a tool recording; RecordingError says what is wrong with the file."""
-    return read_numbered(path, "tool recording", "exchange",
-                         lambda rec: isinstance(rec.get("request"), dict)
-                         and ("response" in rec) != ("failure" in rec)
-                         and isinstance(rec.get("response", rec.get("failure")), dict))
+@dataclass(frozen=True)
+class Recording:
+    """A checked recording: its header and its exchanges."""
+
+    path: Path
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+def _exchange_ok(rec: Any, n: int) -> bool:
+    return (isinstance(rec, dict) and rec.get("exchange") == n
+            and isinstance(rec.get("request"), dict)
+            and ("response" in rec) != ("failure" in rec)
+            and isinstance(rec.get("response", rec.get("failure")), dict))
+
+
+def _lines(path: Path) -> tuple[bytes, list[bytes]]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecordingError(f"cannot read the tool recording {path}: {exc.strerror}") from exc
+    problem = ("empty file, not an MCP recording" if not data else None
+               if data.endswith(b"\n") else "truncated (its last line has no newline)")
+    if problem is not None:
+        raise RecordingError(f"{path}: {problem}")
+    return data, data.split(b"\n")[:-1]
+
+
+def _json(path: Path, i: int, line: bytes) -> Any:
+    try:
+        return loads_strict(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordingError(f"{path}: line {i} is not valid JSON ({exc})") from exc
+
+
+def read(path: str | Path) -> Recording:
+    """A tool recording, checked: its header, its end record's count and checksum, each
+    exchange's number and shape. RecordingError names the file and what is wrong (a
+    recording without a header, from an older reactlab, is refused so)."""
+    path = Path(path)
+    data, lines = _lines(path)
+    head = _json(path, 1, lines[0])
+    problem = header_problem(head)
+    if problem is not None:
+        raise RecordingError(f"{path}: not a usable MCP recording: {problem}")
+    end = _json(path, len(lines), lines[-1])
+    if len(lines) < 2 or not isinstance(end, dict) or end.get("end") is not True:
+        raise RecordingError(f"{path}: truncated (no end record)")
+    body = data[:len(data) - len(lines[-1]) - 1]
+    if end.get("sha256") != hashlib.sha256(body).hexdigest():
+        raise RecordingError(f"{path}: checksum mismatch (the file was edited after it "
+                             "was written)")
+    if end.get("exchanges") != len(lines) - 2:
+        raise RecordingError(f"{path}: its end record counts {end.get('exchanges')} "
+                             f"exchanges, the file has {len(lines) - 2}")
+    records = [_json(path, i, line) for i, line in enumerate(lines[1:-1], 2)]
+    for n, rec in enumerate(records, 1):
+        if not _exchange_ok(rec, n):
+            raise RecordingError(f"{path}: line {n + 1} is not the record of exchange {n}")
+    return Recording(path, head, records)
+
+
+def problem(path: str | Path) -> str | None:
+    """What is wrong with the recording at ``path`` (None: it reads back whole)."""
+    try:
+        read(path)
+    except RecordingError as exc:
+        return str(exc)
+    return None
 
 
 class ToolReplay:
     """Answers a run's tool calls from a recording, in order, checking each request."""
 
-    def __init__(self, records: list[dict[str, Any]], source: str = "the recording") -> None:
+    def __init__(self, records: list[dict[str, Any]], source: str = "the recording",
+                 head: Mapping[str, Any] | None = None) -> None:
         self.records = records
         self.source = source
+        self.header = dict(head or {})
         self.used = 0
 
     @classmethod
     def load(cls, path: str | Path) -> ToolReplay:
-        return cls(read(path), str(path))
+        rec = read(path)
+        return cls(rec.records, str(path), rec.header)
 
     def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         n = self.used + 1

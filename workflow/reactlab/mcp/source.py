@@ -24,7 +24,12 @@ replay: :mod:`reactlab.mcp.recording`) and maps the answer to the lesson's data:
   is not JSON-RPC, a message over ``max_result_bytes``, a JSON-RPC error — →
   ``{"error": <Spanish text>}``. After a timeout, a malformed or an oversized answer the
   server is stopped (its stream can no longer be trusted): the run's later calls read
-  that it is unavailable.
+  that it is unavailable. The failure itself (with the server's exit status and stderr)
+  is logged for the person (logger ``reactlab.mcp``: the job's log);
+* a tool that declares an ``outputSchema``: a result (not ``isError``) whose
+  ``structuredContent`` is missing or breaks that schema →
+  ``{"error": "el resultado no cumple el esquema declarado por la herramienta: ..."}``,
+  with the trace status ``nonconforming`` (:class:`~reactlab.agent.types.StatusResult`).
 
 The Spanish texts are what the model reads, like the lesson's tool errors; nothing the
 model reads depends on timings, process ids or the server's stderr, so a trace is a
@@ -34,18 +39,24 @@ function of the recorded answers.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from reactlab.agent.types import StatusResult
 from reactlab.config.mcp import file_copies, launch, relisted, tools_hash
+from reactlab.config.mcp_lists import planned_list, tools_diff
 from reactlab.config.tool_parts import McpTools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
 from reactlab.core.mcp_wire import Wire, list_tools
-from reactlab.mcp.recording import ToolRecorder, ToolReplay
+from reactlab.mcp.output_schema import OutputSchemas
+from reactlab.mcp.recording import ToolRecorder, ToolReplay, header
+
+log = logging.getLogger("reactlab.mcp")
 
 UNKNOWN = "herramienta desconocida: {name}"
 NOT_AN_OBJECT = "argumentos no válidos: se esperaba un objeto JSON"
@@ -137,6 +148,7 @@ class McpToolSource:
         self.recorder = recorder
         self.replay = replay
         self.names = frozenset(t["name"] for t in part.tools)
+        self.schemas = OutputSchemas(part.tools)
 
     def _send(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if self.replay is not None:
@@ -151,8 +163,10 @@ class McpToolSource:
 
     def execute(self, name: str, args: object,
                 allowed: Collection[str] | None = None) -> dict[str, Any]:
-        """Send the call to the server; every failure comes back as data. A tool that is
-        not the task's (or not in ``allowed``) is unknown and never sent."""
+        """Send the call to the server; every failure comes back as data (a result that
+        breaks the tool's declared output schema: a :class:`StatusResult`,
+        ``nonconforming``). A tool that is not the task's (or not in ``allowed``) is
+        unknown and never sent."""
         if (not isinstance(name, str) or name not in self.names
                 or (allowed is not None and name not in allowed)):
             return {"error": UNKNOWN.format(name=name)}
@@ -162,8 +176,24 @@ class McpToolSource:
         try:
             response = self._send(request)
         except ToolServerError as exc:
+            if self.replay is None:  # the person's copy, context included (not recorded)
+                log.warning("reactlab: %s", exc)
             return {"error": failure_text(exc, self.part)}
+        broken = self.schemas.problem(name, response)
+        if broken is not None:
+            return StatusResult({"error": broken}, "nonconforming")
         return result_of(response, self.part.results)
+
+
+def _changes(part: McpTools, tools: list[dict[str, Any]], root: str | Path) -> str:
+    """What differs between the run's planned tool list and ``tools``, tool by tool
+    (:func:`~reactlab.config.mcp_lists.tools_diff`): against the whole planned list when
+    this machine has it (the planning cache, a recording), else against the task's tools
+    as the spec keeps them."""
+    planned = planned_list(part.server, part.tools_hash, root)
+    if planned is not None:
+        return tools_diff(planned, tools)
+    return tools_diff(part.tools, tools, partial=True)
 
 
 class ServerJob:
@@ -179,6 +209,8 @@ class ServerJob:
         self._stack = ExitStack()
         self._copies: dict[str, str] = {}
         self._runs = 0
+        #: what each run's recording starts with (:func:`reactlab.mcp.recording.header`)
+        self.header: dict[str, Any] = {}
 
     def __enter__(self) -> ServerJob:
         if self.replaying:
@@ -197,7 +229,9 @@ class ServerJob:
         elif tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
             raise ToolServerError("changed", f"MCP server {self.part.server}: its tools are "
-                                  "not the ones planned (the run's spec); plan again")
+                                  "not the ones planned (the run's spec): "
+                                  f"{_changes(self.part, listed, self.root)}; plan again")
+        self.header = header(self.part.server, wire.server, listed)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,15 +260,30 @@ class ServerJob:
                 raise ToolServerError("start", f"MCP server {self.part.server}: a replay "
                                                "needs the run's recording")
             player = ToolReplay.load(replay)
+            self._check_recorded(player, replay)
             yield McpToolSource(self.part, replay=player)
             player.check_finished()
             return
         if self._runs:
             self._restore_files()
         self._runs += 1
-        recorder = ToolRecorder() if recording is not None else None
+        recorder = ToolRecorder(self.header) if recording is not None else None
         try:
             yield McpToolSource(self.part, wire=self.wire, recorder=recorder)
         finally:
             if recorder is not None and recording is not None:
                 recorder.write(recording)
+
+    def _check_recorded(self, player: ToolReplay, path: str | Path) -> None:
+        """A recording of another server, or of other tools than the planned ones, is
+        refused before any model turn (ToolServerError, kind ``changed``)."""
+        head = player.header
+        if head["server"] != self.part.server:
+            raise ToolServerError("changed", f"{path} records MCP server {head['server']!r}, "
+                                  f"the run's spec names {self.part.server!r}")
+        if head["tools_hash"] != self.part.tools_hash:
+            raise ToolServerError(
+                "changed", f"MCP server {self.part.server}: the tools recorded in {path} are "
+                f"not the ones planned (the run's spec): "
+                f"{_changes(self.part, head['tools'], self.root)}; record the run again "
+                "(replay: false), or plan again")

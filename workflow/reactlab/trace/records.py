@@ -40,7 +40,8 @@ __all__ = ["BODY_CLASSES", "RECORD_CLASSES", "Answer", "End", "Error", "ErrorKin
            "GuardrailRule", "Header", "Record", "Request", "Termination", "ToolCallRecord",
            "ToolStatus", "record_from_json"]
 
-ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked"]
+ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked",
+                     "nonconforming"]
 """What the program did with a tool call (``agent.types.ToolOutcome`` says what each means)."""
 
 GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_rule",
