@@ -1,21 +1,25 @@
 """The project's tools as an MCP server (docs/mcp.md), on the official SDK's low-level
 ``Server`` (the pinned ``mcp`` package).
 
-What a client lists is what the model reads in a run: each tool's name, its Spanish
-description (:data:`reactlab.tools.TOOLS`) and its argument schema
-(:func:`reactlab.tools.json_schema`), unchanged; the low-level server is used because it
+What a client lists is what the model reads in a run, with more for MCP clients: each
+tool's name, its Spanish description (:data:`reactlab.tools.TOOLS`), its argument schema
+(:func:`reactlab.tools.json_schema`) with a Spanish description on each argument and
+``additionalProperties: false``, and an ``outputSchema`` (:mod:`reactlab.mcp.listing`,
+which leaves the model's own schema untouched); the low-level server is used because it
 lists a schema exactly as given (``MCPServer`` derives one from a function's signature).
 
 A call runs :meth:`reactlab.tools.ToolBox.execute`, the loop's executor: the same pydantic
 models validate the arguments, and the result is one text block written by
 :func:`reactlab.backends.api_result_text`, the function that writes every tool result an
 API backend sends the model, so that the text is byte for byte what the model reads in
-process. A tool's error (invalid arguments, an unknown ticker, a division by zero, a tool
-that is not served) is a result with ``isError: true`` and that same text, never a
-protocol error. Two failures the SDK answers before a call reaches the tools are protocol
-errors (-32602, invalid params): arguments that are not a JSON object, a name that is not a
-string. There is no ``structuredContent``: a host then has one form of the result to give
-its model, the exact text.
+process; a success also carries that text's JSON object as ``structuredContent``. A
+tool's error (invalid arguments, an unknown ticker, a division by zero) is a result with
+``isError: true`` and that same text. Protocol errors, as the specification has them: a
+tool that does not exist or is not served is JSON-RPC error -32602 (invalid params, "errors
+in finding the tool"), as are arguments that are not a JSON object and a name that is not
+a string (the SDK's checks); a message that is not JSON is -32700 (parse error, ``id``
+null), and over stdio a JSON line that is not a JSON-RPC message is -32600 (invalid
+request).
 
 Transports: stdio (standard output carries nothing but JSON-RPC; logs go to standard
 error) and Streamable HTTP (``/mcp``; on a loopback host, requests whose Host or Origin is
@@ -24,6 +28,7 @@ not a loopback name are refused, the SDK's DNS-rebinding protection).
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import tempfile
@@ -35,14 +40,20 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from reactlab import config as config_module
 from reactlab import data
 from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text
 from reactlab.core.errors import CommandFailed, UsageError
+from reactlab.mcp.listing import input_schema, output_schema
 from reactlab.tools import TOOLS, ToolBox, json_schema
 
 log = logging.getLogger(__name__)
@@ -123,24 +134,38 @@ def load_toolbox(config_path: str | Path = "config.yaml", prices: str | Path | N
 
 
 def tool_list(names: Sequence[str]) -> list[types.Tool]:
-    """The tools as ``tools/list`` gives them: name, Spanish description, argument schema."""
-    return [types.Tool(name=n, description=TOOLS[n].description, input_schema=json_schema(n))
+    """The tools as ``tools/list`` gives them: name, Spanish description, argument schema
+    (described, closed: :func:`reactlab.mcp.listing.input_schema`), output schema."""
+    return [types.Tool(name=n, description=TOOLS[n].description, input_schema=input_schema(n),
+                       output_schema=output_schema(n))
             for n in names]
+
+
+def unknown_tool(name: str) -> MCPError:
+    """The protocol error for a tool that does not exist or is not served: -32602 with the
+    specification's own message (the model never reads it: a run's loop refuses an unknown
+    tool before any server sees it)."""
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
 
 
 def tool_result(box: ToolBox, name: str, arguments: Mapping[str, Any] | None,
                 served: Collection[str]) -> types.CallToolResult:
-    """One ``tools/call``: the loop's executor and the text the model reads.
+    """One ``tools/call``: the loop's executor and the text the model reads; a success
+    also as ``structuredContent``, the text's JSON object (``{"resultado": ...}``).
 
-    Omitted arguments are an empty object (MCP's meaning). A tool that is not in
-    ``served`` is as unknown as one that does not exist (the executor's ``allowed``).
+    Omitted arguments are an empty object (MCP's meaning). MCPError -32602 for a tool
+    that is not in ``served`` (:func:`unknown_tool`), whether it exists or not.
     """
+    if name not in served:
+        raise unknown_tool(name)
     args = {} if arguments is None else dict(arguments)
     result = box.execute(name, args, served)
     outcome = ToolOutcome(ToolCall(id="mcp", name=name, arguments=args), result,
-                          "unknown" if name not in served
-                          else "error" if "error" in result else "ok")
-    return types.CallToolResult(content=[types.TextContent(text=api_result_text(outcome))],
+                          "error" if "error" in result else "ok")
+    text = api_result_text(outcome)
+    return types.CallToolResult(content=[types.TextContent(text=text)],
+                                structured_content=None if outcome.is_error
+                                else json.loads(text),
                                 is_error=outcome.is_error)
 
 
@@ -159,11 +184,11 @@ def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS)) -> Server[Any
         # caps bound it): no thread is needed to keep the event loop free.
         return tool_result(box, params.name, params.arguments, served)
 
-    def input_schema(name: str) -> dict[str, Any] | None:
+    def schema_of(name: str) -> dict[str, Any] | None:
         return json_schema(name) if name in served else None
 
     return Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
-                  on_call_tool=call_tool, get_tool_input_schema=input_schema)
+                  on_call_tool=call_tool, get_tool_input_schema=schema_of)
 
 
 def _version() -> str:
@@ -179,11 +204,63 @@ def _quiet_sdk_loggers() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def rejection(exc: Exception) -> types.JSONRPCError:
+    """The answer to a stdio line the transport could not read as a JSON-RPC message
+    (``exc``, the SDK's ValidationError): -32700 (parse error) for a line that is not
+    JSON, -32600 (invalid request) for JSON that is not a JSON-RPC message, with its
+    ``id`` when it has a valid one, else ``id`` null (JSON-RPC 2.0, section 5)."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if not errors or any(e["type"] == "json_invalid" for e in errors):
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=types.PARSE_ERROR, message="Parse error"))
+    # the message itself is the input of an error about the message as a whole (a missing
+    # member, not a dict) rather than about one of its members' values
+    whole = [e["input"] for e in errors if len(e["loc"]) == 1
+             or (len(e["loc"]) == 2 and e["type"] == "missing")]
+    id_ = whole[0].get("id") if whole and isinstance(whole[0], dict) else None
+    valid = isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
+    return types.JSONRPCError(jsonrpc="2.0", id=id_ if valid else None, error=types.ErrorData(
+        code=types.INVALID_REQUEST, message="Invalid Request"))
+
+
+async def answer_unreadable(read: ReadStream[SessionMessage | Exception],
+                            write: WriteStream[SessionMessage],
+                            out: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    """Relay the stdio transport's messages from ``read`` to ``out`` (the server's read
+    side); a line the transport could not read is answered on ``write`` (:func:`rejection`)
+    instead of being dropped unanswered, as the SDK does. A blank line is no message: it
+    is skipped."""
+    async with read, out:
+        async for item in read:
+            if not isinstance(item, Exception):
+                await out.send(item)
+                continue
+            if _blank(item):
+                continue
+            answer = rejection(item)
+            log.info("a line that is not %s: answered %d", "JSON" if answer.error.code ==
+                     types.PARSE_ERROR else "a JSON-RPC message", answer.error.code)
+            try:
+                await write.send(SessionMessage(answer))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+
+def _blank(exc: Exception) -> bool:
+    """Whether the transport failed to read a line that is empty or only whitespace."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    line = errors[0].get("input") if errors else None
+    return isinstance(line, str) and line.strip() == ""
+
+
 def serve_stdio(server: Server[Any]) -> None:
     """Serve over this process's stdin and stdout until the client closes stdin."""
     async def run() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception]()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_unreadable, read, write, send)
+                await server.run(receive, write, server.create_initialization_options())
 
     _quiet_sdk_loggers()
     try:
