@@ -38,7 +38,7 @@ from reactlab.agent.loop import guarded_execute
 from reactlab.agent.types import ToolCall
 from reactlab.backends import api_result_text, tool_definitions
 from reactlab.core.errors import UsageError
-from reactlab.mcp.listing import ARGUMENTS, RESULTS
+from reactlab.mcp.listing import ARGUMENTS, RESULTS, input_schema
 from reactlab.mcp.server import DEFAULT_PORT, make_server, tool_names
 from reactlab.tools import TOOLS, ToolBox, json_schema
 from tests.conftest import interrupt
@@ -167,6 +167,31 @@ def test_in_memory_client_sees_what_the_model_reads(toolbox: ToolBox, mode: str)
             return await check_calls(client, toolbox)
 
     assert anyio.run(go) == (7, 1)
+
+
+def test_lesson_schemas_are_the_models_own(toolbox: ToolBox) -> None:
+    """``--lesson-schemas``: the argument schemas exactly as the model reads them (for runs
+    that take these tools over MCP and must read what they read in process); listing the
+    described ones never changes the model's."""
+    before = [json.dumps(json_schema(n)) for n in TOOLS]
+    described, lesson = make_server(toolbox), make_server(toolbox, lesson_schemas=True)
+
+    async def go() -> None:
+        async with Client(described, mode="legacy") as client:
+            check_listing((await client.list_tools()).tools)
+        async with Client(lesson, mode="legacy") as client:
+            tools = (await client.list_tools()).tools
+        assert [(t.name, t.description, t.input_schema) for t in tools] == \
+            what_the_model_reads(tuple(TOOLS))
+        for tool in tools:
+            schema = json_schema(tool.name)
+            assert sorted(tool.input_schema) == sorted(schema)
+            for key, value in schema.items():
+                assert json.dumps(tool.input_schema[key]) == json.dumps(value), key
+            check_schemas(tool.name, input_schema(tool.name), tool.output_schema)
+
+    anyio.run(go)
+    assert [json.dumps(json_schema(n)) for n in TOOLS] == before
 
 
 def test_a_tasks_tools_only(toolbox: ToolBox) -> None:

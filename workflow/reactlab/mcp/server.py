@@ -133,10 +133,13 @@ def load_toolbox(config_path: str | Path = "config.yaml", prices: str | Path | N
                                     for k, p in paths.items()))
 
 
-def tool_list(names: Sequence[str]) -> list[types.Tool]:
+def tool_list(names: Sequence[str], *, lesson_schemas: bool = False) -> list[types.Tool]:
     """The tools as ``tools/list`` gives them: name, Spanish description, argument schema
-    (described, closed: :func:`reactlab.mcp.listing.input_schema`), output schema."""
-    return [types.Tool(name=n, description=TOOLS[n].description, input_schema=input_schema(n),
+    (described, closed: :func:`reactlab.mcp.listing.input_schema`; with
+    ``lesson_schemas``, the model's own, :func:`reactlab.tools.json_schema`), output
+    schema."""
+    return [types.Tool(name=n, description=TOOLS[n].description,
+                       input_schema=json_schema(n) if lesson_schemas else input_schema(n),
                        output_schema=output_schema(n))
             for n in names]
 
@@ -169,10 +172,13 @@ def tool_result(box: ToolBox, name: str, arguments: Mapping[str, Any] | None,
                                 is_error=outcome.is_error)
 
 
-def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS)) -> Server[Any]:
-    """An MCP server (SDK low-level ``Server``) offering tools ``names`` over ``box``."""
+def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS), *,
+                lesson_schemas: bool = False) -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) offering tools ``names`` over ``box``;
+    ``lesson_schemas``: list the argument schemas exactly as the model reads them in
+    process (:func:`tool_list`)."""
     served = tuple(names)
-    tools = tool_list(served)
+    tools = tool_list(served, lesson_schemas=lesson_schemas)
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -312,8 +318,10 @@ def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = DEFAULT
 
 def main(*, transport: str = "stdio", config_path: str = "config.yaml",
          task: str | None = None, tools: str | None = None, prices: str | None = None,
-         news: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
-    """``reactlab mcp``: serve the chosen tools over ``transport`` (stdio or http)."""
+         news: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+         lesson_schemas: bool = False) -> None:
+    """``reactlab mcp``: serve the chosen tools over ``transport`` (stdio or http);
+    ``lesson_schemas`` (``--lesson-schemas``): the model's own argument schemas."""
     if transport not in ("stdio", "http"):
         raise UsageError(f"mcp: --transport {transport!r}: stdio or http")
     if (prices is None) != (news is None):
@@ -325,7 +333,7 @@ def main(*, transport: str = "stdio", config_path: str = "config.yaml",
     cfg = config_module.load(config_path) if needs_config else None
     names = tool_names(tools=tools, task=task, cfg=cfg)
     box = load_toolbox(config_path, prices, news, cfg)
-    server = make_server(box, names)
+    server = make_server(box, names, lesson_schemas=lesson_schemas)
     log.info("serving %d tools: %s", len(names), ", ".join(names))
     if transport == "stdio":
         serve_stdio(server)
