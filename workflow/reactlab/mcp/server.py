@@ -40,10 +40,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -190,8 +188,10 @@ def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS), *,
         # caps bound it): no thread is needed to keep the event loop free.
         return tool_result(box, params.name, params.arguments, served)
 
+    schemas = {t.name: t.input_schema for t in tools}
+
     def schema_of(name: str) -> dict[str, Any] | None:
-        return json_schema(name) if name in served else None
+        return schemas.get(name)
 
     return Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
                   on_call_tool=call_tool, get_tool_input_schema=schema_of)
@@ -229,29 +229,6 @@ def rejection(exc: Exception) -> types.JSONRPCError:
         code=types.INVALID_REQUEST, message="Invalid Request"))
 
 
-async def answer_unreadable(read: ReadStream[SessionMessage | Exception],
-                            write: WriteStream[SessionMessage],
-                            out: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
-    """Relay the stdio transport's messages from ``read`` to ``out`` (the server's read
-    side); a line the transport could not read is answered on ``write`` (:func:`rejection`)
-    instead of being dropped unanswered, as the SDK does. A blank line is no message: it
-    is skipped."""
-    async with read, out:
-        async for item in read:
-            if not isinstance(item, Exception):
-                await out.send(item)
-                continue
-            if _blank(item):
-                continue
-            answer = rejection(item)
-            log.info("a line that is not %s: answered %d", "JSON" if answer.error.code ==
-                     types.PARSE_ERROR else "a JSON-RPC message", answer.error.code)
-            try:
-                await write.send(SessionMessage(answer))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-
-
 def _blank(exc: Exception) -> bool:
     """Whether the transport failed to read a line that is empty or only whitespace."""
     errors = exc.errors() if isinstance(exc, ValidationError) else []
@@ -259,13 +236,40 @@ def _blank(exc: Exception) -> bool:
     return isinstance(line, str) and line.strip() == ""
 
 
+def _unreadable(exc: Exception) -> SessionMessage | None:
+    """The answer to a line the stdio transport could not read (:func:`rejection`, logged),
+    or None for a blank line, which is no message."""
+    if _blank(exc):
+        return None
+    answer = rejection(exc)
+    log.info("a line that is not %s: answered %d", "JSON" if answer.error.code ==
+             types.PARSE_ERROR else "a JSON-RPC message", answer.error.code)
+    return SessionMessage(answer)
+
+
 def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin and stdout until the client closes stdin."""
+    """Serve over this process's stdin and stdout until the client closes stdin.
+
+    The transport's messages are relayed to the server, except the lines it could not
+    read, which the SDK would drop unanswered: those are answered here (:func:`rejection`).
+    """
     async def run() -> None:
         async with stdio_server() as (read, write):
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+            async def relay() -> None:
+                try:
+                    async with read, send:
+                        async for item in read:
+                            if not isinstance(item, Exception):
+                                await send.send(item)
+                            elif (answer := _unreadable(item)) is not None:
+                                await write.send(answer)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the server is gone: nothing is left to answer
+
             async with anyio.create_task_group() as tg:
-                tg.start_soon(answer_unreadable, read, write, send)
+                tg.start_soon(relay)
                 await server.run(receive, write, server.create_initialization_options())
 
     _quiet_sdk_loggers()
