@@ -221,7 +221,8 @@ def raw_config() -> dict:
 def with_own_mcp_server(raw: dict, data_files: tuple[Path, Path]) -> dict:
     """A copy of ``raw`` without the shipped MCP slice (its server is listed elsewhere) and
     with the project's own server, `python -m reactlab mcp` over stdio on ``data_files``,
-    as ``mcp_servers.reactlab`` (results read as the lesson's JSON; docs/mcp.md)."""
+    as ``mcp_servers.reactlab`` (its argument schemas the model's own, results read as the
+    lesson's JSON; docs/mcp.md)."""
     import copy
     import sys
 
@@ -230,7 +231,7 @@ def with_own_mcp_server(raw: dict, data_files: tuple[Path, Path]) -> dict:
                      if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
     raw["mcp_servers"]["reactlab"] = {
         "command": sys.executable,
-        "args": ["-m", "reactlab", "mcp", "--prices", str(data_files[0]),
+        "args": ["-m", "reactlab", "mcp", "--lesson-schemas", "--prices", str(data_files[0]),
                  "--news", str(data_files[1])],
         "env": {"PYTHONPATH": str(ROOT / "workflow")}, "results": "lesson"}
     return raw

@@ -602,15 +602,15 @@ def run_decoding_table(command: str, request: pytest.FixtureRequest) -> None:
 def run_mcp_stdio(command: str, request: pytest.FixtureRequest) -> None:
     """The stdio server in a copy of the project, as the docs start it: a client's
     handshake and listing are answered on stdout, JSON-RPC only, with the tools the docs
-    promise (the lesson's four, or the task's) as the model reads them; closing stdin ends
-    it with status 0."""
+    promise (the lesson's four, or the task's) as the model reads them (less what the server
+    adds for MCP clients: tests/test_mcp_server.py); closing stdin ends it with status 0."""
     import os
     from types import SimpleNamespace
 
     from reactlab import config
     from reactlab.backends import tool_definitions
     from reactlab.tools import TOOLS
-    from tests.test_mcp_server import Lines
+    from tests.test_mcp_server import Lines, as_the_model_reads
 
     checkout = request.getfixturevalue("checkout")
     words = command.split()
@@ -642,7 +642,8 @@ def run_mcp_stdio(command: str, request: pytest.FixtureRequest) -> None:
     assert proc.returncode == 0, "".join(err.all())
     assert len(out.all()) == 2, f"more than the two replies on stdout: {out.text()}"
     listed = next(r for r in replies if r["id"] == 2)["result"]["tools"]
-    assert [(t["name"], t["description"], t["inputSchema"]) for t in listed] == \
+    assert [(t["name"], t["description"], as_the_model_reads(t["inputSchema"]))
+            for t in listed] == \
         tool_definitions(SimpleNamespace(tools=names, tool_schemas=None))
     assert f"serving {len(names)} tools: {', '.join(names)}" in "".join(err.all())
 

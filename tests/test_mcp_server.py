@@ -2,9 +2,11 @@
 client (the pinned ``mcp`` SDK) in process, over stdio and over Streamable HTTP.
 
 What a client lists must be what the model reads in a run (the adapters' tool definitions)
-and what a call returns must be, byte for byte, the text the loop gives the model for the
-same call in process (the loop's executor, then the API backends' result text), for
-successes and errors alike (docs/mcp.md).
+plus, for MCP clients only, a description on each argument, ``additionalProperties: false``
+and an output schema; what a call returns must be, byte for byte, the text the loop gives
+the model for the same call in process (the loop's executor, then the API backends' result
+text), for successes and errors alike, with a success's JSON also as ``structuredContent``;
+an unknown tool and a line that is not JSON are protocol errors (docs/mcp.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import IO, Any
 import anyio
 import psutil
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from reactlab import config
@@ -36,8 +38,9 @@ from reactlab.agent.loop import guarded_execute
 from reactlab.agent.types import ToolCall
 from reactlab.backends import api_result_text, tool_definitions
 from reactlab.core.errors import UsageError
+from reactlab.mcp.listing import ARGUMENTS, RESULTS, input_schema
 from reactlab.mcp.server import DEFAULT_PORT, make_server, tool_names
-from reactlab.tools import TOOLS, ToolBox
+from reactlab.tools import TOOLS, ToolBox, json_schema
 from tests.conftest import interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,33 +79,69 @@ def what_the_model_reads(names: tuple[str, ...]) -> list[tuple[str, str, dict[st
     return tool_definitions(SimpleNamespace(tools=names, tool_schemas=None))
 
 
+def as_the_model_reads(schema: dict[str, Any]) -> dict[str, Any]:
+    """A listed argument schema less what the server adds for MCP clients: each argument's
+    description (a described argument) and the root's ``additionalProperties: false``."""
+    out = dict(schema)
+    assert out.pop("additionalProperties") is False
+    props = {}
+    for name, prop in out["properties"].items():
+        prop = dict(prop)
+        assert isinstance(prop.pop("description"), str) and prop, name
+        props[name] = prop
+    return {**out, "properties": props}
+
+
+def check_schemas(name: str, input_schema: dict[str, Any],
+                  output_schema: dict[str, Any] | None) -> None:
+    """Tool ``name``'s listed schemas: the argument schema is the model's (equal as a JSON
+    value and, below the root, byte for byte: the root's keys come in the SDK's order for
+    the protocol version, docs/mcp.md) plus the MCP additions; the output schema is the
+    ``{"resultado": ...}`` object, closed, its result's schema the tool's."""
+    schema = json_schema(name)
+    assert [p["description"] for p in input_schema["properties"].values()] == \
+        list(ARGUMENTS[name].values())
+    assert list(ARGUMENTS[name]) == list(schema["properties"])
+    bare = as_the_model_reads(input_schema)
+    assert bare == schema and sorted(bare) == sorted(schema)
+    for key, value in schema.items():
+        assert json.dumps(bare[key]) == json.dumps(value), key
+    assert output_schema == {"type": "object", "properties": {"resultado": RESULTS[name]},
+                             "required": ["resultado"], "additionalProperties": False}
+
+
 def check_listing(tools: list[Any], names: tuple[str, ...] = tuple(TOOLS)) -> None:
     """The listing is what the model reads: names in order, descriptions exact, schemas
-    equal as JSON values and, below the root, byte for byte (the root's keys come in the
-    SDK's order for the protocol version, docs/mcp.md)."""
+    as :func:`check_schemas` says."""
     expected = what_the_model_reads(names)
     assert [t.name for t in tools] == [n for n, _, _ in expected]
-    for tool, (_, description, schema) in zip(tools, expected, strict=True):
+    for tool, (name, description, _) in zip(tools, expected, strict=True):
         assert tool.description == description
-        assert tool.input_schema == schema
-        assert sorted(tool.input_schema) == sorted(schema)
-        for key, value in schema.items():
-            assert json.dumps(tool.input_schema[key]) == json.dumps(value), key
+        check_schemas(name, tool.input_schema, tool.output_schema)
 
 
-async def check_calls(client: Client, toolbox: ToolBox) -> int:
-    """Every call of :data:`CALLS` over ``client`` equals the in-process text; returns
-    how many were errors."""
-    errors = 0
+async def check_calls(client: Client, toolbox: ToolBox) -> tuple[int, int]:
+    """Every call of :data:`CALLS` over ``client`` equals the in-process text, and a
+    success's ``structuredContent`` is that text's JSON (which the official client checks
+    against the tool's output schema); a tool that does not exist is JSON-RPC error -32602.
+    Returns (isError results, protocol errors)."""
+    errors = unknown = 0
     for name, args in CALLS:
-        result = await client.call_tool(name, args)
         text, is_error = in_process(toolbox, name, args)
+        if name not in TOOLS:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(name, args)
+            assert (refused.value.code, refused.value.message) == (-32602,
+                                                                   f"Unknown tool: {name}")
+            unknown += 1
+            continue
+        result = await client.call_tool(name, args)
         assert [c.type for c in result.content] == ["text"], (name, args)
         assert result.content[0].text == text, (name, args)
         assert result.is_error is is_error, (name, args)
-        assert result.structured_content is None
+        assert result.structured_content == (None if is_error else json.loads(text))
         errors += is_error
-    return errors
+    return errors, unknown
 
 
 def test_the_calls_cover_successes_and_errors(toolbox: ToolBox) -> None:
@@ -127,12 +166,38 @@ def test_in_memory_client_sees_what_the_model_reads(toolbox: ToolBox, mode: str)
             check_listing((await client.list_tools()).tools)
             return await check_calls(client, toolbox)
 
-    assert anyio.run(go) == 8
+    assert anyio.run(go) == (7, 1)
+
+
+def test_lesson_schemas_are_the_models_own(toolbox: ToolBox) -> None:
+    """``--lesson-schemas``: the argument schemas exactly as the model reads them (for runs
+    that take these tools over MCP and must read what they read in process); listing the
+    described ones never changes the model's."""
+    before = [json.dumps(json_schema(n)) for n in TOOLS]
+    described, lesson = make_server(toolbox), make_server(toolbox, lesson_schemas=True)
+
+    async def go() -> None:
+        async with Client(described, mode="legacy") as client:
+            check_listing((await client.list_tools()).tools)
+        async with Client(lesson, mode="legacy") as client:
+            tools = (await client.list_tools()).tools
+        assert [(t.name, t.description, t.input_schema) for t in tools] == \
+            what_the_model_reads(tuple(TOOLS))
+        for tool in tools:
+            schema = json_schema(tool.name)
+            assert sorted(tool.input_schema) == sorted(schema)
+            for key, value in schema.items():
+                assert json.dumps(tool.input_schema[key]) == json.dumps(value), key
+            check_schemas(tool.name, input_schema(tool.name), tool.output_schema)
+
+    anyio.run(go)
+    assert [json.dumps(json_schema(n)) for n in TOOLS] == before
 
 
 def test_a_tasks_tools_only(toolbox: ToolBox) -> None:
-    """A task's tools are served and no others: a tool it does not offer is unknown, with
-    the loop's text for that task (its ``allowed``)."""
+    """A task's tools are served and no others: a tool it does not offer is as unknown as
+    one that does not exist (-32602), as the loop of a run of that task has it unknown
+    (its ``allowed``)."""
     cfg = config.load(ROOT / "config.yaml")
     names = tool_names(task="variacion_busi_alto", cfg=cfg)
     assert names == tuple(cfg.raw["tasks"]["variacion_busi_alto"]["tools"])
@@ -143,10 +208,15 @@ def test_a_tasks_tools_only(toolbox: ToolBox) -> None:
     async def go() -> None:
         async with Client(server, mode="legacy") as client:
             check_listing((await client.list_tools()).tools, names)
-            result = await client.call_tool("precio", args)
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("precio", args)
+            assert (refused.value.code, refused.value.message) == (-32602,
+                                                                   "Unknown tool: precio")
+            assert "herramienta desconocida: precio" in \
+                in_process(toolbox, "precio", args, names)[0]
+            result = await client.call_tool("variacion", {"ticker": "BUSI"})
             assert (result.content[0].text, result.is_error) == \
-                in_process(toolbox, "precio", args, names)
-            assert "herramienta desconocida: precio" in result.content[0].text
+                in_process(toolbox, "variacion", {"ticker": "BUSI"}, names)
 
     anyio.run(go)
 
@@ -234,7 +304,7 @@ def test_stdio_official_client(toolbox: ToolBox, data_files: tuple[Path, Path]) 
             async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
                 pids = [p.pid for p in me.children(recursive=True) if p.pid not in before]
                 check_listing((await client.list_tools()).tools)
-                assert await check_calls(client, toolbox) == 8
+                assert await check_calls(client, toolbox) == (7, 1)
             return pids
 
         pids = anyio.run(go)
@@ -258,15 +328,22 @@ def _rpc(id_: int, method: str, params: dict[str, Any] | None = None) -> str:
 def test_stdio_no_arguments_only_jsonrpc_on_stdout(toolbox: ToolBox) -> None:
     """``python -m reactlab mcp`` with no arguments (from the project folder: its config,
     its data) serves the lesson's four tools over stdio; standard output carries JSON-RPC
-    and nothing else, and closing stdin ends it with status 0."""
+    and nothing else, and closing stdin ends it with status 0. A line that is not JSON is
+    answered -32700 with id null (before the handshake too), a JSON line that is not a
+    JSON-RPC message -32600 (with its id), a blank line not at all; an unknown tool is
+    -32602."""
     init = {"protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "test", "version": "1"}}
-    script = (_rpc(1, "initialize", init)
+    script = ('{"jsonrpc": "2.0", "id": 0, "method": "ping"\n'  # no closing brace
+              + _rpc(1, "initialize", init)
               + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
               + _rpc(2, "tools/list")
               + _rpc(3, "tools/call", {"name": "calculadora", "arguments": {"expresion": "7/2"}})
               + _rpc(4, "tools/call", {"name": "calculadora", "arguments": {"expresion": "7/0"}})
-              + _rpc(5, "tools/call", {"name": "precio", "arguments": ["BUSI"]}))
+              + _rpc(5, "tools/call", {"name": "precio", "arguments": ["BUSI"]})
+              + " \n" + "not json\n"
+              + json.dumps({"jsonrpc": "2.0", "id": 6, "method": 6}) + "\n"
+              + _rpc(7, "tools/call", {"name": "cotizacion", "arguments": {}}))
     proc = subprocess.Popen([sys.executable, "-m", "reactlab", "mcp"], cwd=ROOT, env=_env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -276,7 +353,7 @@ def test_stdio_no_arguments_only_jsonrpc_on_stdout(toolbox: ToolBox) -> None:
         proc.stdin.write(script)
         proc.stdin.flush()
         # the replies first: requests still running when stdin closes are cancelled
-        for _ in range(5):
+        for _ in range(9):
             out.next(time.monotonic() + 60)
         proc.stdin.close()
         proc.wait(timeout=30)
@@ -287,20 +364,29 @@ def test_stdio_no_arguments_only_jsonrpc_on_stdout(toolbox: ToolBox) -> None:
     assert proc.returncode == 0, err.text()
     replies = [json.loads(line) for line in out.all()]  # JSON, every line
     assert all(r.get("jsonrpc") == "2.0" for r in replies)
-    by_id = {r["id"]: r for r in replies}
-    assert sorted(by_id) == [1, 2, 3, 4, 5] and len(replies) == 5
+    # not JSON: parse errors, id null, in the order of the lines
+    assert [r for r in replies if r["id"] is None] == 2 * [
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}]
+    assert replies[0]["id"] is None  # the first line's, before the handshake
+    by_id = {r["id"]: r for r in replies if r["id"] is not None}
+    assert sorted(by_id) == [1, 2, 3, 4, 5, 6, 7] and len(replies) == 9
     assert by_id[1]["result"]["serverInfo"]["name"] == "reactlab"
     assert by_id[1]["result"]["capabilities"].get("tools") is not None
     listed = by_id[2]["result"]["tools"]
-    assert [(t["name"], t["description"], t["inputSchema"]) for t in listed] == \
-        what_the_model_reads(tuple(TOOLS))
+    assert [(t["name"], t["description"], as_the_model_reads(t["inputSchema"]))
+            for t in listed] == what_the_model_reads(tuple(TOOLS))
+    for tool in listed:
+        check_schemas(tool["name"], tool["inputSchema"], tool["outputSchema"])
     for id_, expr in ((3, "7/2"), (4, "7/0")):  # the calculator reads no data
         result = by_id[id_]["result"]
         text, is_error = in_process(toolbox, "calculadora", {"expresion": expr})
         assert result["content"] == [{"type": "text", "text": text}]
         assert result.get("isError", False) is is_error
+        assert result.get("structuredContent") == (None if is_error else json.loads(text))
     # arguments that are not an object: the SDK refuses the request (docs/mcp.md)
     assert by_id[5]["error"]["code"] == -32602
+    assert by_id[6]["error"] == {"code": -32600, "message": "Invalid Request"}
+    assert by_id[7]["error"] == {"code": -32602, "message": "Unknown tool: cotizacion"}
     assert "Traceback" not in err.text()
 
 
@@ -367,7 +453,8 @@ def http_server(data_files: tuple[Path, Path]) -> Iterator[tuple[str, subprocess
 def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Path, Path],
                                          loopback: None) -> None:
     """Streamable HTTP on a free loopback port: the official client, both protocol eras;
-    a foreign Host header is refused (DNS-rebinding protection); Ctrl-C ends it with 0."""
+    a body that is not JSON is answered -32700 with id null (both eras); a foreign Host
+    header is refused (DNS-rebinding protection); Ctrl-C ends it with 0."""
     import httpx2
 
     with http_server(data_files) as (url, proc, log):
@@ -376,7 +463,7 @@ def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Pat
         async def go(mode: str) -> None:
             async with Client(url, mode=mode) as client:
                 check_listing((await client.list_tools()).tools)
-                assert await check_calls(client, toolbox) == 8
+                assert await check_calls(client, toolbox) == (7, 1)
 
         for mode in ("legacy", "auto"):
             anyio.run(go, mode)
@@ -385,6 +472,13 @@ def test_streamable_http_official_client(toolbox: ToolBox, data_files: tuple[Pat
                    "accept": "application/json, text/event-stream"}
         foreign = httpx2.post(url, content=body, headers={**headers, "host": "evil.example"})
         assert 400 <= foreign.status_code < 500
+        for era in ({}, {"mcp-protocol-version": "2026-07-28"}):
+            bad = httpx2.post(url, content=body[:-2], headers={**headers, **era})
+            assert bad.status_code == 400, era
+            answer = bad.json()
+            assert (answer["jsonrpc"], answer["id"], answer["error"]["code"]) == \
+                ("2.0", None, -32700), era
+            assert answer["error"]["message"].startswith("Parse error"), era
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)
         assert proc.stdout is not None

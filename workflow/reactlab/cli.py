@@ -159,7 +159,8 @@ def _cmd_mcp(a: argparse.Namespace) -> None:
     from reactlab.mcp.server import main as mcp_main  # lazy: heavy (the mcp SDK, uvicorn)
 
     mcp_main(transport=a.transport, config_path=a.config, task=a.task, tools=a.tools,
-             prices=a.prices, news=a.news, host=a.host, port=a.port)
+             prices=a.prices, news=a.news, host=a.host, port=a.port,
+             lesson_schemas=a.lesson_schemas)
 
 
 def _cmd_viewer(a: argparse.Namespace) -> None:
@@ -371,6 +372,10 @@ def _add_servers(sub: Commands) -> None:
     s.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on")
     s.add_argument("--port", type=int, default=8001,
                    help="HTTP: the port (0: a free one, logged with the URL)")
+    s.add_argument("--lesson-schemas", action="store_true",
+                   help="list the argument schemas exactly as the model reads them in "
+                        "process (no argument descriptions, no additionalProperties), for "
+                        "runs that take these tools over MCP (`results: lesson`)")
     s.set_defaults(func=_cmd_mcp)
 
 

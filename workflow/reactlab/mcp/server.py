@@ -1,21 +1,25 @@
 """The project's tools as an MCP server (docs/mcp.md), on the official SDK's low-level
 ``Server`` (the pinned ``mcp`` package).
 
-What a client lists is what the model reads in a run: each tool's name, its Spanish
-description (:data:`reactlab.tools.TOOLS`) and its argument schema
-(:func:`reactlab.tools.json_schema`), unchanged; the low-level server is used because it
+What a client lists is what the model reads in a run, with more for MCP clients: each
+tool's name, its Spanish description (:data:`reactlab.tools.TOOLS`), its argument schema
+(:func:`reactlab.tools.json_schema`) with a Spanish description on each argument and
+``additionalProperties: false``, and an ``outputSchema`` (:mod:`reactlab.mcp.listing`,
+which leaves the model's own schema untouched); the low-level server is used because it
 lists a schema exactly as given (``MCPServer`` derives one from a function's signature).
 
 A call runs :meth:`reactlab.tools.ToolBox.execute`, the loop's executor: the same pydantic
 models validate the arguments, and the result is one text block written by
 :func:`reactlab.backends.api_result_text`, the function that writes every tool result an
 API backend sends the model, so that the text is byte for byte what the model reads in
-process. A tool's error (invalid arguments, an unknown ticker, a division by zero, a tool
-that is not served) is a result with ``isError: true`` and that same text, never a
-protocol error. Two failures the SDK answers before a call reaches the tools are protocol
-errors (-32602, invalid params): arguments that are not a JSON object, a name that is not a
-string. There is no ``structuredContent``: a host then has one form of the result to give
-its model, the exact text.
+process; a success also carries that text's JSON object as ``structuredContent``. A
+tool's error (invalid arguments, an unknown ticker, a division by zero) is a result with
+``isError: true`` and that same text. Protocol errors, as the specification has them: a
+tool that does not exist or is not served is JSON-RPC error -32602 (invalid params, "errors
+in finding the tool"), as are arguments that are not a JSON object and a name that is not
+a string (the SDK's checks); a message that is not JSON is -32700 (parse error, ``id``
+null), and over stdio a JSON line that is not a JSON-RPC message is -32600 (invalid
+request).
 
 Transports: stdio (standard output carries nothing but JSON-RPC; logs go to standard
 error) and Streamable HTTP (``/mcp``; on a loopback host, requests whose Host or Origin is
@@ -24,6 +28,7 @@ not a loopback name are refused, the SDK's DNS-rebinding protection).
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import tempfile
@@ -37,12 +42,16 @@ import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from reactlab import config as config_module
 from reactlab import data
 from reactlab.agent.types import ToolCall, ToolOutcome
 from reactlab.backends import api_result_text
 from reactlab.core.errors import CommandFailed, UsageError
+from reactlab.mcp.listing import input_schema, output_schema
 from reactlab.tools import TOOLS, ToolBox, json_schema
 
 log = logging.getLogger(__name__)
@@ -122,32 +131,52 @@ def load_toolbox(config_path: str | Path = "config.yaml", prices: str | Path | N
                                     for k, p in paths.items()))
 
 
-def tool_list(names: Sequence[str]) -> list[types.Tool]:
-    """The tools as ``tools/list`` gives them: name, Spanish description, argument schema."""
-    return [types.Tool(name=n, description=TOOLS[n].description, input_schema=json_schema(n))
+def tool_list(names: Sequence[str], *, lesson_schemas: bool = False) -> list[types.Tool]:
+    """The tools as ``tools/list`` gives them: name, Spanish description, argument schema
+    (described, closed: :func:`reactlab.mcp.listing.input_schema`; with
+    ``lesson_schemas``, the model's own, :func:`reactlab.tools.json_schema`), output
+    schema."""
+    return [types.Tool(name=n, description=TOOLS[n].description,
+                       input_schema=json_schema(n) if lesson_schemas else input_schema(n),
+                       output_schema=output_schema(n))
             for n in names]
+
+
+def unknown_tool(name: str) -> MCPError:
+    """The protocol error for a tool that does not exist or is not served: -32602 with the
+    specification's own message (the model never reads it: a run's loop refuses an unknown
+    tool before any server sees it)."""
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
 
 
 def tool_result(box: ToolBox, name: str, arguments: Mapping[str, Any] | None,
                 served: Collection[str]) -> types.CallToolResult:
-    """One ``tools/call``: the loop's executor and the text the model reads.
+    """One ``tools/call``: the loop's executor and the text the model reads; a success
+    also as ``structuredContent``, the text's JSON object (``{"resultado": ...}``).
 
-    Omitted arguments are an empty object (MCP's meaning). A tool that is not in
-    ``served`` is as unknown as one that does not exist (the executor's ``allowed``).
+    Omitted arguments are an empty object (MCP's meaning). MCPError -32602 for a tool
+    that is not in ``served`` (:func:`unknown_tool`), whether it exists or not.
     """
+    if name not in served:
+        raise unknown_tool(name)
     args = {} if arguments is None else dict(arguments)
     result = box.execute(name, args, served)
     outcome = ToolOutcome(ToolCall(id="mcp", name=name, arguments=args), result,
-                          "unknown" if name not in served
-                          else "error" if "error" in result else "ok")
-    return types.CallToolResult(content=[types.TextContent(text=api_result_text(outcome))],
+                          "error" if "error" in result else "ok")
+    text = api_result_text(outcome)
+    return types.CallToolResult(content=[types.TextContent(text=text)],
+                                structured_content=None if outcome.is_error
+                                else json.loads(text),
                                 is_error=outcome.is_error)
 
 
-def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS)) -> Server[Any]:
-    """An MCP server (SDK low-level ``Server``) offering tools ``names`` over ``box``."""
+def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS), *,
+                lesson_schemas: bool = False) -> Server[Any]:
+    """An MCP server (SDK low-level ``Server``) offering tools ``names`` over ``box``;
+    ``lesson_schemas``: list the argument schemas exactly as the model reads them in
+    process (:func:`tool_list`)."""
     served = tuple(names)
-    tools = tool_list(served)
+    tools = tool_list(served, lesson_schemas=lesson_schemas)
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -159,11 +188,13 @@ def make_server(box: ToolBox, names: Sequence[str] = tuple(TOOLS)) -> Server[Any
         # caps bound it): no thread is needed to keep the event loop free.
         return tool_result(box, params.name, params.arguments, served)
 
-    def input_schema(name: str) -> dict[str, Any] | None:
-        return json_schema(name) if name in served else None
+    schemas = {t.name: t.input_schema for t in tools}
+
+    def schema_of(name: str) -> dict[str, Any] | None:
+        return schemas.get(name)
 
     return Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
-                  on_call_tool=call_tool, get_tool_input_schema=input_schema)
+                  on_call_tool=call_tool, get_tool_input_schema=schema_of)
 
 
 def _version() -> str:
@@ -179,11 +210,67 @@ def _quiet_sdk_loggers() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def rejection(exc: Exception) -> types.JSONRPCError:
+    """The answer to a stdio line the transport could not read as a JSON-RPC message
+    (``exc``, the SDK's ValidationError): -32700 (parse error) for a line that is not
+    JSON, -32600 (invalid request) for JSON that is not a JSON-RPC message, with its
+    ``id`` when it has a valid one, else ``id`` null (JSON-RPC 2.0, section 5)."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if not errors or any(e["type"] == "json_invalid" for e in errors):
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=types.PARSE_ERROR, message="Parse error"))
+    # the message itself is the input of an error about the message as a whole (a missing
+    # member, not a dict) rather than about one of its members' values
+    whole = [e["input"] for e in errors if len(e["loc"]) == 1
+             or (len(e["loc"]) == 2 and e["type"] == "missing")]
+    id_ = whole[0].get("id") if whole and isinstance(whole[0], dict) else None
+    valid = isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
+    return types.JSONRPCError(jsonrpc="2.0", id=id_ if valid else None, error=types.ErrorData(
+        code=types.INVALID_REQUEST, message="Invalid Request"))
+
+
+def _blank(exc: Exception) -> bool:
+    """Whether the transport failed to read a line that is empty or only whitespace."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    line = errors[0].get("input") if errors else None
+    return isinstance(line, str) and line.strip() == ""
+
+
+def _unreadable(exc: Exception) -> SessionMessage | None:
+    """The answer to a line the stdio transport could not read (:func:`rejection`, logged),
+    or None for a blank line, which is no message."""
+    if _blank(exc):
+        return None
+    answer = rejection(exc)
+    log.info("a line that is not %s: answered %d", "JSON" if answer.error.code ==
+             types.PARSE_ERROR else "a JSON-RPC message", answer.error.code)
+    return SessionMessage(answer)
+
+
 def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin and stdout until the client closes stdin."""
+    """Serve over this process's stdin and stdout until the client closes stdin.
+
+    The transport's messages are relayed to the server, except the lines it could not
+    read, which the SDK would drop unanswered: those are answered here (:func:`rejection`).
+    """
     async def run() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+            async def relay() -> None:
+                try:
+                    async with read, send:
+                        async for item in read:
+                            if not isinstance(item, Exception):
+                                await send.send(item)
+                            elif (answer := _unreadable(item)) is not None:
+                                await write.send(answer)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the server is gone: nothing is left to answer
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay)
+                await server.run(receive, write, server.create_initialization_options())
 
     _quiet_sdk_loggers()
     try:
@@ -235,8 +322,10 @@ def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = DEFAULT
 
 def main(*, transport: str = "stdio", config_path: str = "config.yaml",
          task: str | None = None, tools: str | None = None, prices: str | None = None,
-         news: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
-    """``reactlab mcp``: serve the chosen tools over ``transport`` (stdio or http)."""
+         news: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+         lesson_schemas: bool = False) -> None:
+    """``reactlab mcp``: serve the chosen tools over ``transport`` (stdio or http);
+    ``lesson_schemas`` (``--lesson-schemas``): the model's own argument schemas."""
     if transport not in ("stdio", "http"):
         raise UsageError(f"mcp: --transport {transport!r}: stdio or http")
     if (prices is None) != (news is None):
@@ -248,7 +337,7 @@ def main(*, transport: str = "stdio", config_path: str = "config.yaml",
     cfg = config_module.load(config_path) if needs_config else None
     names = tool_names(tools=tools, task=task, cfg=cfg)
     box = load_toolbox(config_path, prices, news, cfg)
-    server = make_server(box, names)
+    server = make_server(box, names, lesson_schemas=lesson_schemas)
     log.info("serving %d tools: %s", len(names), ", ".join(names))
     if transport == "stdio":
         serve_stdio(server)
