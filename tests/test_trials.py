@@ -224,8 +224,8 @@ def _row(backend: str, scenario: str, trial: int, success: bool, steps: int,
          **extra: Any) -> dict[str, Any]:
     row = dict.fromkeys(trials_mod.TRIAL_COLUMNS)
     row.update(task="t", backend=backend, scenario=scenario, trial=trial, seed=trial,
-               termination="answer", verified=success, success=success, steps=steps,
-               calls=steps, tokens_sent=100 * steps,
+               deterministic=False, termination="answer", verified=success,
+               success=success, steps=steps, calls=steps, tokens_sent=100 * steps,
                tokens_out=10, priced_as="m", cost_usd=0.5, trace=f"{backend}{trial}",
                **extra)
     return row
