@@ -2,9 +2,10 @@
 comparisons.
 
 * ``trials.csv`` — one row per run, runs with repeated trials included (the single-draw
-  tables leave those out): trial and seed, ``deterministic``, termination, verdict,
-  success (the answer was delivered and verified: the ``utility`` of runs.csv), steps,
-  calls, tokens in and out, cost (:mod:`reactlab.analysis.cost`) and the trajectory metrics
+  tables leave those out): the agent (``lesson`` or a framework's entry), trial and seed,
+  ``deterministic``, termination, verdict, success (the answer was delivered and
+  verified: the ``utility`` of runs.csv), steps, calls, tokens in and out, cost
+  (:mod:`reactlab.analysis.cost`) and the trajectory metrics
   (:mod:`reactlab.analysis.trajectory`).
 * ``summary_trials.csv`` — one row per (task, backend, scenario) over its n trials:
   whether the condition is ``deterministic`` (:func:`deterministic`), success rate with
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 KEYS = ["task", "backend", "scenario"]
-TRIAL_COLUMNS = [*KEYS, "trial", "seed", "deterministic", "termination", "verified",
+TRIAL_COLUMNS = [*KEYS, "agent", "trial", "seed", "deterministic", "termination", "verified",
                  "success", "steps", "calls", "tokens_sent", "tokens_out", "priced_as",
                  "cost_usd", *TRAJECTORY_COLUMNS, "trace"]
 COST_DIGITS = 8
@@ -68,7 +69,7 @@ def trial_row(tr: tracemod.Trace, run: Mapping[str, Any],
                                  task_cfg.get("expected_calls"),
                                  task_cfg.get("answerable", True))
     return {"task": run["task"], "backend": run["backend"], "scenario": run["scenario"],
-            "trial": spec.trial or 1, "seed": spec.seed,
+            "agent": run["agent"], "trial": spec.trial or 1, "seed": spec.seed,
             "deterministic": deterministic(spec.backend_config),
             "termination": run["termination"], "verified": bool(run["verified"]),
             "success": bool(run["utility"]), "steps": run["steps"], "calls": run["calls"],
@@ -114,7 +115,8 @@ def summary_table(trials: pd.DataFrame, min_trials: int = MIN_TRIALS) -> pd.Data
         interval = inferential(fixed, n, min_trials)
         rate = stats.wilson(c, n)
         row: dict[str, Any] = dict(zip(KEYS, key, strict=True))
-        row.update(deterministic=fixed, n=n, successes=c, success_rate=rate.estimate,
+        row.update(agent=str(g.agent.iloc[0]), deterministic=fixed, n=n, successes=c,
+                   success_rate=rate.estimate,
                    success_low=rate.low if interval else None,
                    success_high=rate.high if interval else None, k=n,
                    pass_at_k=stats.pass_at_k(n, c, n), pass_hat_k=stats.pass_hat_k(n, c, n))
