@@ -14,7 +14,7 @@ GOLDEN = ROOT / "tests" / "golden"
 
 
 @pytest.mark.parametrize("kind,table", [("outcomes", "runs"), ("tokens", "runs"),
-                                        ("defences", "summary_by_defences"),
+                                        ("defences", "runs"),
                                         ("cumulative_tokens", "cumulative_tokens")])
 def test_same_table_same_bytes(kind: str, table: str, tmp_path: Path) -> None:
     outs = []

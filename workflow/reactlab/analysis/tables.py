@@ -155,10 +155,11 @@ def _lesson_summary(runs: pd.DataFrame, lesson: pd.Series, by: str) -> pd.DataFr
     attacked runs ``utility_under_attack`` and ``attack_success_rate`` pool)."""
     out = _summary(runs[lesson], by)
     left_out = runs[~lesson].groupby(by).size()
-    out["framework_runs_excluded"] = (out[by].map(left_out).fillna(0).astype("int64"))
+    out["framework_runs_excluded"] = [int(left_out.get(k, 0)) for k in out[by]]
+    out["framework_runs_excluded"] = out["framework_runs_excluded"].astype("int64")
     attacked = runs[lesson & runs.attack_present]
-    pooled = attacked.groupby(by).scenario.agg(lambda s: "+".join(sorted(set(s))))
-    out["attacked_scenarios"] = out[by].map(pooled).fillna("")
+    pooled = {k: "+".join(sorted(set(g.scenario))) for k, g in attacked.groupby(by)}
+    out["attacked_scenarios"] = [pooled.get(k, "") for k in out[by]]
     return out
 
 
