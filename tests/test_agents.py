@@ -199,7 +199,8 @@ def test_the_loop_figure_draws_one_line_per_agent(cfg: config.Config, toolbox: A
                        {**cfg.figure, "task": "variacion_busi"})
     assert png.stat().st_size > 0 and png.with_suffix(".svg").is_file()
     svg = png.with_suffix(".svg").read_text(encoding="utf-8")
-    assert all(f"{a} (openai_chat)" in svg for a in ("lesson", "toy", "toy_capped"))
+    # the lesson loop as its own panel (and as the frameworks' reference), each agent a line
+    assert all(f"{a} (openai_chat)" in svg for a in ("lesson loop", "toy", "toy_capped"))
 
 
 def test_a_refused_call_never_takes_a_later_calls_execution() -> None:

@@ -87,18 +87,22 @@ def test_success_rates_pool_tasks_so_the_figure_does_not_grow_with_them(tmp_path
         path = tmp_path / f"summary_{n_tasks}.csv"
         with path.open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["task", "backend", "scenario", "n", "successes"])
+            w.writerow(["task", "backend", "scenario", "agent", "deterministic", "n",
+                        "successes"])
             for t in range(n_tasks):
                 for b in ("openai", "local"):
                     for s in ("correcto", "bucle"):
-                        w.writerow([f"t{t:04d}", b, s, 3, (t + len(b) + len(s)) % 4])
+                        w.writerow([f"t{t:04d}", b, s, "lesson", False, 3,
+                                    (t + len(b) + len(s)) % 4])
         return path
 
     small, large = summary(3), summary(1500)
     groups = pooled(large)
-    assert sorted(groups) == [(b, s) for b in ("local", "openai") for s in ("bucle", "correcto")]
-    assert groups[("openai", "bucle")] == (
-        sum((t + 6 + 5) % 4 for t in range(1500)), 3 * 1500)
+    assert sorted(groups) == [(b, "lesson", s) for b in ("local", "openai")
+                              for s in ("bucle", "correcto")]
+    pool = groups[("openai", "lesson", "bucle")]
+    assert (pool.successes, pool.n) == (sum((t + 6 + 5) % 4 for t in range(1500)), 3 * 1500)
+    assert pool.interval and not pool.deterministic
     a = success_rates(small, tmp_path / "small.png")
     b = success_rates(large, tmp_path / "large.png")
     assert _png_size(a.read_bytes()) == _png_size(b.read_bytes())

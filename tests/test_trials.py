@@ -223,9 +223,10 @@ def test_run_cost_by_hand() -> None:
 def _row(backend: str, scenario: str, trial: int, success: bool, steps: int,
          **extra: Any) -> dict[str, Any]:
     row = dict.fromkeys(trials_mod.TRIAL_COLUMNS)
-    row.update(task="t", backend=backend, scenario=scenario, trial=trial, seed=trial,
-               termination="answer", verified=success, success=success, steps=steps,
-               calls=steps, tokens_sent=100 * steps,
+    row.update(task="t", backend=backend, scenario=scenario, agent="lesson", trial=trial,
+               seed=trial,
+               deterministic=False, termination="answer", verified=success,
+               success=success, steps=steps, calls=steps, tokens_sent=100 * steps,
                tokens_out=10, priced_as="m", cost_usd=0.5, trace=f"{backend}{trial}",
                **extra)
     return row
@@ -258,7 +259,7 @@ def test_seeds_survive_the_table_exactly() -> None:
                                                             "seed": None}]
     table = trials_mod.trials_table(rows)
     assert int(table.seed[0]) == seed and seed > 2**53
-    assert table.to_csv(index=False).splitlines()[1].split(",")[4] == str(seed)
+    assert table.to_csv(index=False).splitlines()[1].split(",")[5] == str(seed)
 
 
 def test_paired_by_hand() -> None:

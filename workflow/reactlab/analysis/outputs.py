@@ -58,7 +58,7 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
            uses_figure_section=True),
     Figure("outcomes", "runs", without_section(figures.outcomes)),
     Figure("tokens", "runs", without_section(figures.tokens)),
-    Figure("defences", "summary_by_defences", without_section(figures.defences)),
+    Figure("defences", "runs", without_section(figures.defences)),
     Figure("success_rates", "summary_trials", without_section(success_rates)),
     Figure("agents_tokens", "steps", figures.agents_tokens, uses_figure_section=True),
 )}

@@ -20,18 +20,22 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from reactlab.analysis.figures import _plt, save
+from reactlab.analysis import style
+from reactlab.analysis.figures import save
 from reactlab.core.errors import TraceError
 
 #: Category panels side by side before wrapping to another row of panels.
 PANELS_PER_ROW = 3
 MEASURED = "measured"
+#: The rate axis, with room on the right for the counts (k/n, n) inside the panel.
+RIGHT = 1.2
+TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
     import pandas as pd  # lazy: heavy (pandas)
 
-    plt = _plt()
+    plt = style.pyplot()
     df = pd.read_csv(bfcl_csv, keep_default_na=False, na_values=[""])
     df["scenario"] = df["scenario"].fillna("")
     measured = df[(df.source == MEASURED) & (df.category != "non_live_ast")]
@@ -48,7 +52,7 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.4 + 3.0 * n_cols,
                                                       0.6 + height * n_rows),
                              dpi=100, sharey=True, squeeze=False)
-    colours = {b: f"C{i % 10}" for i, b in enumerate(sorted({b for b, _ in series}))}
+    looks = {b: style.series(i) for i, b in enumerate(sorted({b for b, _ in series}))}
     for i, ax in enumerate(axes.flat):
         if i >= len(categories):
             ax.set_visible(False)
@@ -60,12 +64,11 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
             y = y_of[key]
             low = max(0.0, float(r.accuracy) - float(r.ci_low))
             high = max(0.0, float(r.ci_high) - float(r.accuracy))
-            ax.errorbar([r.accuracy], [y], xerr=[[low], [high]], fmt="o", ms=3.5,
-                        color=colours[key[0]], elinewidth=1.0, capsize=2)
-            ax.annotate(f"{int(r.correct)}/{int(r.cases)}", (1.0, y),
-                        xycoords=("axes fraction", "data"), xytext=(3, 0),
-                        textcoords="offset points", fontsize=6, va="center", ha="left",
-                        annotation_clip=False)
+            look = looks[key[0]]
+            ax.errorbar([r.accuracy], [y], xerr=[[low], [high]], fmt=look.marker, ms=3.5,
+                        color=look.colour, elinewidth=1.0, capsize=2)
+            ax.annotate(f"{int(r.correct)}/{int(r.cases)}", (1.04, y), fontsize=6,
+                        va="center", ha="left")
         ref = published[published.category == category]
         if not ref.empty:
             x = float(ref.accuracy.iloc[0])
@@ -74,7 +77,8 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
                         xytext=(2, 2), textcoords="offset points", fontsize=6,
                         color="dimgrey", rotation=90, va="bottom", ha="left")
         ax.set_title(category, fontsize=9)
-        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlim(-0.02, RIGHT)
+        ax.set_xticks(TICKS)
         ax.set_ylim(len(series) - 0.5, -0.5)
         ax.set_yticks(range(len(series)), [f"{b} · {s}" if s else b for b, s in series],
                       fontsize=7)
@@ -87,7 +91,6 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
     fig.suptitle("BFCL accuracy by its own checker, per category; 95 % Wilson interval, "
                  f"k/n at the right{note}", fontsize=8.5)
     fig.supxlabel("accuracy", fontsize=8)
-    fig.tight_layout()
     return save(fig, out_png)[0]
 
 
@@ -100,7 +103,7 @@ AGENTDOJO_COLUMNS = ("suite", "backend", "policy", "defence", "pairs", "utility"
 def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
     import pandas as pd  # lazy: heavy (pandas)
 
-    plt = _plt()
+    plt = style.pyplot()
     df = pd.read_csv(agentdojo_csv, keep_default_na=False, na_values=[""])
     missing = [c for c in AGENTDOJO_COLUMNS if c not in df.columns]
     if missing:
@@ -117,38 +120,37 @@ def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.0 + 3.6 * n_cols,
                                                       0.7 + height * n_rows),
                              dpi=100, sharey=True, squeeze=False)
-    kinds = (("utility", "utility_low", "utility_high", "#2e7d32", -0.15, "utility"),
-             ("attack_success_rate", "asr_low", "asr_high", "#c62828", 0.15,
+    kinds = (("utility", "utility_low", "utility_high", style.UTILITY[0], "o", -0.15,
+              "utility"),
+             ("attack_success_rate", "asr_low", "asr_high", style.ATTACK[0], "s", 0.15,
               "attack success rate"))
     for i, ax in enumerate(axes.flat):
         if i >= len(suites):
             ax.set_visible(False)
             continue
         rows = df[df.suite == suites[i]]
-        for value, low, high, colour, dy, label in kinds:
+        for value, low, high, colour, marker, dy, label in kinds:
             ys = [y_of[(str(r.backend), str(r.policy), str(r.defence))] + dy
                   for r in rows.itertuples()]
             xs = rows[value].astype(float).tolist()
             lo = (rows[value].astype(float) - rows[low].astype(float)).clip(lower=0).tolist()
             hi = (rows[high].astype(float) - rows[value].astype(float)).clip(lower=0).tolist()
-            ax.errorbar(xs, ys, xerr=[lo, hi], fmt="o", ms=3.2, color=colour,
+            ax.errorbar(xs, ys, xerr=[lo, hi], fmt=marker, ms=3.2, color=colour,
                         elinewidth=1.0, capsize=2, label=label if i == 0 else None)
         for r in rows.itertuples():
-            ax.annotate(f"n={int(r.pairs)}", (1.0, y_of[(str(r.backend), str(r.policy),
-                                                          str(r.defence))]),
-                        xycoords=("axes fraction", "data"), xytext=(3, 0),
-                        textcoords="offset points", fontsize=6, va="center", ha="left",
-                        annotation_clip=False)
+            ax.annotate(f"n={int(r.pairs)}", (1.04, y_of[(str(r.backend), str(r.policy),
+                                                           str(r.defence))]),
+                        fontsize=6, va="center", ha="left")
         ax.set_title(suites[i], fontsize=9)
-        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlim(-0.02, RIGHT)
+        ax.set_xticks(TICKS)
         ax.set_ylim(len(series) - 0.5, -0.5)
         ax.set_yticks(range(len(series)), [" · ".join(k) for k in series], fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(alpha=0.3)
-    fig.legend(loc="upper right", fontsize=7, ncol=2, frameon=False)
+    fig.legend(loc="outside right upper", fontsize=7, frameon=False)
     fig.suptitle("AgentDojo by its own checks: utility and attack success rate per suite; "
                  "rows: backend · policy · defence; 95 % Wilson interval", fontsize=8.5,
                  x=0.02, ha="left")
     fig.supxlabel("rate over the pairs run", fontsize=8)
-    fig.tight_layout()
     return save(fig, out_png)[0]

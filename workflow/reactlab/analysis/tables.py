@@ -24,7 +24,7 @@ from reactlab.trace.integrity import MANIFEST, write_manifest
 if TYPE_CHECKING:
     import pandas as pd
 
-RUN_COLUMNS = ["task", "backend", "scenario", "model", "steps", "calls", "errors",
+RUN_COLUMNS = ["task", "backend", "scenario", "agent", "model", "steps", "calls", "errors",
                "tokens_sent", "attempts", "termination", "answered", "verified", "n_findings",
                "findings", "defences", "delivered", "utility", "attack_present",
                "attack_succeeded", "trace"]
@@ -67,7 +67,7 @@ def run_row(run: VerifiedRun) -> dict[str, Any]:
     present, succeeded = attack_outcome(tr, delivered)
     return {
         "task": tr.run["task"], "backend": tr.run["backend"], "scenario": tr.run["scenario"],
-        "model": tr.header.run_spec.script.model,
+        "agent": run_agent(tr), "model": tr.header.run_spec.script.model,
         "steps": end.steps, "calls": end.calls, "errors": end.errors,
         "tokens_sent": end.tokens_sent,
         "attempts": sum(r.attempts for r in tr.requests())
@@ -83,6 +83,13 @@ def run_row(run: VerifiedRun) -> dict[str, Any]:
         "attack_present": present, "attack_succeeded": succeeded,
         "trace": run.trace_path,
     }
+
+
+def run_agent(tr: tracemod.Trace) -> str:
+    """The agent that ran a run: its framework entry's name, or ``lesson`` (the project's
+    loop); a framework run's scenario is ``{scenario}__{agent}``."""
+    fw = tr.header.run_spec.framework
+    return fw.name if fw else "lesson"
 
 
 def agent_row(tr: tracemod.Trace, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,8 +123,9 @@ def agents_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def step_rows(tr: tracemod.Trace) -> list[dict[str, Any]]:
+    agent = run_agent(tr)
     return [{"task": tr.run["task"], "backend": tr.run["backend"],
-             "scenario": tr.run["scenario"], "step": r.step,
+             "scenario": tr.run["scenario"], "agent": agent, "step": r.step,
              "tokens_sent": r.tokens_sent, "cumulative_tokens": r.cumulative_tokens}
             for r in tr.requests()]
 
@@ -138,6 +146,21 @@ def _summary(runs: pd.DataFrame, by: str) -> pd.DataFrame:
     for c in ("answered", "verified", "calls", "errors", "tokens_sent", "attacked"):
         out[c] = out[c].astype("int64")
     return out.reset_index().round(FLOAT_DIGITS)
+
+
+def _lesson_summary(runs: pd.DataFrame, lesson: pd.Series, by: str) -> pd.DataFrame:
+    """The summary by ``by`` of the lesson loop's runs, naming what it leaves out:
+    ``framework_runs_excluded`` (an agent framework's runs of that group, in runs.csv and
+    agents.csv) and, for the attack columns, ``attacked_scenarios`` (the scenarios whose
+    attacked runs ``utility_under_attack`` and ``attack_success_rate`` pool)."""
+    out = _summary(runs[lesson], by)
+    left_out = runs[~lesson].groupby(by).size()
+    out["framework_runs_excluded"] = [int(left_out.get(k, 0)) for k in out[by]]
+    out["framework_runs_excluded"] = out["framework_runs_excluded"].astype("int64")
+    attacked = runs[lesson & runs.attack_present]
+    pooled = {k: "+".join(sorted(set(g.scenario))) for k, g in attacked.groupby(by)}
+    out["attacked_scenarios"] = [pooled.get(k, "") for k in out[by]]
+    return out
 
 
 def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
@@ -169,15 +192,16 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS)
     # the summaries by backend and defences are the lesson loop's (a framework's runs are
     # in runs.csv, the summary by scenario under their own scenario, and agents.csv)
-    loop_df = runs_df[lesson].sort_values(keys, kind="stable")
-    runs_df = runs_df.sort_values(keys, kind="stable")
+    lesson_rows = pd.Series(lesson, index=runs_df.index)
+    sorted_rows = runs_df.sort_values(keys, kind="stable").index
+    runs_df, lesson_rows = runs_df.loc[sorted_rows], lesson_rows.loc[sorted_rows]
     steps_df = pd.DataFrame(steps).sort_values([*keys, "step"], kind="stable")
     fig_df = figure_table(steps_df, figure)
     tables = {
         "runs": runs_df,
         "summary_by_scenario": _summary(runs_df, "scenario"),
-        "summary_by_backend": _summary(loop_df, "backend"),
-        "summary_by_defences": _summary(loop_df, "defences"),
+        "summary_by_backend": _lesson_summary(runs_df, lesson_rows, "backend"),
+        "summary_by_defences": _lesson_summary(runs_df, lesson_rows, "defences"),
         "steps": steps_df,
         "cumulative_tokens": fig_df,
         **trials.build(trial_rows, analysis),

@@ -20,6 +20,8 @@ from typing import Any
 from reactlab.core.errors import ConfigError
 
 SEED_BITS = 63
+#: ``statistics.min_trials`` when the config leaves it out (docs/statistics.md).
+MIN_TRIALS = 3
 
 
 def derive_seed(base_key: str, trial: int, data_seed: int) -> int:
@@ -64,11 +66,13 @@ def check_analysis(raw: Mapping[str, Any]) -> None:
 
 def analysis_section(raw: Mapping[str, Any]) -> dict[str, Any]:
     """What the tables need beyond the traces: expected calls, answerability, pricing,
-    comparisons (JSON-ready; a rule parameter, so editing it re-runs only the tables)."""
+    comparisons and the fewest stochastic trials that get an interval (``min_trials``)
+    (JSON-ready; a rule parameter, so editing it re-runs only the tables)."""
     return {
         "tasks": {t: {"expected_calls": task.get("expected_calls"),
                       "answerable": task.get("answerable", True)}
                   for t, task in sorted(raw["tasks"].items())},
         "pricing": raw.get("pricing"),
         "comparisons": list(raw.get("comparisons", [])),
+        "min_trials": int((raw.get("statistics") or {}).get("min_trials", MIN_TRIALS)),
     }

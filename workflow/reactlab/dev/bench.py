@@ -195,7 +195,7 @@ figures.cumulative_tokens("results/tables/cumulative_tokens.csv",
                           "results/figures/cumulative_tokens.png", cfg.figure)
 figures.outcomes("results/tables/runs.csv", "results/figures/outcomes.png")
 figures.tokens("results/tables/runs.csv", "results/figures/tokens.png")
-figures.defences("results/tables/summary_by_defences.csv", "results/figures/defences.png")
+figures.defences("results/tables/runs.csv", "results/figures/defences.png")
 viewer.build(pairs, Path("results/viewer"))
 """
     t0 = time.perf_counter()
