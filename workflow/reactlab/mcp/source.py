@@ -40,7 +40,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from reactlab.config.mcp import file_copies, launch, tools_hash
+from reactlab.config.mcp import file_copies, forget, launch, tools_hash
 from reactlab.config.tool_parts import McpTools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
@@ -193,8 +193,11 @@ class ServerJob:
             raise
         if tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
+            forget(self.part)  # else the next planning may read the same stale list
             raise ToolServerError("changed", f"MCP server {self.part.server}: its tools are "
-                                  "not the ones planned (the run's spec); plan again")
+                                  "not the ones planned (the run's spec); its cached tool "
+                                  "list is removed: run the pipeline again, which plans "
+                                  "with the server's tools")
         return self
 
     def __exit__(self, *exc: object) -> None:
