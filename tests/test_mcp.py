@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -740,6 +741,91 @@ def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_p
     assert out.count("rule replay_mcp") == 4 and "rule run_mcp" not in out
     assert {t: (work / t).read_bytes() for t in targets} == recorded
     assert (work / "data/generated/acciones6.sqlite").read_bytes() == pristine
+
+
+@pytest.mark.full
+def test_the_pipeline_keeps_its_results_when_a_servers_tools_change_or_it_breaks(
+        raw_config, tmp_path):
+    """Snakemake on a small plan: a run on tests/mcp_bad_server.py, and the config's two
+    figure runs. (1) The server's tools change in a way its cache key does not see, and
+    the run's scenario is edited, so its job would run: the run stops before any job,
+    its trace and recording kept byte for byte, and the command it prints, run as
+    printed, plans with the new tools and runs the job. (2) The server then dies at
+    start: its run is left out with one warning line, the other runs are built, and a
+    target of the left-out run is refused in one line naming the server's error."""
+    import yaml
+
+    from reactlab.dev.bench import copy_workflow
+
+    work = tmp_path / "work"
+    work.mkdir()
+    copy_workflow(work)
+    extra = tmp_path / "extra"
+    raw = bad_config(raw_config, extra_file=extra)
+    del raw["mcp_servers"]["bad"]["watch"]
+    fig = raw["figure"]
+    raw["matrix"] = [raw["matrix"][-1],
+                     {"tasks": [fig["task"]], "backends": [fig["backend"]],
+                      "scenarios": [fig["loop"], fig["reference"]]}]
+    raw.pop("suites", None)
+
+    def write(raw: dict[str, Any]) -> None:
+        (work / "config.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True),
+                                          encoding="utf-8")
+
+    env = {**os.environ, "REACTLAB_CACHE": str(tmp_path / "cache")}
+
+    def snakemake(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+    key = "eco_task/openai/eco_script"
+    other = f"{fig['task']}/{fig['backend']}/{fig['reference']}"
+    write(raw)
+    proc = snakemake(f"results/verified/{key}.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [work / "results" / "traces" / f"{key}.jsonl",
+               work / "results" / "recordings" / f"{key}.mcp.jsonl",
+               work / "results" / "verified" / f"{key}.json"]
+    kept = [p.read_bytes() for p in results]
+
+    extra.write_text("x")  # one tool more; the cached list does not see it
+    raw["scenarios"]["eco_script"]["steps"][-1]["answer"] = "Suman {ok[1][suma]}."
+    write(raw)
+    proc = snakemake(f"results/verified/{key}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "mcp_servers.bad: its tools are not the ones this plan read from the cache" in out
+    assert "no job ran and no result was removed" in out and "rule run_mcp" not in out
+    assert [p.read_bytes() for p in results] == kept
+    printed = re.search(r"The stale list is removed: `([^`]+)`", out)
+    assert printed, out[-3000:]
+    proc = subprocess.run(printed.group(1), shell=True, cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule run_mcp" in proc.stdout + proc.stderr
+    header = records(results[0])[0]
+    assert header["spec"]["mcp"]["tools_hash"] != json.loads(kept[0].splitlines()[0])[
+        "spec"]["mcp"]["tools_hash"]
+
+    raw["mcp_servers"]["bad"]["args"][1] = "dies_at_start"
+    write(raw)
+    proc = snakemake(f"results/verified/{other}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    warned = [line for line in out.splitlines() if "left out" in line]
+    assert len(warned) == 2, out[-3000:]  # at planning, and again at the end
+    assert warned[0].startswith("reactlab: warning: 1 run(s) on MCP server 'bad' left out "
+                                f"of this plan ({key}), the others planned: config: "
+                                "mcp_servers.bad: cannot list"), warned
+    assert "no puedo arrancar" in warned[0]
+    assert warned[1] == warned[0].replace("warning: ", "warning: not run: ", 1)
+    assert (work / "results" / "verified" / f"{other}.json").is_file()
+    assert results[0].is_file()  # the left-out run's results stay (reported, not read)
+    proc = snakemake(f"results/verified/{key}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"results/verified/{key}.json: 1 run(s) on MCP server " \
+        "'bad' left out" in out, out[-3000:]
 
 
 def test_the_slice_benchmark_drops_exactly_the_mcp_runs(raw_config: dict) -> None:
