@@ -406,11 +406,13 @@ def run_check(command: str, request: pytest.FixtureRequest) -> None:
 
 
 def run_check_every_overlay(command: str, request: pytest.FixtureRequest) -> None:
-    """The synopsis with each overlay of workflow/configs/, on the overlays it goes on."""
+    """The synopsis with each overlay of workflow/configs/, on the overlays it goes on
+    (after one --configfile, in order: Snakemake reads the option given twice as the last
+    alone, and both refuse that form)."""
     checkout = request.getfixturevalue("checkout")
     for stack in overlay_stacks():
-        concrete = command.replace("--configfile OVERLAY", " ".join(
-            f"--configfile {o.relative_to(ROOT).as_posix()}" for o in stack))
+        concrete = command.replace("--configfile OVERLAY", "--configfile " + " ".join(
+            o.relative_to(ROOT).as_posix() for o in stack))
         ran = in_process(concrete, checkout)
         assert ran.rc == 0, f"{concrete}\n{ran.why()}"
         assert "valid;" in ran.err, ran.why()

@@ -244,6 +244,12 @@ def test_serve_and_mcp_read_no_servers_program(raw_config, data_files, tmp_path,
     with pytest.raises(ConfigError) as err:
         parse(raw)
     assert err.value.field == "mcp_servers.sqlite.command"
+    # the Snakefile's warning, as docs/mcp.md shows it for a clone without the environment
+    (left,) = parse(raw, servers="tolerate").left_out
+    shipped = raw_config["mcp_servers"]["sqlite"]["command"]
+    line = f"reactlab: warning: {left.line()}".replace(raw["mcp_servers"]["sqlite"]["command"],
+                                                     shipped)
+    assert line in (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8"), line
 
 
 def test_planning_inside_an_mcp_server_starts_no_server(raw_config, tmp_path, monkeypatch):
