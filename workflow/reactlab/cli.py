@@ -95,14 +95,14 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 
 
 def _cmd_recover(a: argparse.Namespace) -> None:
-    from reactlab.jobs import recover  # lazy: the jobs' modules and the config package
+    # lazy: the jobs' modules and the config package
+    from reactlab.jobs import recover, warn_left_out
     from reactlab.suites.plan import plan  # lazy: the config package (~0.4 s)
     from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
     from reactlab.suites.shards import table_paths  # lazy: the config package (~0.4 s)
 
     cfg = _config(a.config, _overlays(a.configfile), servers="tolerate")
-    for left in cfg.left_out:  # as the Snakefile plans: the other runs are checked
-        print(f"reactlab: warning: {left.line()}", file=sys.stderr)
+    warn_left_out(cfg)  # planned as the Snakefile plans: the other runs are checked
     before = _files(RESULTS)
     shards = plan(cfg.raw) if cfg.raw.get("suites") else []
     # the same step, with the same arguments, as the Snakefile's main process

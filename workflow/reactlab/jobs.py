@@ -343,13 +343,14 @@ def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str
             say(verify_job(traces[i], verified[i]))
 
 
-def onstart(workflow: Any, *, suites: bool,
+def onstart(workflow: Any, *, suites: bool, config: Config | None = None,
             scontrol: Callable[[], str] | None = None) -> None:
     """The checks of ``onstart`` (workflow/rules/cluster.smk): before the first job, not
     in a dry run, not in a job's own process. ``workflow`` is Snakemake's (its storage
     settings, executor plugin and executor settings are read); ``suites``: whether the
-    config plans outside-suite shards. ``scontrol`` returns the text of
-    ``scontrol show config`` (default: :func:`scontrol_show_config`).
+    config plans outside-suite shards; ``config``: the planned config, whose MCP servers'
+    cached tool lists are checked (:func:`check_tool_lists`). ``scontrol`` returns the
+    text of ``scontrol show config`` (default: :func:`scontrol_show_config`).
 
     - The suites' shard jobs declare only their checksum manifests and write the per-case
       traces beside them (docs/suites.md): they need the working folder shared by every
@@ -369,6 +370,8 @@ def onstart(workflow: Any, *, suites: bool,
             f"storage provider ({storage}) does not carry between jobs; run the suites "
             "where the jobs share the working folder (locally, or the SLURM profile), or "
             "leave `suites:` out")
+    if config is not None:
+        check_tool_lists(workflow, config, sys.argv[1:])
     plugin = getattr(workflow, "executor_plugin", None)
     if plugin is None or plugin.name != "slurm":
         return
@@ -378,6 +381,15 @@ def onstart(workflow: Any, *, suites: bool,
                                    (scontrol or scontrol_show_config)())
     if problem:
         raise UsageError(f"SLURM: {problem}")
+
+
+def warn_left_out(config: Config, *, ended: bool = False) -> None:
+    """One warning line on stderr per MCP server whose runs the plan left out
+    (:attr:`reactlab.config.Config.left_out`): at planning, and again when the run has
+    ``ended`` (``onsuccess``), where it is not lost in the jobs' output."""
+    for left in config.left_out:
+        print(f"reactlab: warning: {'not run: ' if ended else ''}{left.line()}",
+              file=sys.stderr)
 
 
 #: A run's trace among a job's outputs: its run key.

@@ -84,7 +84,6 @@ if config.get("cluster_local", False):
 # under a default storage provider, and a SLURM status command that would wait forever
 # (reactlab.jobs.onstart; docs/cluster.md); and an MCP server whose tool list changed
 # since the plan read it from the cache, before any of its jobs removes a result
-# (reactlab.jobs.check_tool_lists; docs/mcp.md).
+# (reactlab.jobs.check_tool_lists, called there; docs/mcp.md).
 onstart:
-    jobs.onstart(workflow, suites=bool(SUITE_SHARDS))
-    jobs.check_tool_lists(workflow, RL, sys.argv[1:])
+    jobs.onstart(workflow, suites=bool(SUITE_SHARDS), config=RL)

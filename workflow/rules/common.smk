@@ -34,13 +34,13 @@ except ConfigError as _exc:
 RUNS = {r.key: r for r in RL.runs}
 LEFT_OUT = {key: left for left in RL.left_out for key in left.runs}
 if workflow.is_main_process:
-    for _left in RL.left_out:
-        print(f"reactlab: warning: {_left.line()}", file=sys.stderr)
+    jobs.warn_left_out(RL)
 
 
 onsuccess:
-    for _left in RL.left_out:
-        print(f"reactlab: warning: not run: {_left.line()}", file=sys.stderr)
+    jobs.warn_left_out(RL, ended=True)
+
+
 ID = "[a-z][a-z0-9_]*"
 
 wildcard_constraints:
