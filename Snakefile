@@ -8,6 +8,7 @@
 # and includes the rule files. Helpers live in workflow/rules/common.smk.
 
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
@@ -20,11 +21,19 @@ min_version("9.0")
 # `reactlab check` uses), so the pipeline runs exactly what `check` validates.
 try:
     from reactlab.config import check_files as _check_config_files
+    from reactlab.config.loading import configfile_groups, single_configfile
     from reactlab.core.errors import ConfigError as _ConfigError
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}): run `make env`, which creates the "
         "environment in .venv, then .venv/bin/snakemake")
+# `--configfile A --configfile B` would run B alone (Snakemake keeps the last occurrence of
+# the option): refused, as `reactlab check` refuses it, naming `--configfile A B`.
+if workflow.is_main_process:
+    try:
+        single_configfile(configfile_groups(sys.argv[1:]))
+    except _ConfigError as _exc:
+        raise WorkflowError(f"invalid configuration: {_exc}") from None
 # The working folder's own config.yaml, else the project's beside this Snakefile: with
 # `--directory elsewhere` the project's config (and overlays) run there, results and
 # generated data under that folder.

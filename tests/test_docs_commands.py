@@ -36,6 +36,7 @@ import dataclasses
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -409,11 +410,13 @@ def run_check(command: str, request: pytest.FixtureRequest) -> None:
 
 
 def run_check_every_overlay(command: str, request: pytest.FixtureRequest) -> None:
-    """The synopsis with each overlay of workflow/configs/, on the overlays it goes on."""
+    """The synopsis with each overlay of workflow/configs/, on the overlays it goes on
+    (after one --configfile, in order: Snakemake reads the option given twice as the last
+    alone, and both refuse that form)."""
     checkout = request.getfixturevalue("checkout")
     for stack in overlay_stacks():
-        concrete = command.replace("--configfile OVERLAY", " ".join(
-            f"--configfile {o.relative_to(ROOT).as_posix()}" for o in stack))
+        concrete = command.replace("--configfile OVERLAY", "--configfile " + " ".join(
+            o.relative_to(ROOT).as_posix() for o in stack))
         ran = in_process(concrete, checkout)
         assert ran.rc == 0, f"{concrete}\n{ran.why()}"
         assert "valid;" in ran.err, ran.why()
@@ -935,3 +938,91 @@ def test_viewer_scale_clones_trial_traces_as_trials(toolbox: Any, tmp_path: Path
     assert Path(pairs[4][0]).as_posix().endswith("variacion_busi_0001/openai/correcto/t2.jsonl")
     written = html.build(pairs, tmp_path / "viewer")
     assert len(written) == 7  # the index and six run pages
+
+
+def _tagged(tag: str) -> list[int]:
+    """The processes whose environment holds ``tag`` (``NAME=value``): the ones a host
+    started with it and every descendant, orphans included (they keep the variable)."""
+    import os
+
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError), open(f"/proc/{entry.name}/environ", "rb") as fh:
+            if tag.encode() in fh.read().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def test_the_mcp_host_recipe_runs_as_written_and_leaves_no_process(
+        checkout: Path, tmp_path: Path, data_files: tuple[Path, Path], toolbox: Any) -> None:
+    """docs/mcp.md's JSON host config, as written (its `/path/to/reactlab` this checkout's
+    copy), launched by the SDK's own stdio client as a host launches it, in a project
+    whose config.yaml lists that very server as docs/mcp.md's config entry writes it, a
+    task in the matrix on it. `reactlab mcp` reads the tasks and data it serves and plans
+    no server: one process while the session lasts (it once planned the config and
+    started itself again, without end), none once the host has closed."""
+    import os
+    import uuid
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from reactlab.config import GENERATED_DATA
+    from tests.test_mcp_server import check_listing, in_process
+
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    recipe = re.search(r"```json\n(.*?)```", page, re.S)
+    config_entry = re.search(
+        r"`(\{command: python, args: \[-m, reactlab, mcp\],\s+results: lesson\})`", page)
+    assert recipe and config_entry, "docs/mcp.md's host recipe and config entry"
+    host = json.loads(recipe.group(1))
+    entry = yaml.safe_load(" ".join(config_entry.group(1).split()))
+    project = tmp_path / "reactlab"
+    shutil.copytree(checkout, project, symlinks=True, copy_function=os.link)
+    raw = yaml.safe_load((checkout / "config.yaml").read_text(encoding="utf-8"))
+    raw["mcp_servers"]["reactlab"] = entry
+    raw["tasks"]["variacion_mcp"] = {**raw["tasks"]["variacion_busi"], "mcp_server": "reactlab"}
+    raw["matrix"].append({"tasks": ["variacion_mcp"], "backends": ["openai"],
+                          "scenarios": ["correcto"]})
+    (project / "config.yaml").unlink()  # a hard link to the shared checkout's
+    (project / "config.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True),
+                                         encoding="utf-8")
+    (project / "data" / "generated").mkdir(parents=True, exist_ok=True)
+    for kind, src in zip(("prices", "news"), data_files, strict=True):
+        shutil.copyfile(src, project / "data" / "generated" / GENERATED_DATA[kind])
+    (server,) = json.loads(json.dumps(host).replace("/path/to/reactlab", str(project)))[
+        "mcpServers"].values()
+    tag = f"REACTLAB_TEST_HOST={uuid.uuid4().hex}"
+    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           tag.split("=")[0]: tag.split("=")[1],
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+    params = StdioServerParameters(command=server["command"], args=server["args"],
+                                   cwd=server["cwd"], env=env)
+
+    async def session() -> list[int]:
+        with open(tmp_path / "stderr", "w", encoding="utf-8") as errlog, \
+                anyio.fail_after(60):
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+                check_listing((await client.list_tools()).tools)
+                result = await client.call_tool("calculadora", {"expresion": "7/2"})
+                assert (result.content[0].text, result.is_error) == in_process(
+                    toolbox, "calculadora", {"expresion": "7/2"})
+                return _tagged(tag)
+
+    try:
+        during = anyio.run(session)
+        deadline = time.monotonic() + 15
+        while _tagged(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _tagged(tag)
+    finally:
+        for pid in _tagged(tag):  # what a failure left: this test's processes only
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+    log = (tmp_path / "stderr").read_text(encoding="utf-8")
+    assert len(during) == 1, (during, log)
+    assert left == [], log
+    assert "Traceback" not in log, log

@@ -5,6 +5,8 @@ do, with no traceback and a non-zero exit status. Snakemake runs as a subprocess
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -118,6 +120,58 @@ def test_a_mistyped_overlay_lists_the_overlays_to_reactlab_check() -> None:
                                "workflow/configs/bfcl_fre.yaml: "), lines[0]
     listed = lines[0].partition("workflow/configs holds ")[2].rstrip(")").split(", ")
     assert listed == sorted(p.name for p in OVERLAYS.glob("*.yaml")), lines[0]
+
+
+OVERLAY_A = """\
+tasks:
+  variacion_busi_a:
+    question: "¿Cuánto varió BUSI entre el 2024-01-02 y el 2024-03-15?"
+    tools: [precio, calculadora]
+    params: {ticker: BUSI, desde: "2024-01-02", hasta: "2024-03-15"}
+suites: {bfcl: {backends: [openai_live]}, agentdojo: {backends: [openai_live]}}
+"""
+OVERLAY_B = """\
+matrix:
+  - {tasks: [variacion_busi], backends: [anthropic], scenarios: [bucle_sin_limite, correcto]}
+  - {tasks: [variacion_busi_a], backends: [openai], scenarios: [correcto]}
+"""
+
+
+def test_configfile_overlays_mean_the_same_to_check_and_snakemake(
+        work: Path, tmp_path: Path) -> None:
+    """`--configfile A B` merges A then B for Snakemake and for `reactlab check` alike:
+    the same planned runs (B's matrix names A's task). `--configfile A --configfile B`,
+    which Snakemake 9.27 reads as B alone (its option takes nargs="+", and a second
+    occurrence replaces the first), is refused by both, in one line naming the form
+    that merges them."""
+    from reactlab.cli import main
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(OVERLAY_A, encoding="utf-8")
+    b.write_text(OVERLAY_B, encoding="utf-8")
+
+    def check(*args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.chdir(work), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            rc = main(["check", "--list", *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    proc = snakemake(work, "--configfile", str(a), str(b))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    planned = set(re.findall(r"results/traces/(\S+)\.jsonl", proc.stdout))
+    rc, listed, err = check("--configfile", str(a), str(b))
+    assert rc == 0, err
+    assert planned == set(listed.split()), (planned, listed)
+    assert "variacion_busi_a/openai/correcto" in planned  # A's task, B's matrix: merged
+
+    line = workflow_error(snakemake(work, "--configfile", str(a), "--configfile", str(b)))
+    rc, listed, err = check("--configfile", str(a), "--configfile", str(b))
+    assert rc == 2 and not listed, err
+    assert line.startswith("invalid configuration: config: --configfile: given 2 times")
+    assert err.splitlines() == [
+        "reactlab: error: " + line.removeprefix("invalid configuration: ")], (err, line)
+    assert line.endswith(f"in order: --configfile {a} {b}"), line
 
 
 @pytest.mark.xfail(strict=True, reason="Snakemake 9.27 reads every --configfile in its own "

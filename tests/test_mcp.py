@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -184,6 +185,110 @@ def test_a_server_that_cannot_start_is_a_config_error_at_planning(raw_config):
     assert "no puedo arrancar" in str(err.value)  # its stderr, for the person
 
 
+def test_a_server_that_cannot_be_listed_leaves_only_its_runs_out(raw_config):
+    """As the Snakefile plans (servers="tolerate"): the runs on a server that cannot be
+    listed are left out, named with the server's error in one line; every other run is
+    planned as without them. `reactlab check` (require) refuses the config instead."""
+    raw = bad_config(raw_config, "dies_at_start")
+    cfg = parse(raw, servers="tolerate")
+    (left,) = cfg.left_out
+    assert (left.server, left.error.field) == ("bad", "mcp_servers.bad")
+    assert left.runs == ("eco_task/openai/eco_script",)
+    line = left.line()
+    assert "\n" not in line and "no puedo arrancar" in line and "eco_task/openai" in line
+    without = copy.deepcopy(raw)
+    without["matrix"] = raw["matrix"][:-1]
+    assert [r.to_json() for r in cfg.runs] == [r.to_json() for r in parse(without).runs]
+    raw["mcp_servers"]["bad"]["command"] = "no/such/server"  # a program that is not there
+    (left,) = parse(raw, servers="tolerate").left_out
+    assert left.error.field == "mcp_servers.bad.command"
+    # the figure's own run needs the server: that is the config's error, named
+    raw["figure"]["task"], raw["figure"]["backend"] = "eco_task", "openai"
+    raw["figure"]["loop"] = raw["figure"]["reference"] = "eco_script"
+    with pytest.raises(ConfigError) as err:
+        parse(raw, servers="tolerate")
+    assert err.value.field == "figure.loop" and "no/such/server" in str(err.value)
+
+
+def test_a_command_that_needs_no_tools_starts_no_server(raw_config, tmp_path):
+    pidfile = tmp_path / "pids"
+    cfg = parse(bad_config(raw_config, pidfile=pidfile), servers="skip")
+    assert pids_of(pidfile) == []
+    assert [(left.server, left.runs) for left in cfg.left_out] == [
+        ("bad", ("eco_task/openai/eco_script",))]
+
+
+def test_serve_and_mcp_read_no_servers_program(raw_config, data_files, tmp_path, monkeypatch):
+    """`reactlab serve` and `reactlab mcp` read the sections they serve: an MCP server's
+    program missing (a clone without .venv-mcp-sqlite) stops neither, while `reactlab
+    check` names it."""
+    import yaml
+
+    from reactlab import cli
+    from reactlab.config import GENERATED_DATA
+
+    raw = copy.deepcopy(raw_config)  # the shipped SQL slice is in its matrix
+    raw["mcp_servers"]["sqlite"]["command"] = ".venv-mcp-nosuch/bin/mcp-server-sqlite"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    (tmp_path / "data" / "generated").mkdir(parents=True)
+    for kind, src in zip(("prices", "news"), data_files, strict=True):
+        (tmp_path / "data" / "generated" / GENERATED_DATA[kind]).write_bytes(src.read_bytes())
+    served: list[Any] = []
+    monkeypatch.setattr("reactlab.simulate.server.serve",
+                        lambda config, *a, **kw: served.append(config))
+    monkeypatch.setattr("reactlab.mcp.server.serve_stdio", served.append)
+    assert cli.main(["serve", "--config", str(path)]) == 0
+    assert cli.main(["mcp", "--config", str(path), "--task", "variacion_busi"]) == 0
+    assert len(served) == 2 and "sql_cierre_busi" in served[0].raw["tasks"]
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    assert err.value.field == "mcp_servers.sqlite.command"
+    # the Snakefile's warning, as docs/mcp.md shows it for a clone without the environment
+    (left,) = parse(raw, servers="tolerate").left_out
+    shipped = raw_config["mcp_servers"]["sqlite"]["command"]
+    line = f"reactlab: warning: {left.line()}".replace(raw["mcp_servers"]["sqlite"]["command"],
+                                                     shipped)
+    assert line in (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8"), line
+
+
+def test_planning_inside_an_mcp_server_starts_no_server(raw_config, tmp_path, monkeypatch):
+    from reactlab.config.mcp import INSIDE
+
+    pidfile = tmp_path / "pids"
+    monkeypatch.setenv(INSIDE, "reactlab mcp, pid 1")
+    with pytest.raises(ConfigError) as err:
+        parse(bad_config(raw_config, pidfile=pidfile))
+    assert err.value.field == "mcp_servers.bad" and "inside an MCP server" in str(err.value)
+    assert pids_of(pidfile) == []
+
+
+def test_a_server_that_plans_its_own_config_is_refused_at_the_second_level(
+        raw_config, tmp_path):
+    """A cycle at any depth: a "server" whose command plans the very config that lists it
+    (`reactlab check` on it) is started once by the planning, with the marker in its
+    environment, and its own planning refuses to start it again: one line, no process
+    left."""
+    import yaml
+
+    raw = copy.deepcopy(raw_config)
+    raw["matrix"] = [b for b in raw["matrix"]
+                     if not any("mcp_server" in raw["tasks"][t] for t in b["tasks"])]
+    path = tmp_path / "config.yaml"
+    raw["mcp_servers"]["loop"] = {"command": sys.executable, "timeout": 60,
+                                  "args": ["-m", "reactlab", "check", "--config", str(path)]}
+    raw["tasks"]["loop_task"] = {**raw["tasks"]["variacion_busi"], "mcp_server": "loop"}
+    raw["matrix"].append({"tasks": ["loop_task"], "backends": ["openai"],
+                          "scenarios": ["correcto"]})
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    line = str(err.value)
+    assert "\n" not in line and err.value.field == "mcp_servers.loop", line
+    assert "cannot list the server's tools" in line, line
+    assert "mcp_servers.loop: not started: this planning runs inside an MCP server" in line
+
+
 # --- the tool source, recording and replay ---------------------------------------------
 
 
@@ -286,11 +391,11 @@ def test_a_tool_outside_the_task_is_never_sent(raw_config, tmp_path):
 
 
 @pytest.mark.parametrize("words,cached,diff", [
-    ("x", True, "added: extra; plan again"),
+    ("x", True, "added: extra"),
     ("sin-falla otra-suma", True,
-     "added: extra; removed: falla; changed: suma (description); plan again"),
+     "added: extra; removed: falla; changed: suma (description)"),
     # the planned list not at hand (another machine's cache): the task's tools compared
-    ("sin-falla otra-suma", False, "removed: falla; changed: suma (description); plan again"),
+    ("sin-falla otra-suma", False, "removed: falla; changed: suma (description)"),
 ])
 def test_a_server_whose_tools_changed_since_planning_is_refused(raw_config, tmp_path,
                                                                 words, cached, diff):
@@ -309,8 +414,50 @@ def test_a_server_whose_tools_changed_since_planning_is_refused(raw_config, tmp_
         run(spec, tmp_path / "t.jsonl")
     assert err.value.kind == "changed"
     assert str(err.value).endswith(
-        "MCP server bad: its tools are not the ones planned (the run's spec): " + diff)
+        "MCP server bad: its tools are not the ones planned (the run's spec): " + diff
+        + "; its cached tool list is removed: run the pipeline again, which plans with the "
+        "server's tools")
+
+
+def test_a_change_the_cache_key_misses_is_refused_and_the_stale_list_removed(
+        raw_config, tmp_path):
+    """A change the cache key does not see (the file is not under `watch`): the job
+    refuses to run, and removes the stale cached list, so that planning again (what its
+    error says to do) plans with the server's tools."""
+    extra = tmp_path / "extra"
+    raw = bad_config(raw_config, extra_file=extra)
+    del raw["mcp_servers"]["bad"]["watch"]
+    spec = spec_of(raw)
+    extra.write_text("x")
+    assert spec_of(raw).config_hash == spec.config_hash  # planned from the stale list
+    with pytest.raises(ToolServerError) as err:
+        run(spec, tmp_path / "t.jsonl")
+    assert err.value.kind == "changed" and "run the pipeline again" in str(err.value)
     assert not (tmp_path / "t.jsonl").exists()
+    assert spec_of(raw).mcp.tools_hash != spec.mcp.tools_hash
+
+
+def test_a_stale_cached_list_is_found_before_any_job(raw_config, tmp_path):
+    """What the Snakefile's onstart asks (reactlab.jobs.check_tool_lists) of a server
+    whose planned list came from the cache: nothing while the server lists the same
+    tools; once it lists others, the cache file, removed."""
+    from reactlab.config.mcp import servers, stale_cache
+
+    extra = tmp_path / "extra"
+    raw = bad_config(raw_config, extra_file=extra)
+    del raw["mcp_servers"]["bad"]["watch"]
+    first = parse(raw)
+    assert first.cached_servers == frozenset()  # asked of the server: fresh
+    cfg = parse(raw)
+    assert cfg.cached_servers == {"bad"}
+    planned = cfg.run("eco_task", "openai", "eco_script").mcp.tools_hash
+    settings = servers(raw)["bad"]
+    assert stale_cache(settings, "bad", planned) is None
+    extra.write_text("x")
+    removed = stale_cache(settings, "bad", planned)
+    assert removed is not None and not removed.exists()
+    again = parse(raw)
+    assert again.run("eco_task", "openai", "eco_script").mcp.tools_hash != planned
 
 
 # --- servers that misbehave ------------------------------------------------------------
@@ -679,6 +826,91 @@ def test_the_pipeline_records_the_sql_runs_and_replays_them_byte_identical(tmp_p
     assert out.count("rule replay_mcp") == 4 and "rule run_mcp" not in out
     assert {t: (work / t).read_bytes() for t in targets} == recorded
     assert (work / "data/generated/acciones6.sqlite").read_bytes() == pristine
+
+
+@pytest.mark.full
+def test_the_pipeline_keeps_its_results_when_a_servers_tools_change_or_it_breaks(
+        raw_config, tmp_path):
+    """Snakemake on a small plan: a run on tests/mcp_bad_server.py, and the config's two
+    figure runs. (1) The server's tools change in a way its cache key does not see, and
+    the run's scenario is edited, so its job would run: the run stops before any job,
+    its trace and recording kept byte for byte, and the command it prints, run as
+    printed, plans with the new tools and runs the job. (2) The server then dies at
+    start: its run is left out with one warning line, the other runs are built, and a
+    target of the left-out run is refused in one line naming the server's error."""
+    import yaml
+
+    from reactlab.dev.bench import copy_workflow
+
+    work = tmp_path / "work"
+    work.mkdir()
+    copy_workflow(work)
+    extra = tmp_path / "extra"
+    raw = bad_config(raw_config, extra_file=extra)
+    del raw["mcp_servers"]["bad"]["watch"]
+    fig = raw["figure"]
+    raw["matrix"] = [raw["matrix"][-1],
+                     {"tasks": [fig["task"]], "backends": [fig["backend"]],
+                      "scenarios": [fig["loop"], fig["reference"]]}]
+    raw.pop("suites", None)
+
+    def write(raw: dict[str, Any]) -> None:
+        (work / "config.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True),
+                                          encoding="utf-8")
+
+    env = {**os.environ, "REACTLAB_CACHE": str(tmp_path / "cache")}
+
+    def snakemake(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+    key = "eco_task/openai/eco_script"
+    other = f"{fig['task']}/{fig['backend']}/{fig['reference']}"
+    write(raw)
+    proc = snakemake(f"results/verified/{key}.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [work / "results" / "traces" / f"{key}.jsonl",
+               work / "results" / "recordings" / f"{key}.mcp.jsonl",
+               work / "results" / "verified" / f"{key}.json"]
+    kept = [p.read_bytes() for p in results]
+
+    extra.write_text("x")  # one tool more; the cached list does not see it
+    raw["scenarios"]["eco_script"]["steps"][-1]["answer"] = "Suman {ok[1][suma]}."
+    write(raw)
+    proc = snakemake(f"results/verified/{key}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "mcp_servers.bad: its tools are not the ones this plan read from the cache" in out
+    assert "no job ran and no result was removed" in out and "rule run_mcp" not in out
+    assert [p.read_bytes() for p in results] == kept
+    printed = re.search(r"The stale list is removed: `([^`]+)`", out)
+    assert printed, out[-3000:]
+    proc = subprocess.run(printed.group(1), shell=True, cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule run_mcp" in proc.stdout + proc.stderr
+    header = records(results[0])[0]
+    assert header["spec"]["mcp"]["tools_hash"] != json.loads(kept[0].splitlines()[0])[
+        "spec"]["mcp"]["tools_hash"]
+
+    raw["mcp_servers"]["bad"]["args"][1] = "dies_at_start"
+    write(raw)
+    proc = snakemake(f"results/verified/{other}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    warned = [line for line in out.splitlines() if "left out" in line]
+    assert len(warned) == 2, out[-3000:]  # at planning, and again at the end
+    assert warned[0].startswith("reactlab: warning: 1 run(s) on MCP server 'bad' left out "
+                                f"of this plan ({key}), the others planned: config: "
+                                "mcp_servers.bad: cannot list"), warned
+    assert "no puedo arrancar" in warned[0]
+    assert warned[1] == warned[0].replace("warning: ", "warning: not run: ", 1)
+    assert (work / "results" / "verified" / f"{other}.json").is_file()
+    assert results[0].is_file()  # the left-out run's results stay (reported, not read)
+    proc = snakemake(f"results/verified/{key}.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"results/verified/{key}.json: 1 run(s) on MCP server " \
+        "'bad' left out" in out, out[-3000:]
 
 
 def test_the_slice_benchmark_drops_exactly_the_mcp_runs(raw_config: dict) -> None:

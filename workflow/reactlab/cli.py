@@ -28,12 +28,22 @@ if TYPE_CHECKING:
     from reactlab.config import Config
 
 
-def _config(path: str, overlays: Sequence[str] = ()) -> Config:
+def _config(path: str, overlays: Sequence[str] = (), *, servers: str = "skip") -> Config:
     """The config at ``path`` with its ``overlays`` merged, validated
-    (:func:`reactlab.config.load`)."""
+    (:func:`reactlab.config.load`). ``servers``: how its MCP servers are planned
+    (:data:`reactlab.config.mcp.MODES`); by default none is started, for a command that
+    needs no run's tools."""
     from reactlab import config  # lazy: builds the config's pydantic models (~0.4 s)
 
-    return config.load(path, overlays)
+    return config.load(path, overlays, servers=servers)
+
+
+def _overlays(groups: Sequence[Sequence[str]]) -> list[str]:
+    """The overlays of ``--configfile A B``: given more than once, refused as the Snakefile
+    refuses it (:func:`reactlab.config.loading.single_configfile`)."""
+    from reactlab.config.loading import single_configfile  # lazy: the config package
+
+    return single_configfile(groups)
 
 
 def _cmd_data(a: argparse.Namespace) -> None:
@@ -86,12 +96,13 @@ def _cmd_figure(a: argparse.Namespace) -> None:
 
 def _cmd_recover(a: argparse.Namespace) -> None:
     from reactlab.config.mcp import replay_tasks  # lazy: the config package (~0.4 s)
-    from reactlab.jobs import recover  # lazy: the jobs' modules and the config package
+    from reactlab.jobs import recover, warn_left_out  # lazy: the jobs' modules, the config
     from reactlab.suites.plan import plan  # lazy: the config package (~0.4 s)
     from reactlab.suites.registry import figures  # lazy: the config package (~0.4 s)
     from reactlab.suites.shards import table_paths  # lazy: the config package (~0.4 s)
 
-    cfg = _config(a.config, a.configfile)
+    cfg = _config(a.config, _overlays(a.configfile), servers="tolerate")
+    warn_left_out(cfg)  # planned as the Snakefile plans: the other runs are checked
     before = _files(RESULTS)
     shards = plan(cfg.raw) if cfg.raw.get("suites") else []
     # the same step, with the same arguments, as the Snakefile's main process
@@ -126,7 +137,7 @@ def _files(root: str) -> set[str]:
 def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab.config import data_source  # lazy: the config package (~0.4 s)
 
-    cfg = _config(a.config, a.configfile)
+    cfg = _config(a.config, _overlays(a.configfile), servers="require")
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
         data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
@@ -156,11 +167,23 @@ def _cmd_serve(a: argparse.Namespace) -> None:
 
 
 def _cmd_mcp(a: argparse.Namespace) -> None:
+    from reactlab.config.mcp import INSIDE  # lazy: the config package (~0.4 s)
     from reactlab.mcp.server import main as mcp_main  # lazy: heavy (the mcp SDK, uvicorn)
 
-    mcp_main(transport=a.transport, config_path=a.config, task=a.task, tools=a.tools,
-             prices=a.prices, news=a.news, host=a.host, port=a.port,
-             lesson_schemas=a.lesson_schemas)
+    # it reads its config's tasks and data and plans no MCP server; a process it starts
+    # (none, today) that would plan the config refuses to start one
+    # (reactlab.config.mcp.refuse_inside). Restored after: main() may run in a test.
+    before = os.environ.get(INSIDE)
+    os.environ[INSIDE] = f"reactlab mcp, pid {os.getpid()}"
+    try:
+        mcp_main(transport=a.transport, config_path=a.config, task=a.task, tools=a.tools,
+                 prices=a.prices, news=a.news, host=a.host, port=a.port,
+                 lesson_schemas=a.lesson_schemas)
+    finally:
+        if before is None:
+            del os.environ[INSIDE]
+        else:
+            os.environ[INSIDE] = before
 
 
 def _cmd_viewer(a: argparse.Namespace) -> None:
@@ -273,17 +296,20 @@ def _add_checks(sub: Commands) -> None:
     s = sub.add_parser("check", help="validate config.yaml and count the runs")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--list", action="store_true", help="print every run key")
-    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
-                   help="an overlay merged over --config, as `snakemake --configfile` "
-                        "does (repeatable)")
+    s.add_argument("--configfile", "--configfiles", nargs="+", action="append", default=[],
+                   metavar="OVERLAY",
+                   help="overlays merged over --config in order, as `snakemake "
+                        "--configfile A B` does (the option given twice is refused: "
+                        "Snakemake would keep only the last)")
     s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("recover", help="what a run does before it plans its jobs: take the "
                                        "folder's lock, remove damaged results and what "
                                        "was built from them, report stray files")
     s.add_argument("--config", default="config.yaml")
-    s.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
-                   help="an overlay merged over --config (repeatable)")
+    s.add_argument("--configfile", "--configfiles", nargs="+", action="append", default=[],
+                   metavar="OVERLAY", help="overlays merged over --config in order, as "
+                                           "`snakemake --configfile A B` does")
     s.set_defaults(func=_cmd_recover)
 
     s = sub.add_parser("convert-model",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +32,7 @@ from reactlab.analysis import tables as tablesmod
 from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.outputs import draw
 from reactlab.analysis.verify import verify_job
-from reactlab.config import RunSpec
+from reactlab.config import Config, RunSpec
 from reactlab.core.errors import CommandFailed, ConfigError, UsageError
 from reactlab.core.io import write_text_atomic
 from reactlab.core.joblog import job_log
@@ -348,13 +350,14 @@ def run_batch(specs: Sequence[str], prices: str, news: str, traces: Sequence[str
             say(verify_job(traces[i], verified[i]))
 
 
-def onstart(workflow: Any, *, suites: bool,
+def onstart(workflow: Any, *, suites: bool, config: Config | None = None,
             scontrol: Callable[[], str] | None = None) -> None:
     """The checks of ``onstart`` (workflow/rules/cluster.smk): before the first job, not
     in a dry run, not in a job's own process. ``workflow`` is Snakemake's (its storage
     settings, executor plugin and executor settings are read); ``suites``: whether the
-    config plans outside-suite shards. ``scontrol`` returns the text of
-    ``scontrol show config`` (default: :func:`scontrol_show_config`).
+    config plans outside-suite shards; ``config``: the planned config, whose MCP servers'
+    cached tool lists are checked (:func:`check_tool_lists`). ``scontrol`` returns the
+    text of ``scontrol show config`` (default: :func:`scontrol_show_config`).
 
     - The suites' shard jobs declare only their checksum manifests and write the per-case
       traces beside them (docs/suites.md): they need the working folder shared by every
@@ -374,6 +377,8 @@ def onstart(workflow: Any, *, suites: bool,
             f"storage provider ({storage}) does not carry between jobs; run the suites "
             "where the jobs share the working folder (locally, or the SLURM profile), or "
             "leave `suites:` out")
+    if config is not None:
+        check_tool_lists(workflow, config, sys.argv[1:])
     plugin = getattr(workflow, "executor_plugin", None)
     if plugin is None or plugin.name != "slurm":
         return
@@ -383,6 +388,54 @@ def onstart(workflow: Any, *, suites: bool,
                                    (scontrol or scontrol_show_config)())
     if problem:
         raise UsageError(f"SLURM: {problem}")
+
+
+def warn_left_out(config: Config, *, ended: bool = False) -> None:
+    """One warning line on stderr per MCP server whose runs the plan left out
+    (:attr:`reactlab.config.Config.left_out`): at planning, and again when the run has
+    ``ended`` (``onsuccess``), where it is not lost in the jobs' output."""
+    for left in config.left_out:
+        print(f"reactlab: warning: {'not run: ' if ended else ''}{left.line()}",
+              file=sys.stderr)
+
+
+#: A run's trace among a job's outputs: its run key.
+_TRACE = re.compile(r"(?:\./)?results/traces/(.+)\.jsonl")
+
+
+def check_tool_lists(workflow: Any, config: Config, argv: Sequence[str]) -> None:
+    """The MCP check of ``onstart``, before the first job: each stdio server whose
+    planned tool list came from the cache, and some of whose runs are about to run, is
+    listed once (:func:`reactlab.config.mcp.stale_cache`). A list that is no longer the
+    planned one (a change the cache key does not see) would fail every such job, after
+    Snakemake removed its outputs: instead the stale list is removed, nothing runs and
+    nothing is removed, and the ConfigError names the command that plans again with the
+    new tools (``argv``: Snakemake's command line). ``workflow`` is Snakemake's."""
+    from reactlab.config.mcp import servers, stale_cache  # lazy: only when jobs run
+
+    runs = {r.key: r for r in config.runs}
+    pending: dict[str, list[str]] = {}
+    for job in workflow.dag.needrun_jobs():
+        for out in job.output:
+            found = _TRACE.fullmatch(str(out))
+            key = found.group(1) if found else ""
+            part = runs[key].mcp if key in runs else None
+            if part is not None and part.server in config.cached_servers:
+                pending.setdefault(part.server, []).append(key)
+    settings = servers(config.raw)
+    for name, keys in sorted(pending.items()):
+        part = runs[keys[0]].mcp
+        if settings[name].replay or part is None:
+            continue
+        removed = stale_cache(settings[name], name, part.tools_hash)
+        if removed is not None:
+            command = shlex.join([sys.executable, "-m", "snakemake", *argv])
+            raise ConfigError(
+                f"mcp_servers.{name}",
+                f"its tools are not the ones this plan read from the cache ({removed}), "
+                "a change its cache key does not see (name the path under `watch`); no "
+                f"job ran and no result was removed. The stale list is removed: `{command}` "
+                f"plans its {len(set(keys))} run(s) with the server's tools and runs them")
 
 
 def scontrol_show_config(timeout: float = 60) -> str:

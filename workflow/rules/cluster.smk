@@ -82,6 +82,8 @@ if config.get("cluster_local", False):
 
 # Before the first job (not in a dry run, not in a job's own process): refuse the suites
 # under a default storage provider, and a SLURM status command that would wait forever
-# (reactlab.jobs.onstart; docs/cluster.md).
+# (reactlab.jobs.onstart; docs/cluster.md); and an MCP server whose tool list changed
+# since the plan read it from the cache, before any of its jobs removes a result
+# (reactlab.jobs.check_tool_lists, called there; docs/mcp.md).
 onstart:
-    jobs.onstart(workflow, suites=bool(SUITE_SHARDS))
+    jobs.onstart(workflow, suites=bool(SUITE_SHARDS), config=RL)

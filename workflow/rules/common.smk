@@ -23,12 +23,24 @@ except ImportError as _exc:
         "environment in .venv, then .venv/bin/snakemake"
     )
 
+# A task's MCP server that cannot be listed (its program missing, an error at start)
+# leaves the runs of its tasks out of the plan, said here and again at the end; the
+# other runs are planned and run (reactlab.config.parse, servers="tolerate").
 try:
-    RL = _parse_config(config)
+    RL = _parse_config(config, servers="tolerate")
 except ConfigError as _exc:
     raise WorkflowError(f"invalid configuration: {_exc}") from None
 
 RUNS = {r.key: r for r in RL.runs}
+LEFT_OUT = {key: left for left in RL.left_out for key in left.runs}
+if workflow.is_main_process:
+    jobs.warn_left_out(RL)
+
+
+onsuccess:
+    jobs.warn_left_out(RL, ended=True)
+
+
 ID = "[a-z][a-z0-9_]*"
 
 wildcard_constraints:
@@ -170,6 +182,8 @@ def unplanned_target(argv):
     """The error for the first target in ``argv`` (Snakemake's command line) outside the
     matrix or the suites' shards, None when every target is planned."""
     for arg in argv:
+        if (m := _RUN_TARGET.fullmatch(arg)) and m.group(1) in LEFT_OUT:
+            return f"{arg}: {LEFT_OUT[m.group(1)].line()}"
         if (m := _RUN_TARGET.fullmatch(arg)) and m.group(1) not in RUNS:
             return f"{arg}: {not_planned('run', m.group(1), RUNS)}"
         if (m := _SHARD_TARGET.fullmatch(arg)) and m.group(1) not in SUITE_BY_ID:

@@ -47,16 +47,16 @@ from reactlab.config.settings import (
     limits,
     script_settings,
 )
-from reactlab.config.spec import Config, RunSpec
+from reactlab.config.spec import Config, LeftOut, RunSpec
 from reactlab.config.suites import check_suites
 from reactlab.config.tool_parts import McpTools
 from reactlab.config.tool_sources import ToolSources
 from reactlab.config.trials import check_analysis, derive_seed, trial_indices
 from reactlab.core.errors import ConfigError, ScriptError
 
-__all__ = ["GENERATED_DATA", "MAX_NAME", "SCHEMA_PATH", "Config", "ConfigError", "RunSpec",
-           "check_files", "data_source", "load", "load_yaml", "merge", "parse", "provider_has_http",
-           "resolved_scenario", "validate_schema"]
+__all__ = ["GENERATED_DATA", "MAX_NAME", "SCHEMA_PATH", "Config", "ConfigError", "LeftOut",
+           "RunSpec", "check_files", "data_source", "load", "load_yaml", "merge", "parse",
+           "provider_has_http", "resolved_scenario", "validate_schema"]
 
 
 def resolved_scenario(raw: Mapping[str, Any], sid: str) -> dict[str, Any]:
@@ -251,23 +251,13 @@ def _run_spec(raw: Mapping[str, Any], t: str, b: str, s: str,
     )
 
 
-def parse(raw: Mapping[str, Any]) -> Config:
-    """Validate a config mapping and expand its matrix. Raises ConfigError."""
-    raw = copy.deepcopy(dict(raw))
-    _check_name_lengths(raw)
-    validate_schema(raw)
-    for b, entry in raw["backends"].items():  # installed (the schema takes any name)
-        provider_entry(entry["provider"], f"backends.{b}.provider", entry.get("package"))
-    scenarios = _resolve_scenarios(raw)
+def _expand(raw: Mapping[str, Any], scenarios: Mapping[str, Mapping[str, Any]],
+            mcp: Planner, sources: ToolSources,
+            left: dict[str, tuple[ConfigError, list[str]]]) -> list[RunSpec]:
+    """The matrix's runs. A run whose task's MCP server was not listed (``mcp.unlisted``)
+    goes to ``left`` under its server instead, with the error."""
     runs: list[RunSpec] = []
-    seen: set[tuple[str, str, str]] = set()  # the lesson loop's runs
     seen_agents: set[tuple[str, str, str, str]] = set()
-    check_agents(raw)
-    sources = ToolSources(raw)
-    mcp = Planner(raw)
-    for t in raw["tasks"]:
-        mcp.check_task(t)
-        sources.part(t)
     live = raw.get("live", {})
     # the typed settings of each backend, built once (the schema has validated them)
     backends = {b: backend_settings(entry, f"backends.{b}")
@@ -278,6 +268,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
             continue  # live blocks run only with `live: {enabled: true}`: no key is asked for
         _check_block_names(raw, i, block)
         for t in block["tasks"]:
+            unlisted = mcp.unlisted(t)
             for s in block["scenarios"]:
                 for b, a in itertools.product(block["backends"],
                                               block.get("agents", [LESSON])):
@@ -286,30 +277,84 @@ def parse(raw: Mapping[str, Any]) -> Config:
                         continue
                     seen_agents.add((t, b, s, a))
                     spec = replace(_run_spec(raw, t, b, s, scenarios[s], backends[b],
-                                             mcp.part(t)), tool_source=sources.part(t))
-                    if a == LESSON:
-                        seen.add((t, b, s))
-                    else:
+                                             None if unlisted else mcp.part(t)),
+                                   tool_source=sources.part(t))
+                    if a != LESSON:
                         spec = replace(spec, framework=framework_settings(
                             {"name": a, **raw["agents"][a]}, f"agents.{a}"))
+                    trials = []
                     for trial in trial_indices(block.get("trials", 1)):
                         seed = (derive_seed(spec.base_key, trial or 1, raw["data"]["seed"])
                                 if trial is not None or backends[b].samples else None)
-                        runs.append(replace(spec, trial=trial, seed=seed))
+                        trials.append(replace(spec, trial=trial, seed=seed))
+                    if unlisted is None:
+                        runs += trials
+                    else:
+                        left.setdefault(raw["tasks"][t]["mcp_server"], (unlisted, []))[1] \
+                            .extend(r.key for r in trials)
+    return runs
+
+
+def _check_figure(raw: Mapping[str, Any], runs: list[RunSpec],
+                  left: Mapping[str, tuple[ConfigError, list[str]]], mode: str) -> None:
+    """The figure's loop and reference runs are planned, and its marks within the loop
+    run's length. A run of them left out (its MCP server not listed): the server's error,
+    unless the command lists no server (``skip``: the figure is not its concern)."""
     fig = raw["figure"]
+    planned = {(r.task, r.backend, r.scenario) for r in runs if r.framework is None}
     for name in ("loop", "reference"):
-        if (fig["task"], fig["backend"], fig[name]) not in seen:
-            raise ConfigError(f"figure.{name}",
-                              f"{fig['task']}/{fig['backend']}/{fig[name]} is not in the matrix")
+        run = (fig["task"], fig["backend"], fig[name])
+        if run in planned:
+            continue
+        server = raw["tasks"].get(fig["task"], {}).get("mcp_server")
+        base = "/".join(run)
+        if server in left and any(k == base or k.startswith(f"{base}/")
+                                  for k in left[server][1]):
+            if mode == "skip":
+                return
+            raise ConfigError(f"figure.{name}", f"{base} needs MCP server {server!r}, whose "
+                              f"tools are not known: {left[server][0]}")
+        raise ConfigError(f"figure.{name}", f"{base} is not in the matrix")
     _check_marks(raw, runs)
+
+
+def parse(raw: Mapping[str, Any], *, servers: str = "require") -> Config:
+    """Validate a config mapping and expand its matrix. Raises ConfigError.
+
+    ``servers`` (:data:`reactlab.config.mcp.MODES`): what a task's MCP server that cannot
+    be listed does. ``require``: a ConfigError naming the server (``reactlab check``).
+    ``tolerate``: the runs of its tasks are left out of the plan (:attr:`Config.left_out`),
+    the others planned (the Snakefile: a failure stays with the runs it touches).
+    ``skip``: no server is started or reached, and every run on one is left out (the
+    commands that need no run: ``reactlab mcp``, ``serve``, ``tables``, ``figure``)."""
+    raw = copy.deepcopy(dict(raw))
+    _check_name_lengths(raw)
+    validate_schema(raw)
+    for b, entry in raw["backends"].items():  # installed (the schema takes any name)
+        provider_entry(entry["provider"], f"backends.{b}.provider", entry.get("package"))
+    scenarios = _resolve_scenarios(raw)
+    check_agents(raw)
+    sources = ToolSources(raw)
+    mcp = Planner(raw, mode=servers)
+    for t in raw["tasks"]:
+        mcp.check_task(t)
+        sources.part(t)
+    left: dict[str, tuple[ConfigError, list[str]]] = {}
+    runs = _expand(raw, scenarios, mcp, sources, left)
+    _check_figure(raw, runs, left, servers)
     check_analysis(raw)
     check_suites(raw)
-    return Config(raw=raw, runs=tuple(runs))
+    return Config(raw=raw, runs=tuple(runs),
+                  left_out=tuple(LeftOut(server, error, tuple(keys))
+                                 for server, (error, keys) in left.items()),
+                  cached_servers=frozenset(mcp.cached))
 
 
-def load(path: str | Path = "config.yaml", overlays: Iterable[str | Path] = ()) -> Config:
-    """Load, merge the overlays (as ``snakemake --configfile`` does), validate."""
+def load(path: str | Path = "config.yaml", overlays: Iterable[str | Path] = (), *,
+         servers: str = "require") -> Config:
+    """Load, merge the overlays (as ``snakemake --configfile A B`` does), validate
+    (:func:`parse`, its ``servers`` mode)."""
     raw = load_yaml(path)
     for overlay in overlays:
         raw = merge(raw, load_yaml(overlay))
-    return parse(raw)
+    return parse(raw, servers=servers)

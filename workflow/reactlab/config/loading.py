@@ -8,7 +8,7 @@ error names its line and column. :func:`merge` applies an overlay as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +113,42 @@ def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]
         else:
             out[key] = value
     return out
+
+
+#: Snakemake's spellings of its overlay option (an alias of one another).
+CONFIGFILE_OPTIONS = ("--configfile", "--configfiles")
+
+
+def configfile_groups(argv: Sequence[str]) -> list[list[str]]:
+    """The files after each ``--configfile`` (or ``--configfiles``, ``--configfile=A``) of
+    a command line, one list per time the option is given: what Snakemake's parser reads
+    as its values (up to the next option or ``--``)."""
+    groups: list[list[str]] = []
+    current: list[str] | None = None
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if name in CONFIGFILE_OPTIONS:
+            groups.append([value] if eq else [])
+            current = None if eq else groups[-1]
+        elif arg.startswith("-"):
+            current = None
+        elif current is not None:
+            current.append(arg)
+    return groups
+
+
+def single_configfile(groups: Sequence[Sequence[str]]) -> list[str]:
+    """The overlays of a command line's ``--configfile`` groups (:func:`configfile_groups`).
+
+    Snakemake 9 takes the option with ``nargs="+"``: ``--configfile A B`` merges A then B,
+    but ``--configfile A --configfile B`` keeps only B, A dropped without a word. So the
+    option given more than once is refused (ConfigError naming the form that merges them),
+    by ``reactlab check`` and by the Snakefile alike."""
+    if len(groups) <= 1:
+        return list(groups[0]) if groups else []
+    given = ", ".join("--configfile " + " ".join(g) for g in groups)
+    merged = " ".join(f for g in groups for f in g)
+    raise ConfigError("--configfile", f"given {len(groups)} times ({given}): Snakemake keeps "
+                      f"only the last one's files ({' '.join(groups[-1])}) and drops the "
+                      f"others without a word; name every overlay after one --configfile, "
+                      f"in order: --configfile {merged}")

@@ -23,6 +23,14 @@ Planning must stay fast and start no server it does not need, so:
 
 Listing starts a stdio server with its ``files`` as copies in a temporary folder (an
 empty folder when a file does not exist yet: a rule builds it later), then ends it.
+
+How a failure is taken is the caller's (:data:`MODES`): ``require`` (``reactlab check``)
+refuses the config; ``tolerate`` (the Snakefile) leaves the runs of that server's tasks
+out of the plan, the others planned; ``skip`` (the commands that read other sections of
+the config: ``reactlab mcp``, ``serve``, ``tables``, ``figure``) starts and reaches no
+server at all. A planning from inside an MCP server that reactlab started (the
+:data:`INSIDE` variable in its environment) starts no stdio server: a server that plans
+the config would start itself again, without end.
 """
 
 from __future__ import annotations
@@ -30,13 +38,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from reactlab.config.mcp_lists import cache_dir as cache_dir  # re-exported
 from reactlab.config.mcp_lists import cached_for, recorded_tools, tool_def
@@ -52,6 +61,14 @@ from reactlab.core.io import write_json_atomic
 from reactlab.core.mcp_wire import list_tools, open_wire
 
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+
+#: How planning takes the MCP servers of the matrix's tasks (see the module docstring).
+MODES = ("require", "tolerate", "skip")
+
+#: Set in the environment of ``reactlab mcp`` and of a server planning starts to list its
+#: tools (inherited by their children): a planning that sees it refuses to start a stdio
+#: server (:func:`server_tools`).
+INSIDE = "REACTLAB_MCP_SERVER"
 
 
 def relisted(part: McpTools, listed: list[dict[str, Any]]) -> McpTools:
@@ -156,25 +173,29 @@ def file_copies(server: McpServerSettings | McpTools,
 
 
 def launch(server: McpServerSettings | McpTools, name: str, paths: Mapping[str, str],
-           root: str | Path = ".") -> Any:
+           root: str | Path = ".", *, marker: Mapping[str, str] | None = None) -> Any:
     """The server started (stdio) or reached (HTTP), after the handshake
-    (:func:`reactlab.core.mcp_wire.open_wire`)."""
+    (:func:`reactlab.core.mcp_wire.open_wire`); ``marker``: variables added to its
+    environment beside its own ``env``."""
     command = server.command
     if command is not None:
         program = resolve_command(command, root)
         command = str(program) if program is not None else command
     return open_wire(name=name, command=command,
                      args=[substitute(a, paths) for a in server.args],
-                     env={k: substitute(v, paths) for k, v in server.env.items()},
+                     env={**{k: substitute(v, paths) for k, v in server.env.items()},
+                          **(marker or {})},
                      url=server.url, timeout=float(server.timeout),
                      max_bytes=server.max_result_bytes)
 
 
 def read_tools(server: McpServerSettings, name: str,
                root: str | Path = ".") -> list[dict[str, Any]]:
-    """The server's tool list, asked of the server now (ToolServerError on failure)."""
+    """The server's tool list, asked of the server now (ToolServerError on failure). The
+    server runs with :data:`INSIDE` set: a planning in it starts no other."""
     with file_copies(server, root) as (_, paths):
-        wire = launch(server, name, paths, root)
+        wire = launch(server, name, paths, root,
+                      marker={INSIDE: f"mcp_servers.{name}, listed by pid {os.getpid()}"})
         try:
             return list_tools(wire)
         finally:
@@ -223,13 +244,37 @@ def replayed_tools(server: McpServerSettings, name: str, tasks: list[str],
     return tools
 
 
-def server_tools(server: McpServerSettings, name: str,
-                 root: str | Path = ".") -> list[dict[str, Any]]:
+class Listed(NamedTuple):
+    """A server's tool list at planning, and where it came from."""
+
+    tools: list[dict[str, Any]]
+    #: the cache file the list was read from; None when the server was asked now
+    cached: Path | None
+
+
+def _stdio_key(server: McpServerSettings, program: Path, root: str | Path) -> str:
+    """The cache key of a stdio server's tool list (see the module docstring)."""
+    return json.dumps({**_config_key(server), "fingerprint": fingerprint(server, program, root)},
+                      sort_keys=True)
+
+
+def refuse_inside(where: str) -> None:
+    """ConfigError when this process runs inside an MCP server that reactlab started
+    (:data:`INSIDE`): starting another from here may be the same server again, at every
+    depth."""
+    inside = os.environ.get(INSIDE)
+    if inside:
+        raise ConfigError(where, f"not started: this planning runs inside an MCP server "
+                          f"({INSIDE}: {inside}), and a server that plans its config would "
+                          "start itself again without end; plan the config outside it")
+
+
+def server_tools(server: McpServerSettings, name: str, root: str | Path = ".") -> Listed:
     """The server's tool list at planning (a live server: :func:`replayed_tools` for one
     set to replay): from the cache when its key is there, else asked of the server (and
     cached). A Streamable HTTP server is asked every time, its list cached. ConfigError
-    naming the server's field when the program is missing or the server cannot be
-    listed."""
+    naming the server's field when the program is missing, the server cannot be listed,
+    or a stdio server would be started from inside an MCP server (:func:`refuse_inside`)."""
     where = f"mcp_servers.{name}"
     if server.url is not None:
         key_text = json.dumps(_config_key(server), sort_keys=True)
@@ -239,7 +284,7 @@ def server_tools(server: McpServerSettings, name: str,
         except ToolServerError as exc:
             raise ConfigError(f"{where}.url", f"cannot list the server's tools: {exc}") from exc
         _store(cached, key_text, tools)
-        return tools
+        return Listed(tools, None)
     assert server.command is not None  # the schema: a command or a url
     program = resolve_command(server.command, root)
     if program is None:
@@ -247,29 +292,79 @@ def server_tools(server: McpServerSettings, name: str,
                           f"{server.command!r} is not a file here nor a program on the PATH"
                           + (" (the Makefile builds the sqlite server's environment: "
                              "`make env`)" if ".venv-mcp" in server.command else ""))
-    key_text = json.dumps({**_config_key(server),
-                           "fingerprint": fingerprint(server, program, root)},
-                          sort_keys=True)
+    key_text = _stdio_key(server, program, root)
     cached, known = _cached(key_text)
     if known is not None:
-        return known
+        return Listed(known, cached)
+    refuse_inside(where)
     try:
         tools = read_tools(server, name, root)
     except ToolServerError as exc:
         raise ConfigError(where, f"cannot list the server's tools: {exc}") from exc
     _store(cached, key_text, tools)
-    return tools
+    return Listed(tools, None)
+
+
+def stale_cache(server: McpServerSettings, name: str, planned: str,
+                root: str | Path = ".") -> Path | None:
+    """When the tool list a planning read from the cache (its sha256: ``planned``) is no
+    longer the one the stdio server lists: the cache file, removed, so that the next
+    planning asks the server. None when the lists agree, or when the server cannot be
+    asked now (its jobs then fail with their own error)."""
+    if server.command is None:
+        return None
+    program = resolve_command(server.command, root)
+    if program is None:
+        return None
+    cached, _ = _cached(_stdio_key(server, program, root))
+    try:
+        if tools_hash(read_tools(server, name, root)) == planned:
+            return None
+    except ToolServerError:
+        return None
+    cached.unlink(missing_ok=True)
+    return cached
+
+
+def forget(part: McpTools) -> int:
+    """Remove every cached tool list of the server a run's ``part`` reaches (the same
+    command, arguments, environment and files, or URL): the next planning asks it. The
+    number of files removed."""
+    wanted = ({"url": part.url} if part.url is not None else
+              {"command": part.command, "args": part.args, "env": part.env,
+               "files": part.files})
+    removed = 0
+    for path in sorted(cache_dir().glob("*.json")):
+        try:
+            key = json.loads(path.read_text(encoding="utf-8"))["key"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(key, dict) and all(key.get(k) == v for k, v in wanted.items()):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 class Planner:
-    """Each used server listed once per planning; each MCP task's :class:`McpTools`."""
+    """Each used server listed once per planning; each MCP task's :class:`McpTools`.
+    ``mode`` (:data:`MODES`) says what a server that cannot be listed does: ``require``
+    raises its ConfigError, ``tolerate`` keeps it (:meth:`unlisted`) for the runs of its
+    tasks to be left out, ``skip`` lists no server."""
 
-    def __init__(self, raw: Mapping[str, Any], root: str | Path = ".") -> None:
+    def __init__(self, raw: Mapping[str, Any], root: str | Path = ".", *,
+                 mode: str = "require") -> None:
+        if mode not in MODES:
+            raise ValueError(f"planning mode {mode!r}: one of {', '.join(MODES)}")
         self.raw = raw
         self.root = root
+        self.mode = mode
         self.servers = servers(raw)
         self._tools: dict[str, list[dict[str, Any]]] = {}
         self._parts: dict[str, McpTools] = {}
+        #: the servers whose tool list came from the cache
+        self.cached: set[str] = set()
+        #: the servers not listed, and why (``tolerate``, ``skip``)
+        self.failed: dict[str, ConfigError] = {}
 
     def check_task(self, task: str) -> None:
         """The task's ``mcp_server`` names a server (with a suggestion)."""
@@ -280,8 +375,42 @@ class Planner:
                               f"no server named {name!r} in mcp_servers"
                               + (f" (did you mean {hint[0]!r}?)" if hint else ""))
 
+    def _list(self, name: str) -> None:
+        if name in self._tools or name in self.failed:
+            return
+        if self.mode == "skip":
+            self.failed[name] = ConfigError(f"mcp_servers.{name}",
+                                            "not listed: this command starts no MCP server")
+            return
+        server = self.servers[name]
+        try:
+            if server.replay:  # never started: the list its recordings (or cache) hold
+                tasks = [t for t, e in self.raw["tasks"].items() if e.get("mcp_server") == name]
+                listed = Listed(replayed_tools(server, name, tasks, self.root), None)
+            else:
+                listed = server_tools(server, name, self.root)
+        except ConfigError as exc:
+            if self.mode == "require":
+                raise
+            self.failed[name] = exc
+            return
+        self._tools[name] = listed.tools
+        if listed.cached is not None:
+            self.cached.add(name)
+
+    def unlisted(self, task: str) -> ConfigError | None:
+        """Why the tools of the task's server are not known (its runs are then left out
+        of the plan); None when they are, or when the task takes the project's tools."""
+        name = self.raw["tasks"][task].get("mcp_server")
+        if name is None:
+            return None
+        self.check_task(task)
+        self._list(name)
+        return self.failed.get(name)
+
     def part(self, task: str) -> McpTools | None:
-        """The task's tool part (None for a task of the project's tools)."""
+        """The task's tool part (None for a task of the project's tools); the server's
+        ConfigError when it was not listed (:meth:`unlisted`)."""
         entry = self.raw["tasks"][task]
         name = entry.get("mcp_server")
         if name is None:
@@ -293,11 +422,9 @@ class Planner:
             return self._parts[task]
         self.check_task(task)
         server = self.servers[name]
-        if name not in self._tools:
-            self._tools[name] = (
-                replayed_tools(server, name, [t for t, e in self.raw["tasks"].items()
-                                              if e.get("mcp_server") == name], self.root)
-                if server.replay else server_tools(server, name, self.root))
+        self._list(name)
+        if name in self.failed:
+            raise self.failed[name]
         listed = {t["name"]: t for t in self._tools[name]}
         defs = []
         for i, tool in enumerate(entry["tools"]):

@@ -161,9 +161,30 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """The runs a plan leaves out because the tools of their task's MCP server are not
+    known: the server could not be listed (its error), or the command lists none."""
+
+    server: str
+    error: ConfigError
+    runs: tuple[str, ...]
+
+    def line(self) -> str:
+        """One line for the person: which runs, why, and that the others go on."""
+        shown = ", ".join(self.runs[:3]) + (", ..." if len(self.runs) > 3 else "")
+        return (f"{len(self.runs)} run(s) on MCP server {self.server!r} left out of this "
+                f"plan ({shown}), the others planned: {self.error}")
+
+
+@dataclass(frozen=True)
 class Config:
     raw: Mapping[str, Any]
     runs: tuple[RunSpec, ...] = field(repr=False)
+    #: the runs left out of the plan, by server (:func:`reactlab.config.parse`'s ``servers``)
+    left_out: tuple[LeftOut, ...] = field(default=(), repr=False)
+    #: the MCP servers whose planned tool list came from the cache (stdio), which a job
+    #: about to run checks first (:func:`reactlab.config.mcp.stale_cache`)
+    cached_servers: frozenset[str] = field(default=frozenset(), repr=False)
 
     def run(self, task: str, backend: str, scenario: str, trial: int | None = None) -> RunSpec:
         for r in self.runs:

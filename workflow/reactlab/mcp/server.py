@@ -115,7 +115,7 @@ def load_toolbox(config_path: str | Path = "config.yaml", prices: str | Path | N
     if prices is not None and news is not None:
         return ToolBox.from_files(prices, news)
     if cfg is None:
-        cfg = config_module.load(config_path)
+        cfg = config_module.load(config_path, servers="skip")
     root = Path(config_path).parent
     paths = {kind: root / config_module.data_source(cfg.raw, kind, root)
              for kind in ("prices", "news")}
@@ -334,7 +334,7 @@ def main(*, transport: str = "stdio", config_path: str = "config.yaml",
     if needs_config and not Path(config_path).is_file():
         raise UsageError(f"mcp: no config at {config_path}: run it in the project folder, "
                          "or give --config (or --prices and --news)")
-    cfg = config_module.load(config_path) if needs_config else None
+    cfg = config_module.load(config_path, servers="skip") if needs_config else None
     names = tool_names(tools=tools, task=task, cfg=cfg)
     box = load_toolbox(config_path, prices, news, cfg)
     server = make_server(box, names, lesson_schemas=lesson_schemas)

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab.agent.types import StatusResult
-from reactlab.config.mcp import file_copies, launch, relisted, tools_hash
+from reactlab.config.mcp import file_copies, forget, launch, relisted, tools_hash
 from reactlab.config.mcp_lists import planned_list, tools_diff
 from reactlab.config.tool_parts import McpTools
 from reactlab.core.errors import ToolServerError
@@ -228,9 +228,12 @@ class ServerJob:
             self.part = relisted(self.part, listed)
         elif tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
+            changes = _changes(self.part, listed, self.root)  # (reads the cached list)
+            forget(self.part)  # else the next planning may read the same stale list
             raise ToolServerError("changed", f"MCP server {self.part.server}: its tools are "
-                                  "not the ones planned (the run's spec): "
-                                  f"{_changes(self.part, listed, self.root)}; plan again")
+                                  f"not the ones planned (the run's spec): {changes}; its "
+                                  "cached tool list is removed: run the pipeline again, "
+                                  "which plans with the server's tools")
         self.header = header(self.part.server, wire.server, listed)
         return self
 
