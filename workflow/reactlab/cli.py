@@ -128,9 +128,29 @@ def _cmd_check(a: argparse.Namespace) -> None:
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
         data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
+    if a.configfile:
+        _print_overlays(a.config, a.configfile, [r.key for r in cfg.runs])
     if a.list:
         for r in cfg.runs:
             print(r.key)
+
+
+def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> None:
+    """What each overlay changes (replaced and merged keys), then the runs the merged
+    config keeps, adds and removes against ``path`` alone (docs/configuration.md,
+    "Overlays")."""
+    from reactlab.config import load_yaml, merge  # lazy: the config package (~0.4 s)
+    from reactlab.config.overlays import describe, run_changes, summary
+
+    raw = load_yaml(path)
+    for overlay in overlays:
+        layer = load_yaml(overlay)
+        print(f"  {overlay} (lists replace, mappings merge):", file=sys.stderr)
+        for line in describe(raw, layer):
+            print(f"    {line}", file=sys.stderr)
+        raw = merge(raw, layer)
+    base = [r.key for r in _config(path).runs]
+    print(f"  {summary(*run_changes(base, keys))} (against {path} alone)", file=sys.stderr)
 
 
 def _cmd_convert_model(a: argparse.Namespace) -> None:
