@@ -116,7 +116,7 @@ golden: env
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
 	rm -rf results/inspect results/otel results/benchmarks results/viewer results/suites
-	rm -rf results/report.html
+	rm -rf results/report.html results/.reactlab-config.json
 
 # also forget the generated data and the converted model
 distclean: clean

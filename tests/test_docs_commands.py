@@ -145,7 +145,8 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/pytest -s": not_run(SUITE),
     # --- docs/configuration.md and docs/pipeline.md: configuration, the lesson overlay,
     # reading the results
-    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/lesson.yaml":
+    "REACTLAB_REPLACE_RESULTS=1 .venv/bin/snakemake --cores 4 --configfile "
+    "workflow/configs/lesson.yaml":
         slow("lesson"),
     ".venv/bin/reactlab check": cheap("check"),
     ".venv/bin/reactlab check --list": cheap("check_list_examples"),
@@ -573,6 +574,13 @@ def run_lesson(command: str, request: pytest.FixtureRequest) -> None:
 
     work = copy_run(request.getfixturevalue("default_run"),
                     request.getfixturevalue("tmp_path") / "lesson")
+    # without the variable: refused before any job, the default's results untouched
+    # (reactlab.analysis.stamp; docs/configuration.md, "Overlays")
+    before = (work / "results/tables/runs.csv").read_bytes()
+    refused = shell(command.removeprefix("REACTLAB_REPLACE_RESULTS=1 "), work, timeout=300)
+    assert refused.rc != 0 and "REACTLAB_REPLACE_RESULTS=1" in refused.err, refused.why()
+    assert "holds the results of config.yaml" in refused.err, refused.why()
+    assert (work / "results/tables/runs.csv").read_bytes() == before
     ran = shell(command, work, timeout=1800)
     assert ran.rc == 0, ran.why()
     for path in outputs.table_paths():

@@ -140,7 +140,7 @@ def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> 
     config keeps, adds and removes against ``path`` alone (docs/configuration.md,
     "Overlays")."""
     from reactlab.config import load_yaml, merge  # lazy: the config package (~0.4 s)
-    from reactlab.config.overlays import describe, run_changes, summary
+    from reactlab.config.overlays import describe, run_changes, summary  # lazy: as above
 
     raw = load_yaml(path)
     for overlay in overlays:

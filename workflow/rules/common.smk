@@ -13,6 +13,7 @@ try:
     from reactlab import jobs
     from reactlab.analysis import outputs as _outputs
     from reactlab.analysis import recovery as _recovery
+    from reactlab.analysis import stamp as _stamp
     from reactlab.config import parse as _parse_config
     from reactlab.core.errors import ConfigError, ReactlabError
     from reactlab.core.fingerprint import fingerprints as _fingerprints
