@@ -154,6 +154,7 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/reactlab check --configfile workflow/configs/lesson.yaml": cheap("check"),
     ".venv/bin/reactlab check --configfile OVERLAY": cheap("check_every_overlay"),
     ".venv/bin/snakemake --report results/report.html": slow("report"),
+    "make report": slow("report"),
     ".venv/bin/reactlab show "
     "results/traces/cierre_acme/openai/cierre_inventado.jsonl": cheap("show"),
     ".venv/bin/reactlab show": not_run("names the command; its full form "

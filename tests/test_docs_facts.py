@@ -329,6 +329,15 @@ def test_readme_counts_are_the_default_runs(plan: Plan) -> None:
     assert stated == expected, f"README.md's results/ table: write {expected}"
 
 
+def test_pipeline_page_names_every_latex_table() -> None:
+    from reactlab.analysis import outputs
+
+    page = flat(ROOT / "docs/pipeline.md")
+    tables = page[page.index("**Tables**"):page.index("**Figures**")]
+    assert set(re.findall(r"`(\w+)\.tex`", tables)) == \
+        {t.name for t in outputs.TABLES if t.latex}
+
+
 def test_pipeline_page_names_every_table_and_figure(plan: Plan) -> None:
     from reactlab.analysis import outputs
 

@@ -66,7 +66,7 @@ def _cmd_tables(a: argparse.Namespace) -> None:
     analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
                 else analysis_section(cfg.raw))
     written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
-                           analysis)
+                           analysis, latex=[t.name for t in outputs.TABLES if t.latex])
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
 
 
