@@ -154,7 +154,7 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/reactlab check --configfile workflow/configs/lesson.yaml": cheap("check"),
     ".venv/bin/reactlab check --configfile OVERLAY": cheap("check_every_overlay"),
     ".venv/bin/snakemake --report results/report.html": slow("report"),
-    "make report": slow("report"),
+    ".venv/bin/reactlab summary": slow("summary"),
     ".venv/bin/reactlab show "
     "results/traces/cierre_acme/openai/cierre_inventado.jsonl": cheap("show"),
     ".venv/bin/reactlab show": not_run("names the command; its full form "
@@ -462,6 +462,22 @@ def run_show(command: str, request: pytest.FixtureRequest) -> None:
     tr = trace.read(path)
     assert tr.header.spec["question"] in ran.out, ran.why()
     assert str(tr.end.answer) in ran.out, ran.why()
+
+
+def run_summary(command: str, request: pytest.FixtureRequest) -> None:
+    """The terminal's counts of the default run: its total line is the tables' rows
+    (every run: trials.csv; one draw: runs.csv; lesson loop: summary_by_backend.csv)."""
+    work = request.getfixturevalue("default_run")
+    ran = in_process(command, work)
+    assert ran.rc == 0, ran.why()
+
+    def rows(name: str) -> list[dict[str, str]]:
+        with open(work / "results/tables" / f"{name}.csv", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+
+    total = [line.split()[1:] for line in ran.out.splitlines() if line.startswith("all ")]
+    assert total == [[str(len(rows("trials"))), str(len(rows("runs"))),
+                      str(sum(int(r["runs"]) for r in rows("summary_by_backend")))]], ran.why()
 
 
 OTEL_RUNS = ["variacion_busi/openai/correcto", "cierre_acme/anthropic/ticker_inexistente"]

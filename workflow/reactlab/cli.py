@@ -22,6 +22,7 @@ from reactlab.analysis.figure_kinds import Figure
 from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
+from reactlab.views.counts import count, format_counts, table_rows
 from reactlab.views.terminal import show
 
 if TYPE_CHECKING:
@@ -197,6 +198,11 @@ def _cmd_show(a: argparse.Namespace) -> None:
     show(a.trace, a.verified, a.color)
 
 
+def _cmd_summary(a: argparse.Namespace) -> None:
+    print(format_counts(count(table_rows(Path(a.results) / "tables" / "trials.csv"), a.by),
+                        a.by))
+
+
 def _cmd_export(a: argparse.Namespace) -> None:
     from reactlab.export import find_pairs, inspect_log, otel  # lazy: config (pydantic, ~0.3 s)
 
@@ -328,6 +334,13 @@ def _add_readers(sub: Commands) -> None:
     s.add_argument("--verified", help="its verification file (default: verify it now)")
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("summary", help="count the runs of a results folder per backend, "
+                                       "task or scenario, as the tables and the viewer "
+                                       "count them (docs/pipeline.md)")
+    s.add_argument("--results", default="results", help="the results folder (its tables/)")
+    s.add_argument("--by", choices=["backend", "task", "scenario"], default="backend")
+    s.set_defaults(func=_cmd_summary)
 
     s = sub.add_parser("export", help="write the runs of a results folder as Inspect logs "
                                       "or OpenTelemetry GenAI spans (docs/exports.md)")
