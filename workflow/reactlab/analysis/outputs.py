@@ -37,11 +37,16 @@ class Table:
 
     @property
     def path(self) -> str:
-        return f"results/tables/{self.name}.csv"
+        return self.file("csv")
 
     @property
     def latex_path(self) -> str:
-        return f"results/tables/{self.name}.tex"
+        """Its LaTeX twin's path (a key table's: ``latex``)."""
+        return self.file("tex")
+
+    def file(self, ext: str) -> str:
+        """The table's file of extension ``ext`` under ``results/tables/``."""
+        return f"results/tables/{self.name}.{ext}"
 
 
 #: Every table, in the order ``tables.build`` writes them.
