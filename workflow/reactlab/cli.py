@@ -9,6 +9,7 @@ program killed by SIGPIPE does.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -136,6 +137,14 @@ def _cmd_check(a: argparse.Namespace) -> None:
             print(r.key)
 
 
+@functools.lru_cache(maxsize=4)
+def _run_keys(path: str, mtime_ns: int, size: int) -> list[str]:
+    """The run keys of the config at ``path`` alone, parsed once per version of the file
+    (``check`` with each overlay in one process: the docs' tests)."""
+    del mtime_ns, size  # the cache's key: an edited file is parsed again
+    return [r.key for r in _config(path).runs]
+
+
 def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> None:
     """What each overlay changes (replaced and merged keys), then the runs the merged
     config keeps, adds and removes against ``path`` alone (docs/configuration.md,
@@ -150,7 +159,8 @@ def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> 
         for line in describe(raw, layer):
             print(f"    {line}", file=sys.stderr)
         raw = merge(raw, layer)
-    base = [r.key for r in _config(path).runs]
+    stat = Path(path).stat()
+    base = _run_keys(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
     print(f"  {summary(*run_changes(base, keys))} (against {path} alone)", file=sys.stderr)
 
 
