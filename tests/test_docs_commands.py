@@ -146,7 +146,8 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/pytest -s": not_run(SUITE),
     # --- docs/configuration.md and docs/pipeline.md: configuration, the lesson overlay,
     # reading the results
-    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/lesson.yaml":
+    "REACTLAB_REPLACE_RESULTS=1 .venv/bin/snakemake --cores 4 --configfile "
+    "workflow/configs/lesson.yaml":
         slow("lesson"),
     ".venv/bin/reactlab check": cheap("check"),
     ".venv/bin/reactlab check --list": cheap("check_list_examples"),
@@ -154,6 +155,7 @@ TABLE: dict[str, Entry] = {
     ".venv/bin/reactlab check --configfile workflow/configs/lesson.yaml": cheap("check"),
     ".venv/bin/reactlab check --configfile OVERLAY": cheap("check_every_overlay"),
     ".venv/bin/snakemake --report results/report.html": slow("report"),
+    ".venv/bin/reactlab summary": slow("summary"),
     ".venv/bin/reactlab show "
     "results/traces/cierre_acme/openai/cierre_inventado.jsonl": cheap("show"),
     ".venv/bin/reactlab show": not_run("names the command; its full form "
@@ -465,6 +467,22 @@ def run_show(command: str, request: pytest.FixtureRequest) -> None:
     assert str(tr.end.answer) in ran.out, ran.why()
 
 
+def run_summary(command: str, request: pytest.FixtureRequest) -> None:
+    """The terminal's counts of the default run: its total line is the tables' rows
+    (every run: trials.csv; one draw: runs.csv; lesson loop: summary_by_backend.csv)."""
+    work = request.getfixturevalue("default_run")
+    ran = in_process(command, work)
+    assert ran.rc == 0, ran.why()
+
+    def rows(name: str) -> list[dict[str, str]]:
+        with open(work / "results/tables" / f"{name}.csv", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+
+    total = [line.split()[1:] for line in ran.out.splitlines() if line.startswith("all ")]
+    assert total == [[str(len(rows("trials"))), str(len(rows("runs"))),
+                      str(sum(int(r["runs"]) for r in rows("summary_by_backend")))]], ran.why()
+
+
 OTEL_RUNS = ["variacion_busi/openai/correcto", "cierre_acme/anthropic/ticker_inexistente"]
 
 
@@ -576,6 +594,13 @@ def run_lesson(command: str, request: pytest.FixtureRequest) -> None:
 
     work = copy_run(request.getfixturevalue("default_run"),
                     request.getfixturevalue("tmp_path") / "lesson")
+    # without the variable: refused before any job, the default's results untouched
+    # (reactlab.analysis.stamp; docs/configuration.md, "Overlays")
+    before = (work / "results/tables/runs.csv").read_bytes()
+    refused = shell(command.removeprefix("REACTLAB_REPLACE_RESULTS=1 "), work, timeout=300)
+    assert refused.rc != 0 and "REACTLAB_REPLACE_RESULTS=1" in refused.err, refused.why()
+    assert "holds the results of config.yaml" in refused.err, refused.why()
+    assert (work / "results/tables/runs.csv").read_bytes() == before
     ran = shell(command, work, timeout=1800)
     assert ran.rc == 0, ran.why()
     for path in outputs.table_paths():

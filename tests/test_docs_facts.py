@@ -186,6 +186,87 @@ def test_overlay_table_names_every_overlay() -> None:
     assert len(set(listed)) == len(listed), "an overlay listed twice"
 
 
+#: Every ```yaml block of docs/, by (page, line of its fence): ``overlay`` (given as it
+#: stands to ``--configfile``: merged into config.yaml, lists replaced), ``edit`` (added
+#: to config.yaml's own sections, as its page says: mappings merged, its matrix blocks
+#: appended to the matrix) or ``plugin`` (a part of examples/plugin/config.yaml, the
+#: overlay tests/test_plugin.py runs with the example plugin installed).
+YAML_BLOCKS = {
+    ("agents.md", "agents:"): "overlay",
+    ("configuration.md", "scenarios:"): "edit",
+    ("configuration.md", "tasks:"): "edit",
+    ("local-models.md", "backends:"): "edit",
+    ("mcp.md", "mcp_servers:"): "overlay",
+    ("plugins.md", "agents:"): "plugin",
+    ("plugins.md", "backends:"): "plugin",
+    ("plugins.md", "suites:"): "plugin",
+    ("plugins.md", "tool_sources:"): "plugin",
+    ("simulators.md", "backends:"): "overlay",
+    ("statistics.md", "matrix:"): "edit",
+    ("suites.md", "suites:"): "overlay",
+}
+
+
+def yaml_blocks() -> list[tuple[str, str, str]]:
+    """(page, first line, text) of every ```yaml block under docs/."""
+    out = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for m in re.finditer(r"^```yaml\n(.*?)^```", text(page), re.S | re.M):
+            out.append((page.name, m.group(1).split("\n", 1)[0].split("#")[0].strip(),
+                        m.group(1)))
+    return out
+
+
+def test_every_config_snippet_of_the_docs_is_valid_as_its_page_uses_it() -> None:
+    """Issue 41, item 4: an overlay block is valid given as it stands to `--configfile`
+    (its `matrix:` replaces the default's, so it must be a whole matrix, figure included);
+    an edit block is valid added to config.yaml's sections; a plugin block is the example
+    plugin's overlay's, word for word."""
+    import yaml
+
+    from reactlab import config
+
+    base = config.load_yaml(ROOT / "config.yaml")
+    plugin = text(ROOT / "examples/plugin/config.yaml")
+    blocks = yaml_blocks()
+    assert {(page, first) for page, first, _ in blocks} == set(YAML_BLOCKS)
+    for page, first, block in blocks:
+        kind = YAML_BLOCKS[page, first]
+        where = f"docs/{page}, block {first}"
+        if kind == "plugin":
+            assert block in plugin, where
+            continue
+        snippet = yaml.safe_load(block)
+        if kind == "overlay":
+            raw = config.merge(base, snippet)
+        else:
+            raw = config.merge(base, {k: v for k, v in snippet.items() if k != "matrix"})
+            raw["matrix"] = [*base["matrix"], *snippet.get("matrix", [])]
+        try:
+            config.parse(raw)
+        except config.ConfigError as exc:
+            pytest.fail(f"{where} ({kind}): {exc}")
+
+
+def test_check_says_what_an_overlay_replaces_merges_and_removes(capsys) -> None:
+    """`reactlab check --configfile` names each key an overlay replaces or merges and the
+    runs it adds and removes against config.yaml (docs/configuration.md, "Overlays")."""
+    from reactlab import cli, config
+
+    overlay = ROOT / "workflow/configs/lesson.yaml"
+    assert cli.main(["check", "--config", str(ROOT / "config.yaml"),
+                     "--configfile", str(overlay)]) == 0
+    err = capsys.readouterr().err
+    base = {r.key for r in config.load(ROOT / "config.yaml").runs}
+    merged = {r.key for r in config.load(ROOT / "config.yaml", [overlay]).runs}
+    n_blocks = len(config.load_yaml(overlay)["matrix"])
+    assert f"    matrix: replaced ({len(config.load_yaml(ROOT / 'config.yaml')['matrix'])} " \
+           f"items -> {n_blocks} item" in err, err
+    assert "    agent: merged (changes send_tools)" in err, err
+    assert (f"  runs: {len(base & merged)} kept, {len(merged - base)} added, "
+            f"{len(base - merged)} removed") in err, err
+
+
 # ------------------------------------------------------------------ counts of the default run
 
 class Plan(NamedTuple):
@@ -246,6 +327,15 @@ def test_readme_counts_are_the_default_runs(plan: Plan) -> None:
               if re.match(r"\d+", v.strip())}
     expected = expected_counts(plan)
     assert stated == expected, f"README.md's results/ table: write {expected}"
+
+
+def test_pipeline_page_names_every_latex_table() -> None:
+    from reactlab.analysis import outputs
+
+    page = flat(ROOT / "docs/pipeline.md")
+    tables = page[page.index("**Tables**"):page.index("**Figures**")]
+    assert set(re.findall(r"`(\w+)\.tex`", tables)) == \
+        {t.name for t in outputs.TABLES if t.latex}
 
 
 def test_pipeline_page_names_every_table_and_figure(plan: Plan) -> None:

@@ -20,12 +20,46 @@ def built(tmp_path_factory: pytest.TempPathFactory, toolbox) -> dict[str, Path]:
 
     tmp = tmp_path_factory.mktemp("outputs")
     trace, verified = _one_run(tmp, toolbox)
-    return tables.build([(str(trace), str(verified))], FIGURE, tmp / "tables")
+    return tables.build([(str(trace), str(verified))], FIGURE, tmp / "tables",
+                        latex=[t.name for t in outputs.TABLES if t.latex])
 
 
 def test_the_registry_lists_the_tables_build_writes(built: dict[str, Path]) -> None:
-    assert list(built) == [t.name for t in outputs.TABLES]
-    assert outputs.table_paths() == [f"results/tables/{name}.csv" for name in built]
+    key = [t.name for t in outputs.TABLES if t.latex]
+    assert list(built) == [t.name for t in outputs.TABLES] + [f"{n}.tex" for n in key]
+    assert outputs.table_paths() == [f"results/tables/{Path(p).name}" for p in built.values()]
+
+
+def test_each_key_table_is_its_csv_in_booktabs_latex(built: dict[str, Path]) -> None:
+    """Issue 41, item 5: the LaTeX twin of a key table holds the CSV's header and cells
+    (escaped, empty as --) between booktabs rules, and is in the tables' manifest."""
+    import csv
+
+    from reactlab.trace.integrity import MANIFEST
+
+    manifest = (built["runs"].parent / MANIFEST).read_text(encoding="utf-8")
+    for table in (t for t in outputs.TABLES if t.latex):
+        tex = built[f"{table.name}.tex"].read_text(encoding="utf-8")
+        assert tex.startswith(f"% results/tables/{table.name}.csv"), table.name
+        assert f"{table.name}.tex" in manifest, table.name
+        lines = tex.splitlines()
+        body = lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
+        head = lines[lines.index("\\toprule") + 1]
+        with built[table.name].open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.reader(fh))
+
+        def cell(text: str) -> str:
+            try:
+                return f"{float(text):.4f}" if "." in text else text
+            except ValueError:
+                return text
+
+        def latex_row(row: list[str]) -> str:
+            return " & ".join(cell(c).replace("_", "\\_").replace("&", "\\&") or "--"
+                              for c in row) + " \\\\"
+
+        assert head == latex_row(rows[0]), table.name
+        assert body == [latex_row(r) for r in rows[1:]], table.name
 
 
 def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, overlay_stacks
 from tests.golden import diff_tables
+from tests.test_viewer_browser import chromium  # noqa: F401  (the browser fixture)
 
 GOLDEN = ROOT / "tests" / "golden"
 TABLES = ["runs", "summary_by_scenario", "summary_by_backend", "summary_by_defences",
@@ -213,16 +214,110 @@ def test_every_figure_in_png_and_svg(pipeline: Path) -> None:
         assert b"<svg" in svg.read_bytes()[:2000], kind
 
 
+_REPORT: dict[str, str] = {}
+
+
+def built_report(pipeline: Path) -> str:
+    """The report of the default run, built once by its make target (`make report`)."""
+    from tests.doc_commands import shell
+
+    if "html" not in _REPORT:
+        with shared_run():
+            ran = shell("make report", pipeline, timeout=900)
+            assert ran.rc == 0, ran.why()
+            _REPORT["html"] = (pipeline / "results" / "report.html").read_text(
+                encoding="utf-8", errors="replace")
+    return _REPORT["html"]
+
+
 def test_snakemake_report_is_self_contained_html(pipeline: Path) -> None:
-    with shared_run():
-        proc = snakemake(pipeline, "--report", "results/report.html")
-        html = (pipeline / "results" / "report.html").read_text(encoding="utf-8",
-                                                               errors="replace")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = built_report(pipeline)
     for text in ("Outcome matrix", "The lesson's figure", "One row per run",
                  "summary_by_defences.csv", "defences.png", "exact McNemar p-value",
                  "success_rates.png"):
         assert text in html, text
+
+
+def test_the_report_opens_in_a_browser_without_console_error(
+        pipeline: Path, chromium: str, loopback: None,  # noqa: F811
+        tmp_path: Path) -> None:
+    """Issue 41, item 5: `make report`'s file, opened in headless chromium, renders its
+    front page and its tables' list with no console error, exception or failed load."""
+    from tests.report_browser import console_errors
+
+    built_report(pipeline)
+    with shared_run():  # a copy: the shared run's file may be rebuilt by another process
+        html = tmp_path / "report.html"
+        html.write_bytes((pipeline / "results" / "report.html").read_bytes())
+    text, errors = console_errors(chromium, html, tmp_path / "profile", "Chat Completions",
+                                  {"Tables": ("summary_by_backend.csv", "paired.csv")})
+    assert errors == [], errors
+    assert "summary_trials.csv" in text
+
+
+def _cells(index: str, backend: str) -> list[int]:
+    """The numeric cells of the index's by-backend row of ``backend``."""
+    row = index[index.index(f"<tr><td>{backend}</td>"):]
+    return [int(c.split("<")[0]) for c in row[:row.index("</tr>")].split('<td class="num">')[1:-1]]
+
+
+def test_one_count_everywhere(pipeline: Path, tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41, item 3: for the same selection, per backend, the config, the tables, the
+    viewer's index, the terminal (`reactlab summary`) and the exports (built here from the
+    run's traces) give the same run counts. Selections (reactlab.views.counts): every run
+    (a trial one run), the runs without repeated trials (runs.csv), the lesson loop's runs
+    without repeated trials (summary_by_backend.csv's `runs`)."""
+    import csv
+    import json
+    from collections import Counter
+
+    from reactlab import cli, config
+    from reactlab.export import find_pairs, inspect_log, otel
+    from tests.test_viewer import index_rows
+
+    results = pipeline / "results"
+
+    def table(name: str) -> list[dict[str, str]]:
+        with (results / "tables" / f"{name}.csv").open(encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    index = (results / "viewer" / "index.html").read_text(encoding="utf-8")
+    viewer = [r for r in index_rows(index) if r["suite"] == "lesson"]
+    # every run: one trace each
+    every = Counter(s.backend for s in config.load(pipeline / "config.yaml").runs)
+    assert Counter(r["backend"] for r in table("trials")) == every
+    assert Counter(r["backend"] for r in viewer) == every
+    assert f'<span class="label">runs</span><b>{sum(every.values())}</b>' in index
+    spans = otel.write_spans(find_pairs(results), tmp_path / "otel")
+    by_file = Counter(p.relative_to(tmp_path / "otel").parts[1] for p in spans)
+    assert by_file == every
+    samples: Counter[str] = Counter()
+    for log in inspect_log.write_logs(find_pairs(results), tmp_path / "inspect"):
+        data = json.loads(log.read_text(encoding="utf-8"))
+        samples[data["eval"]["metadata"]["backend"]] += len(data["samples"])
+    assert samples == every
+    # one draw: the runs without repeated trials
+    one = Counter(r["backend"] for r in table("runs"))
+    assert Counter(r["backend"] for r in viewer if not r["trial"]) == one
+    assert sum(int(r["runs"]) for r in table("summary_by_scenario")) == sum(one.values())
+    assert Counter(p.relative_to(tmp_path / "otel").parts[1] for p in spans
+                   if not re.search(r"/t\d+\.jsonl$", p.as_posix())) == one
+    # the lesson loop's runs without repeated trials
+    loop = {r["backend"]: int(r["runs"]) for r in table("summary_by_backend")}
+    assert dict(Counter(r["backend"] for r in viewer
+                        if not r["trial"] and r["agent"] == "lesson")) == loop
+    assert sum(int(r["runs"]) for r in table("summary_by_defences")) == sum(loop.values())
+    # the terminal and the index's table by backend: runs, one draw, lesson loop
+    assert cli.main(["summary", "--results", str(results)]) == 0
+    shown = {line.split()[0]: [int(n) for n in line.split()[1:]]
+             for line in capsys.readouterr().out.splitlines()[1:]
+             if line and line.split()[0] in every}
+    for backend, n in every.items():
+        expected = [n, one.get(backend, 0), loop.get(backend, 0)]
+        assert shown[backend] == expected, backend
+        cells = _cells(index, backend)
+        assert [cells[0], *cells[4:6]] == expected, backend
 
 
 def test_viewer_pages_for_every_run(pipeline: Path) -> None:

@@ -473,7 +473,7 @@ VIEW_IMPORTS = {
     "run_page.py": {"conversation"},
     "case_page.py": {"conversation"},
     "index.py": {"index_assets", "rows", "summaries"},
-    "summaries.py": {"rows"},
+    "summaries.py": {"rows", "counts"},
 }
 
 

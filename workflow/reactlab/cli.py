@@ -9,6 +9,7 @@ program killed by SIGPIPE does.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from reactlab.analysis.figure_kinds import Figure
 from reactlab.analysis.verify import verify_job
 from reactlab.core.errors import ReactlabError
 from reactlab.core.joblog import error_line
+from reactlab.views.counts import count, format_counts, table_rows
 from reactlab.views.terminal import show
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ def _cmd_tables(a: argparse.Namespace) -> None:
     analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
                 else analysis_section(cfg.raw))
     written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
-                           analysis)
+                           analysis, latex=[t.name for t in outputs.TABLES if t.latex])
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
 
 
@@ -141,9 +143,38 @@ def _cmd_check(a: argparse.Namespace) -> None:
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
         data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
+    if a.configfile:
+        _print_overlays(a.config, a.configfile, [r.key for r in cfg.runs])
     if a.list:
         for r in cfg.runs:
             print(r.key)
+
+
+@functools.lru_cache(maxsize=4)
+def _run_keys(path: str, mtime_ns: int, size: int) -> list[str]:
+    """The run keys of the config at ``path`` alone, parsed once per version of the file
+    (``check`` with each overlay in one process: the docs' tests)."""
+    del mtime_ns, size  # the cache's key: an edited file is parsed again
+    return [r.key for r in _config(path).runs]
+
+
+def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> None:
+    """What each overlay changes (replaced and merged keys), then the runs the merged
+    config keeps, adds and removes against ``path`` alone (docs/configuration.md,
+    "Overlays")."""
+    from reactlab.config import load_yaml, merge  # lazy: the config package (~0.4 s)
+    from reactlab.config.overlays import describe, run_changes, summary  # lazy: as above
+
+    raw = load_yaml(path)
+    for overlay in overlays:
+        layer = load_yaml(overlay)
+        print(f"  {overlay} (lists replace, mappings merge):", file=sys.stderr)
+        for line in describe(raw, layer):
+            print(f"    {line}", file=sys.stderr)
+        raw = merge(raw, layer)
+    stat = Path(path).stat()
+    base = _run_keys(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+    print(f"  {summary(*run_changes(base, keys))} (against {path} alone)", file=sys.stderr)
 
 
 def _cmd_convert_model(a: argparse.Namespace) -> None:
@@ -201,6 +232,11 @@ def _cmd_viewer(a: argparse.Namespace) -> None:
 
 def _cmd_show(a: argparse.Namespace) -> None:
     show(a.trace, a.verified, a.color)
+
+
+def _cmd_summary(a: argparse.Namespace) -> None:
+    print(format_counts(count(table_rows(Path(a.results) / "tables" / "trials.csv"), a.by),
+                        a.by))
 
 
 def _cmd_export(a: argparse.Namespace) -> None:
@@ -337,6 +373,13 @@ def _add_readers(sub: Commands) -> None:
     s.add_argument("--verified", help="its verification file (default: verify it now)")
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("summary", help="count the runs of a results folder per backend, "
+                                       "task or scenario, as the tables and the viewer "
+                                       "count them (docs/pipeline.md)")
+    s.add_argument("--results", default="results", help="the results folder (its tables/)")
+    s.add_argument("--by", choices=["backend", "task", "scenario"], default="backend")
+    s.set_defaults(func=_cmd_summary)
 
     s = sub.add_parser("export", help="write the runs of a results folder as Inspect logs "
                                       "or OpenTelemetry GenAI spans (docs/exports.md)")

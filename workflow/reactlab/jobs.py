@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from reactlab import data
-from reactlab.analysis import recovery
+from reactlab.analysis import outputs, recovery
 from reactlab.analysis import tables as tablesmod
 from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.outputs import draw
@@ -133,14 +133,19 @@ def verify(trace: str, out: str, log: str) -> None:
         say(verify_job(trace, out))
 
 
+def latex_tables() -> list[str]:
+    """The key tables, written as LaTeX beside their CSV (``Table.latex``)."""
+    return [t.name for t in outputs.TABLES if t.latex]
+
+
 def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis: str,
            out_dir: str, log: str) -> None:
     """Rule tables: every table of :data:`reactlab.analysis.outputs.TABLES` into
     ``out_dir`` (``figure`` and ``analysis``: the config sections as JSON)."""
     with job_log(log, "tables") as say:
         written = tablesmod.build(zip(traces, verified, strict=True), json.loads(figure),
-                                  out_dir, json.loads(analysis))
-        say(f"wrote {len(written)} tables to {out_dir}")
+                                  out_dir, json.loads(analysis), latex=latex_tables())
+        say(f"wrote {len(written)} tables (CSV, and LaTeX for the key ones) to {out_dir}")
 
 
 def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:

@@ -13,6 +13,7 @@ try:
     from reactlab import jobs
     from reactlab.analysis import outputs as _outputs
     from reactlab.analysis import recovery as _recovery
+    from reactlab.analysis import stamp as _stamp
     from reactlab.config import parse as _parse_config
     from reactlab.core.errors import ConfigError, ReactlabError
     from reactlab.core.fingerprint import fingerprints as _fingerprints
@@ -145,6 +146,8 @@ TABLES_DIR = "results/tables"
 TABLES = _outputs.table_paths()
 TABLE_OUTPUTS = {t.name: report(t.path, caption=f"../report/{t.caption}.rst",
                                 category="Tables") for t in _outputs.TABLES}
+# the key tables' LaTeX twins (booktabs), written by the same job (reactlab.analysis.latex)
+TABLE_OUTPUTS.update({f"{t.name}_tex": t.latex_path for t in _outputs.TABLES if t.latex})
 FIGURE_KINDS = list(_outputs.FIGURES.values())
 FIGURES = _outputs.figure_paths()
 VIEWER = "results/viewer"

@@ -28,28 +28,39 @@ from reactlab.core.errors import UsageError
 @dataclass(frozen=True)
 class Table:
     """A CSV table under ``results/tables/``; ``caption`` names its ``workflow/report``
-    page (without ``.rst``)."""
+    page (without ``.rst``). A key table (``latex``) is also written as LaTeX beside it
+    (:mod:`reactlab.analysis.latex`), by the same job."""
 
     name: str
     caption: str
+    latex: bool = False
 
     @property
     def path(self) -> str:
-        return f"results/tables/{self.name}.csv"
+        return self.file("csv")
+
+    @property
+    def latex_path(self) -> str:
+        """Its LaTeX twin's path (a key table's: ``latex``)."""
+        return self.file("tex")
+
+    def file(self, ext: str) -> str:
+        """The table's file of extension ``ext`` under ``results/tables/``."""
+        return f"results/tables/{self.name}.{ext}"
 
 
 #: Every table, in the order ``tables.build`` writes them.
 TABLES: tuple[Table, ...] = (
     Table("runs", "runs"),
-    Table("summary_by_scenario", "summary_by_scenario"),
-    Table("summary_by_backend", "summary_by_backend"),
-    Table("summary_by_defences", "summary_by_defences"),
+    Table("summary_by_scenario", "summary_by_scenario", latex=True),
+    Table("summary_by_backend", "summary_by_backend", latex=True),
+    Table("summary_by_defences", "summary_by_defences", latex=True),
     Table("steps", "steps"),
     Table("cumulative_tokens", "cumulative_tokens_table"),
     Table("trials", "trials"),
-    Table("summary_trials", "summary_trials"),
-    Table("paired", "paired"),
-    Table("agents", "agents"),
+    Table("summary_trials", "summary_trials", latex=True),
+    Table("paired", "paired", latex=True),
+    Table("agents", "agents", latex=True),
 )
 
 #: Every figure by kind, with the table it is drawn from.
@@ -64,7 +75,13 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
 )}
 
 def table_paths() -> list[str]:
-    return [t.path for t in TABLES]
+    """Every table's CSV, then the key tables' LaTeX (``latex``)."""
+    return [t.path for t in TABLES] + latex_paths()
+
+
+def latex_paths() -> list[str]:
+    """The LaTeX twin of every key table (``Table.latex``)."""
+    return [t.latex_path for t in TABLES if t.latex]
 
 
 def figure_paths() -> list[str]:

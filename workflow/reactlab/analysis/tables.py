@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from reactlab import trace as tracemod
 from reactlab.agent.defences import out_of_scope, question_tickers
 from reactlab.analysis import trials
+from reactlab.analysis.latex import to_latex
 from reactlab.analysis.verify import VerifiedRun, load_verified
 from reactlab.core.errors import TraceError
-from reactlab.core.io import atomic_path
+from reactlab.core.io import atomic_path, write_text_atomic
 from reactlab.data import INJECTION_FIGURE, INJECTION_MARKER
 from reactlab.trace.integrity import MANIFEST, write_manifest
 
@@ -164,8 +165,11 @@ def _lesson_summary(runs: pd.DataFrame, lesson: pd.Series, by: str) -> pd.DataFr
 
 
 def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
-          out_dir: str | Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Path]:
-    """Build every table from (trace path, verification path) pairs into ``out_dir``.
+          out_dir: str | Path, analysis: Mapping[str, Any] | None = None,
+          latex: Iterable[str] = ()) -> dict[str, Path]:
+    """Build every table from (trace path, verification path) pairs into ``out_dir``;
+    the tables named in ``latex`` also as ``<name>.tex`` (:mod:`reactlab.analysis.latex`;
+    returned under the key ``<name>.tex``, after the CSVs).
 
     ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables. The
     single-draw tables (runs, steps, the summaries by scenario, backend and defences, and
@@ -215,6 +219,10 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         with atomic_path(path) as tmp:
             df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
+    for name in latex:
+        path = out_dir / f"{name}.tex"
+        write_text_atomic(path, to_latex(tables[name], f"results/tables/{name}.csv"))
+        written[f"{name}.tex"] = path
     # Written last: its presence marks a complete publication, its checksums an unedited one.
     write_manifest(out_dir / MANIFEST, written.values())
     return written

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
+from reactlab.views.counts import count
 from reactlab.views.page import attr, h
 from reactlab.views.rows import VERDICT, truthy
 from reactlab.views.rows import count as _int
@@ -88,6 +89,8 @@ def lesson_summary(runs: Sequence[list[Any]]) -> str:
     for r in runs:
         counts = by_backend.setdefault(r[2], {"verified": 0, "rejected": 0, "no answer": 0})
         counts[r[VERDICT]] += 1
+    selections = count([{"backend": r[2], "agent": r[4], "trial": r[5]} for r in runs],
+                       "backend")
     body = []
     for b in sorted(by_backend):
         c = by_backend[b]
@@ -95,14 +98,19 @@ def lesson_summary(runs: Sequence[list[Any]]) -> str:
         body.append(f"<tr><td>{h(b)}</td><td class=\"num\">{n}</td>"
                     f"<td class=\"num\">{c['verified']}</td><td class=\"num\">{c['rejected']}"
                     f"</td><td class=\"num\">{c['no answer']}</td>"
+                    f'<td class="num">{selections[b]["one_draw"]}</td>'
+                    f'<td class="num">{selections[b]["lesson_loop"]}</td>'
                     f'<td class="num">{_interval(c["verified"], n)}</td></tr>\n')
+    numeric = ["runs", "verified", "rejected", "no answer", "one draw", "lesson loop",
+               "success rate [95 % Wilson]"]
     out = ['<h2 id="lesson">Lesson runs</h2>\n',
-           '<p class="muted">Verified: the answer passed the project\'s verifier. Cells of '
-           "the matrices: verified/runs, pooled over the other factors (trials count as "
-           "runs).</p>\n",
-           _table(["backend", "runs", "verified", "rejected", "no answer",
-                   "success rate [95 % Wilson]"], body, "",
-                  ["runs", "verified", "rejected", "no answer", "success rate [95 % Wilson]"]),
+           '<p class="muted">Verified: the answer passed the project\'s verifier. Runs: '
+           "every run, a trial of a run with repeated trials one run (as trials.csv and the "
+           "exports count them); one draw: the runs without repeated trials (the rows of "
+           "runs.csv); lesson loop: the project's loop's runs without repeated trials (the "
+           "runs of summary_by_backend.csv). Cells of the matrices: verified/runs, pooled "
+           "over the other factors (trials count as runs).</p>\n",
+           _table(["backend", *numeric], body, "", numeric),
            _matrix(runs, 3, "Scenario × backend", "scenario"),
            _matrix(runs, 1, "Task × backend", "task")]
     return "".join(out)
