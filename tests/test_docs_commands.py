@@ -1001,7 +1001,8 @@ def test_the_mcp_host_recipe_runs_as_written_and_leaves_no_process(
     page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
     recipe = re.search(r"```json\n(.*?)```", page, re.S)
     config_entry = re.search(
-        r"`(\{command: python, args: \[-m, reactlab, mcp\],\s+results: lesson\})`", page)
+        r"`(\{command: python, args: \[-m, reactlab, mcp,\s+--lesson-schemas\],\s+"
+        r"results: lesson\})`", page)
     assert recipe and config_entry, "docs/mcp.md's host recipe and config entry"
     host = json.loads(recipe.group(1))
     entry = yaml.safe_load(" ".join(config_entry.group(1).split()))

@@ -139,12 +139,13 @@ def _files(root: str) -> set[str]:
 def _cmd_check(a: argparse.Namespace) -> None:
     from reactlab.config import data_source  # lazy: the config package (~0.4 s)
 
-    cfg = _config(a.config, _overlays(a.configfile), servers="require")
+    overlays = _overlays(a.configfile)
+    cfg = _config(a.config, overlays, servers="require")
     for kind in ("prices", "news"):  # as the pipeline resolves them (relative to the config)
         data_source(cfg.raw, kind, Path(a.config).parent)
     print(f"{a.config}: valid; {len(cfg.runs)} runs", file=sys.stderr)
-    if a.configfile:
-        _print_overlays(a.config, a.configfile, [r.key for r in cfg.runs])
+    if overlays:
+        _print_overlays(a.config, overlays, [r.key for r in cfg.runs])
     if a.list:
         for r in cfg.runs:
             print(r.key)
@@ -155,7 +156,7 @@ def _run_keys(path: str, mtime_ns: int, size: int) -> list[str]:
     """The run keys of the config at ``path`` alone, parsed once per version of the file
     (``check`` with each overlay in one process: the docs' tests)."""
     del mtime_ns, size  # the cache's key: an edited file is parsed again
-    return [r.key for r in _config(path).runs]
+    return [r.key for r in _config(path, servers="require").runs]
 
 
 def _print_overlays(path: str, overlays: Sequence[str], keys: Sequence[str]) -> None:

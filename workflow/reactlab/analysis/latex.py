@@ -28,5 +28,7 @@ def _float(value: float) -> str:
 
 def to_latex(df: pd.DataFrame, source: str) -> str:
     """``df`` as a booktabs ``tabular``, after a comment naming ``source`` (its CSV)."""
-    body = df.to_latex(index=False, escape=True, na_rep="--", float_format=_float)
+    blank = df.astype(str).eq("")  # an empty text cell is empty, as a missing number
+    body = df.where(~blank).to_latex(index=False, escape=True, na_rep="--",
+                                     float_format=_float)
     return f"% {source} (reactlab; booktabs)\n{body}"
