@@ -88,12 +88,15 @@ if workflow.is_main_process:
     # Whose results the folder holds (reactlab.analysis.stamp; docs/configuration.md,
     # "Overlays"): a run that would drop runs or suite shards of the configuration that
     # built them (an overlay's matrix or suites replacing the default's) is refused.
+    # Written by `onstart` (workflow/rules/cluster.smk), after the checks there: a run
+    # they stop leaves the folder as it was.
+    STAMP = _stamp.stamp([os.path.relpath(p) for p in (CONFIG_YAML,
+                                                       *workflow.overwrite_configfiles)],
+                         RUNS, SUITE_BY_ID)
     try:
         _stamp_note = _stamp.check(
-            _stamp.stamp([os.path.relpath(p) for p in (CONFIG_YAML,
-                                                       *workflow.overwrite_configfiles)],
-                         RUNS, SUITE_BY_ID),
-            apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]))
+            STAMP, apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]),
+            write=False)
     except ReactlabError as _exc:
         RUN_LOCK.close()
         raise WorkflowError(str(_exc)) from None

@@ -87,3 +87,5 @@ if config.get("cluster_local", False):
 # (reactlab.jobs.check_tool_lists, called there; docs/mcp.md).
 onstart:
     jobs.onstart(workflow, suites=bool(SUITE_SHARDS), config=RL)
+    if workflow.is_main_process:  # whose results the folder holds (Snakefile, STAMP)
+        _stamp.write_stamp(STAMP)

@@ -58,11 +58,13 @@ def conflict(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
             f"{REPLACE_ENV}=1")
 
 
-def check(new: Mapping[str, Any], *, apply: bool, root: str | Path = ".") -> str | None:
+def check(new: Mapping[str, Any], *, apply: bool, root: str | Path = ".",
+          write: bool = True) -> str | None:
     """Compare ``new`` (:func:`stamp`) with the folder's stamp. A real run (``apply``)
     with a conflict raises ReactlabError unless ``REACTLAB_REPLACE_RESULTS=1``; otherwise it
-    writes ``new`` as the folder's stamp. A dry run writes nothing and returns the
-    conflict, if any, as a note."""
+    writes ``new`` as the folder's stamp (with ``write``; else :func:`write` does it
+    later: the Snakefile's ``onstart``, after the checks that may still stop the run). A
+    dry run writes nothing and returns the conflict, if any, as a note."""
     path = Path(root) / STAMP
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
@@ -75,6 +77,13 @@ def check(new: Mapping[str, Any], *, apply: bool, root: str | Path = ".") -> str
         return f"dry run: a run would be refused: {why}" if why else None
     if why and os.environ.get(REPLACE_ENV) != "1":
         raise ReactlabError(why)
+    if write:
+        write_stamp(new, root)
+    return None
+
+
+def write_stamp(new: Mapping[str, Any], root: str | Path = ".") -> None:
+    """``new`` (:func:`stamp`) as the folder's stamp."""
+    path = Path(root) / STAMP
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(dict(new), indent=1) + "\n")
-    return None

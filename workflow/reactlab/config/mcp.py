@@ -56,7 +56,7 @@ from reactlab.config.tool_parts import (
     mcp_server_settings,
     mcp_tools,
 )
-from reactlab.core.errors import ConfigError, ToolServerError
+from reactlab.core.errors import ConfigError, ToolServerError, UsageError
 from reactlab.core.io import write_json_atomic
 from reactlab.core.mcp_wire import list_tools, open_wire
 
@@ -354,7 +354,7 @@ class Planner:
     def __init__(self, raw: Mapping[str, Any], root: str | Path = ".", *,
                  mode: str = "require") -> None:
         if mode not in MODES:
-            raise ValueError(f"planning mode {mode!r}: one of {', '.join(MODES)}")
+            raise UsageError(f"planning mode {mode!r}: one of {', '.join(MODES)}")
         self.raw = raw
         self.root = root
         self.mode = mode

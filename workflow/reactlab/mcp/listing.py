@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from reactlab.core.errors import InternalError
 from reactlab.tools import DATE_PATTERN, json_schema
 
 _TICKER = "Símbolo de la acción: cuatro letras mayúsculas (p. ej. BUSI)."
@@ -98,7 +99,7 @@ def input_schema(name: str) -> dict[str, Any]:
     schema = copy.deepcopy(json_schema(name))
     descriptions = ARGUMENTS[name]
     if list(schema["properties"]) != list(descriptions):
-        raise RuntimeError(f"{name}: the arguments {list(schema['properties'])} have the "
+        raise InternalError(f"{name}: the arguments {list(schema['properties'])} have the "
                              f"descriptions of {list(descriptions)}")
     for prop, description in descriptions.items():
         schema["properties"][prop]["description"] = description
