@@ -57,7 +57,7 @@ env: $(STAMP) $(MCP_SQLITE_STAMP)
 # The local model's llama.cpp engine (pyproject's `llama` extra; docs/local-models.md):
 # seconds with the wheel in pip's cache, about 8 minutes of compiling llama.cpp without.
 env-llama: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[llama]"
+	$(BIN)/python -m pip install --quiet -e '.[llama]'
 
 # --logger reactlab: one progress line per stage instead of a block per job (reactlab's
 # Snakemake logger plugin, workflow/snakemake_logger_plugin_reactlab); every job's own

@@ -129,3 +129,18 @@ def test_two_greedy_runs_write_identical_traces(converted: Path, tmp_path: Path)
     first, second = (p.read_bytes() for p in paths)
     assert first == second
     assert b'"llama-cpp-python": "' + LLAMA_CPP_VERSION.encode() in first
+
+
+@pytest.mark.full
+@needs_llama
+def test_seeded_sampling_on_llama_cpp_is_reproducible(converted: Path) -> None:
+    from reactlab.backends.local.llama import LlamaCppModel  # noqa: PLC0415
+
+    lm = LlamaCppModel.open(converted, reuse_cache=False)
+    ids = lm.prompt_ids([{"role": "user", "content": "Escribe una frase sobre el mar."}])
+    draws = []
+    for seed in (1, 1, 2):
+        lm.set_sampling(1.0, 1.0, seed)
+        draws.append([lm.generate(ids, 16).new_ids for _ in range(2)])
+    assert draws[0] == draws[1]  # the same seed: the same draws, call by call
+    assert draws[0][0] != draws[0][1] and draws[0] != draws[2]
