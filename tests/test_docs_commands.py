@@ -104,6 +104,8 @@ TABLE: dict[str, Entry] = {
     # --- docs/testing.md: the Makefile's short forms of commands the docs give in full
     "make recover": cheap("recover"),
     "make exports": slow("exports"),
+    "make env-llama": not_run(SHORT_FORM.format(
+        ".venv/bin/python -m pip install -e '.[llama]'")),
     "make bench": not_run(SHORT_FORM.format(".venv/bin/reactlab bench --cores 4")),
     "make bench-plan": not_run(SHORT_FORM.format(
         ".venv/bin/python -m reactlab.dev.plan_bench --repeat 3 --cores 4")),
@@ -208,6 +210,11 @@ TABLE: dict[str, Entry] = {
                 "table"),
     ".venv/bin/python -m reactlab.dev.local_bench":
         not_run("loads the real model and times it: a measurement"),
+    ".venv/bin/python -m pip install -e '.[llama]'":
+        not_run("installs the optional llama.cpp engine (a compile without pip's cached "
+                "wheel); tests/test_llama_engine.py checks the extra's pin"),
+    ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1":
+        not_run("runs the real model on both engines and times them: a measurement"),
     # --- docs/agents.md
     ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
     "results-agents -- results/tables/agents.csv":

@@ -42,6 +42,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from reactlab.config.schema import schema_field
 from reactlab.core.errors import ConfigError
@@ -56,6 +57,9 @@ Decoding = Literal["free", "structural", "union", "forced", "forced_scored"]
 #: tool definitions sent (the config refuses them with ``agent.send_tools: false``).
 CONSTRAINED_DECODINGS: frozenset[str] = frozenset(get_args(Decoding)) - {"free"}
 Dtype = Literal["float32", "bfloat16"]
+#: What generates a model backend's tokens: transformers (the default) or llama.cpp
+#: (``llama-cpp-python``, on the GGUF file the model folder was converted from).
+Engine = Literal["transformers", "llama_cpp"]
 #: The strategies a scenario of config.yaml names (the schema's enum) ...
 ScenarioStrategy = Literal["react", "plan_execute"]
 #: ... and every strategy a run's script names: also ``single_turn``, one model turn whose
@@ -136,6 +140,11 @@ class _Backend(Settings):
         return (getattr(self, "temperature", None) or 0) > 0
 
     @property
+    def packages(self) -> tuple[str, ...]:
+        """Distributions its settings add to its provider's (a local model's engine)."""
+        return ()
+
+    @property
     def max_output_tokens(self) -> int | None:
         """The cap on the model's output tokens that the config sets, whichever key holds
         it: ``max_tokens`` where the config gives it (None when it gives none), and a local
@@ -194,6 +203,27 @@ class ModelBackend(_Backend, _Sampling):
     dtype: Dtype = _backend("dtype")
     reuse_cache: bool = _backend("reuse_cache")
     decoding: Decoding = _backend("decoding")
+    engine: Engine = _backend("engine")
+
+    @model_validator(mode="after")
+    def _engine_options(self) -> Self:
+        """llama.cpp runs the GGUF's own weights and decodes freely: ``dtype`` and a
+        grammar-constrained ``decoding`` are transformers options."""
+        if self.engine == "llama_cpp":
+            if "dtype" in self.model_fields_set:
+                raise PydanticCustomError("engine", "dtype is a transformers option; engine "
+                                          "llama_cpp runs the GGUF file's own (Q4_1) weights")
+            if self.decoding != "free":
+                raise PydanticCustomError(
+                    "engine", f"decoding {self.decoding!r} (grammar-constrained) runs on "
+                    "engine transformers only; engine llama_cpp decodes freely")
+        return self
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """Distributions its engine adds to the provider's (their versions go into the
+        trace header)."""
+        return ("llama-cpp-python",) if self.engine == "llama_cpp" else ()
 
     @property
     def max_output_tokens(self) -> int:

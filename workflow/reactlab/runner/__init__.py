@@ -40,11 +40,11 @@ _VERSIONED = ("reactlab", "pydantic", "pandas", "tiktoken")
 
 @cache
 def package_versions(provider: str, framework: str | None = None,
-                     source: str | None = None) -> dict[str, str]:
+                     source: str | None = None, engine: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions of Python, the package's own dependencies and the packages the run's
     plugin entries import: its provider's, its framework's and its tool source's
-    (each entry's ``packages``)."""
-    names = _VERSIONED + provider_entry(provider).packages
+    (each entry's ``packages``), and its local model's engine's (``engine``)."""
+    names = _VERSIONED + provider_entry(provider).packages + engine
     if framework is not None:
         names += FRAMEWORKS.lookup(framework).packages
     if source is not None:
@@ -75,7 +75,8 @@ def header(spec: RunSpec, session: object | None = None) -> Header:
                   versions=package_versions(
                       spec.backend_config.provider,
                       spec.framework.framework if spec.framework is not None else None,
-                      spec.tool_source.plugin if spec.tool_source is not None else None),
+                      spec.tool_source.plugin if spec.tool_source is not None else None,
+                      spec.backend_config.packages),
                   spec=spec.to_dict(),
                   system_prompt_sent=facts.system_prompt_sent if facts else None,
                   tool_results_ascii=facts.tool_results_ascii if facts else None)

@@ -275,8 +275,16 @@ def model_settings(spec: RunSpec) -> ModelBackend:
 def load_model(spec: RunSpec) -> LocalModel:
     settings = model_settings(spec)
     try:
-        model = LocalModel.load(settings.model, threads=settings.threads,
-                                reuse_cache=settings.reuse_cache, dtype=settings.dtype)
+        if settings.engine == "llama_cpp":
+            from reactlab.backends.local.llama import (  # lazy: optional engine (llama-cpp-python)
+                LlamaCppModel,
+            )
+
+            model: LocalModel = LlamaCppModel.open(settings.model, threads=settings.threads,
+                                                   reuse_cache=settings.reuse_cache)
+        else:
+            model = LocalModel.load(settings.model, threads=settings.threads,
+                                    reuse_cache=settings.reuse_cache, dtype=settings.dtype)
     except ModelNotFound as exc:
         raise ClientError(str(exc)) from exc
     if settings.samples:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab.backends.local import load_model
 from reactlab.backends.local.batch import first_turns
 from reactlab.backends.local.kernels import runtime_record
+from reactlab.backends.local.llama import LlamaCppModel
 from reactlab.backends.local.model import LocalModel
 from reactlab.core.errors import UsageError
 
@@ -40,11 +41,16 @@ class LocalModels:
 
     def first_turns(self, model: LoadedModel, specs: Sequence[RunSpec], batch_size: int,
                     layout: list[list[str]]) -> list[ModelTurn | None]:
-        """:func:`reactlab.backends.local.batch.first_turns`."""
+        """:func:`reactlab.backends.local.batch.first_turns` (none on llama.cpp: each
+        case's session decodes it alone)."""
+        if isinstance(model, LlamaCppModel):
+            return [None] * len(specs)
         return first_turns(_local(model), specs, batch_size, layout)
 
     def describe(self, model: LoadedModel) -> dict[str, Any]:
-        """The model's name and its weights' dtype."""
+        """The model's name and its weights' dtype (``gguf`` on llama.cpp)."""
+        if isinstance(model, LlamaCppModel):
+            return {"model": model.name, "dtype": "gguf", "engine": "llama_cpp"}
         weights = next(_local(model).model.parameters())
         return {"model": model.name, "dtype": str(weights.dtype).removeprefix("torch.")}
 

@@ -1,0 +1,146 @@
+"""The local model's llama.cpp engine (``engine: llama_cpp``, docs/local-models.md).
+
+The config and trace-header tests need nothing installed. The ones marked ``full`` run
+llama-cpp-python on the converted SmolLM2 (``make env-llama``; skipped without it): the
+prompt ids llama.cpp is fed are its own tokenisation of the rendered text, and two greedy
+runs of a lesson scenario at a fixed thread count write byte-identical traces.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reactlab.backends.local import load_model
+from reactlab.backends.local.llama import LLAMA_CPP_VERSION
+from reactlab.config.settings import backend_settings
+from reactlab.core.errors import ClientError, ConfigError
+from reactlab.runner import header
+from tests.conftest import ROOT
+
+HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+needs_llama = pytest.mark.skipif(
+    not HAS_LLAMA, reason="llama-cpp-python is not installed (make env-llama)")
+
+BASE = {"provider": "local", "mode": "model", "model": "data/models/SmolLM2-135M-Instruct"}
+
+
+def test_the_engine_is_typed_and_transformers_by_default() -> None:
+    assert backend_settings(BASE).engine == "transformers"
+    assert "engine" not in backend_settings(BASE).to_dict()  # old specs keep their hash
+    llama = backend_settings({**BASE, "engine": "llama_cpp"})
+    assert llama.engine == "llama_cpp" and llama.packages == ("llama-cpp-python",)
+    with pytest.raises(ConfigError, match=r"backend_config\.engine"):
+        backend_settings({**BASE, "engine": "vllm"})
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"decoding": "forced"}, r"decoding 'forced' .*engine transformers only"),
+    ({"dtype": "bfloat16"}, r"dtype is a transformers option"),
+])
+def test_transformers_options_are_refused_on_llama_cpp(extra: dict[str, Any],
+                                                       message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        backend_settings({**BASE, "engine": "llama_cpp", **extra})
+
+
+def test_the_schema_refuses_an_engine_outside_model_mode() -> None:
+    from reactlab.config.schema import validate_schema
+
+    raw = {"backends": {"x": {"provider": "local", "mode": "scripted", "engine": "llama_cpp"}}}
+    with pytest.raises(ConfigError):
+        validate_schema(raw)
+
+
+def test_a_missing_llama_cpp_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp fails
+    spec = _spec("model-folder-never-read")
+    with pytest.raises(ClientError, match=r"llama-cpp-python.*make env-llama") as err:
+        load_model(spec)
+    assert "\n" not in str(err.value)
+
+
+def test_the_trace_header_records_the_engine_package() -> None:
+    tf = header(_spec("m", engine="transformers"))
+    ll = header(_spec("m"))
+    assert "llama-cpp-python" not in tf.versions and "llama-cpp-python" in ll.versions
+    assert ll.spec["backend_config"]["engine"] == "llama_cpp"
+    assert {k: v for k, v in ll.versions.items() if k != "llama-cpp-python"} == tf.versions
+
+
+def test_the_pin_is_the_extras() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["llama"] == [f"llama-cpp-python=={LLAMA_CPP_VERSION}"]
+
+
+def _spec(model: str, engine: str = "llama_cpp", threads: int = 1) -> Any:
+    from reactlab.dev.engine_bench import lesson_config
+
+    cfg, names = lesson_config(str(ROOT / "config.yaml"), model, threads)
+    spec = cfg.run("variacion_busi", names["transformers"], "react")
+    settings = spec.backend_config.replace(engine=engine)
+    return replace(spec, backend_config=settings)
+
+
+# ------------------------------------------------------------------ with llama-cpp-python
+
+
+@pytest.fixture(scope="module")
+def converted() -> Path:
+    from tests.conftest import converted_model
+
+    return converted_model()
+
+
+@pytest.mark.full
+@needs_llama
+def test_llama_cpp_is_fed_the_same_token_ids(converted: Path) -> None:
+    from reactlab.backends.local.llama import LlamaCppModel
+    from reactlab.dev.local_bench import QUESTION, SYSTEM, tool_schemas
+
+    lm = LlamaCppModel.open(converted)
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION},
+                {"role": "tool", "content": '{"titular": "<tool_call> ñ é €"}'}]
+    text = lm.prompt_text(messages, tool_schemas())
+    ids = lm.prompt_ids(messages, tool_schemas())
+    assert list(lm.llm.tokenize(text.encode(), add_bos=False, special=True)) == ids
+
+
+@pytest.mark.full
+@needs_llama
+def test_two_greedy_runs_write_identical_traces(converted: Path, tmp_path: Path) -> None:
+    from reactlab import data
+    from reactlab.runner import run_to_trace
+    from reactlab.tools import ToolBox
+
+    spec = _spec(str(converted), threads=1)
+    toolbox = ToolBox.from_files(*data.write(tmp_path / "data", 0))
+    spec = replace(spec, backend_config=spec.backend_config.replace(max_new_tokens=24))
+    paths = [tmp_path / f"{i}.jsonl" for i in range(2)]
+    for path in paths:  # each run loads its own model
+        run_to_trace(spec, toolbox, path)
+    first, second = (p.read_bytes() for p in paths)
+    assert first == second
+    assert b'"llama-cpp-python": "' + LLAMA_CPP_VERSION.encode() in first
+
+
+@pytest.mark.full
+@needs_llama
+def test_seeded_sampling_on_llama_cpp_is_reproducible(converted: Path) -> None:
+    from reactlab.backends.local.llama import LlamaCppModel  # noqa: PLC0415
+
+    lm = LlamaCppModel.open(converted, reuse_cache=False)
+    ids = lm.prompt_ids([{"role": "user", "content": "Escribe una frase sobre el mar."}])
+    draws = []
+    for seed in (1, 1, 2):
+        lm.set_sampling(1.0, 1.0, seed)
+        draws.append([lm.generate(ids, 16).new_ids for _ in range(2)])
+    assert draws[0] == draws[1]  # the same seed: the same draws, call by call
+    assert draws[0][0] != draws[0][1] and draws[0] != draws[2]
