@@ -134,7 +134,7 @@ def test_two_greedy_runs_write_identical_traces(converted: Path, tmp_path: Path)
 @pytest.mark.full
 @needs_llama
 def test_seeded_sampling_on_llama_cpp_is_reproducible(converted: Path) -> None:
-    from reactlab.backends.local.llama import LlamaCppModel  # noqa: PLC0415
+    from reactlab.backends.local.llama import LlamaCppModel
 
     lm = LlamaCppModel.open(converted, reuse_cache=False)
     ids = lm.prompt_ids([{"role": "user", "content": "Escribe una frase sobre el mar."}])
