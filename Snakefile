@@ -89,10 +89,11 @@ if workflow.is_main_process:
     # "Overlays"): a run that would drop runs or suite shards of the configuration that
     # built them (an overlay's matrix or suites replacing the default's) is refused.
     # Written by `onstart` (workflow/rules/cluster.smk), after the checks there: a run
-    # they stop leaves the folder as it was.
+    # they stop leaves the folder as it was. The runs of a server that cannot be listed
+    # now (LEFT_OUT) are still the configuration's: their results are kept, not replaced.
     STAMP = _stamp.stamp([os.path.relpath(p) for p in (CONFIG_YAML,
                                                        *workflow.overwrite_configfiles)],
-                         RUNS, SUITE_BY_ID)
+                         [*RUNS, *LEFT_OUT], SUITE_BY_ID)  # a left-out run stays the config's
     try:
         _stamp_note = _stamp.check(
             STAMP, apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]),
