@@ -7,13 +7,15 @@ of a result table.
 
 from __future__ import annotations
 
+import io
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis import style
 from reactlab.core.errors import TraceError
-from reactlab.core.io import atomic_path
+from reactlab.core.io import atomic_path, write_bytes_atomic
 from reactlab.trace.integrity import check_published, write_manifest
 
 if TYPE_CHECKING:
@@ -32,16 +34,35 @@ def save(fig: Figure, out: str | Path) -> list[Path]:
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path, meta in ((out, {"Software": None}),
-                       (out.with_suffix(".svg"), {"Date": None, "Creator": None})):
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, metadata=meta)
-        written.append(path)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, metadata={"Software": None})
+    svg = io.BytesIO()
+    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    written = [out, write_bytes_atomic(out.with_suffix(".svg"), canonical_svg(svg.getvalue()))]
     plt.close(fig)
     # Written last: the checksums that mark both files as published and unedited.
     write_manifest(manifest_path(out), written)
     return written
+
+
+_CLIP_ID = re.compile(rb"\bp[0-9a-f]{10}\b")
+
+
+def canonical_svg(svg: bytes) -> bytes:
+    """``svg`` with its clip paths numbered in order of first use (``clip0``, ...).
+
+    matplotlib names a clip path by a hash of its rectangle's full-precision floats,
+    and the constrained layout's solver can differ in a coordinate's last bit from one
+    process to another (the rectangle, printed to 6 decimals, does not): the same figure
+    drawn by two processes then differed only in those names."""
+    names: dict[bytes, bytes] = {}
+
+    def rename(m: re.Match[bytes]) -> bytes:
+        return names.setdefault(m.group(0), b"clip%d" % len(names))
+
+    # only matplotlib's clip-path ids ("p" + 10 hex digits, as defined and referenced)
+    ids = set(re.findall(rb'<clipPath id="(p[0-9a-f]{10})"', svg))
+    return _CLIP_ID.sub(lambda m: rename(m) if m.group(0) in ids else m.group(0), svg)
 
 
 def manifest_path(out_png: str | Path) -> Path:
