@@ -160,10 +160,6 @@ def test_a_task_without_a_server_in_the_matrix_starts_nothing(raw_config, tmp_pa
     # a framework without MCP support of its own (frameworks with it: test_agents_mcp.py)
     (lambda r: r["matrix"][-1].update(backends=["openai_chat"], agents=["langchain"]),
      "matrix[", "its framework 'langchain' takes no MCP tools"),
-    # a framework's own client starts the server: a URL server, a replayed one refused
-    (lambda r: (r["matrix"][-1].update(backends=["openai_chat"], agents=["pydantic_ai"]),
-                r["mcp_servers"]["bad"].update(replay=True)),
-     "matrix[", "which a replay of MCP server 'bad' never starts"),
 ])
 def test_config_mistakes_name_their_field(raw_config, edit, field, words):
     raw = bad_config(raw_config)

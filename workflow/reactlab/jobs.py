@@ -234,10 +234,10 @@ def recover(*, runs: Sequence[Any], tables: Sequence[str], figures: Sequence[str
         print(line, file=sys.stderr)
 
     costly = [r.key for r in runs if r.backend_config.mode == "live" and not live_replay]
-    # the runs that record their exchange with an MCP server (a framework's own client
-    # leaves its relay's log instead), and whether their server replays
+    # the runs that record their exchange with an MCP server (the lesson loop's, and a
+    # framework's own client's through its relay), and whether their server replays
     mcp = {r.key: None if mcp_replay is None else r.task in mcp_replay for r in runs
-           if r.mcp is not None and r.framework is None}
+           if r.mcp is not None}
     lock = recovery.start([r.key for r in runs], tables=tables, figures=figures,
                           viewer=viewer, costly=costly, check_data=check_data, say=say,
                           apply=apply, mcp=mcp)

@@ -88,9 +88,7 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                     f"its framework {agents[name]['framework']!r} takes no MCP tools"
                     if not framework.mcp else
                     f"its framework starts the server itself, over stdio, and MCP server "
-                    f"{server!r} is reached by url" if "command" not in entry else
-                    f"its framework's own MCP client calls the server, which a replay of "
-                    f"MCP server {server!r} never starts" if entry.get("replay") else None)
+                    f"{server!r} is reached by url" if "command" not in entry else None)
                 if problem is not None:
                     raise ConfigError(f"matrix[{i}].agents[{j}]",
                                       f"agent {name!r} cannot run task {task!r}, whose tools "

@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING, Any, cast
 from reactlab.backends.registry import provider
 from reactlab.config.mcp import file_copies, resolve_command, substitute
 from reactlab.core.errors import UsageError
-from reactlab.core.io import write_text_atomic
 from reactlab.core.tokens import count
 from reactlab.frameworks.kit import Ending, Exchange, HardStop, Kit, StdioCommand, ToolDef, Wire
 from reactlab.frameworks.registry import framework
 from reactlab.mcp import relay
+from reactlab.mcp.recording import ToolReplay
+from reactlab.mcp.source import check_recorded
 from reactlab.tools import TOOLS, ToolBox, json_schema
 from reactlab.trace.records import Answer, End, Request, Termination, ToolCallRecord, ToolStatus
 
@@ -237,10 +238,13 @@ class FrameworkMcp:
     nothing runs here — the framework's own MCP client starts the server and calls it
     (:func:`run_framework`) — but the runner's one place that picks a run's tools
     (:func:`reactlab.runner.tool_source`) hands this over with where to write the run's
-    record of the calls (``recording``: the relay's log, docs/mcp.md)."""
+    MCP recording (``recording``) or where to answer it from (``replay``: the server is
+    never started; docs/mcp.md)."""
 
-    def __init__(self, recording: str | Path | None = None) -> None:
+    def __init__(self, recording: str | Path | None = None,
+                 replay: str | Path | None = None) -> None:
         self.recording = None if recording is None else Path(recording)
+        self.replay = None if replay is None else Path(replay)
 
     def execute(self, name: str, args: object,
                 allowed: Collection[str] | None = None) -> dict[str, Any]:
@@ -249,16 +253,22 @@ class FrameworkMcp:
 
 
 @contextmanager
-def _server(spec: RunSpec, log: Path | None) -> Iterator[StdioCommand | None]:
+def _server(spec: RunSpec, log: Path | None,
+            replay: Path | None) -> Iterator[StdioCommand | None]:
     """How the framework starts the task's MCP server (None: the task's tools run in
-    process): the server's command line behind the relay that logs its calls, on this
+    process): the server's command line behind the relay that logs its exchanges, on this
     run's own copies of the server's ``files`` (so a write in one run is seen by no
-    other), with the server's ``env`` over this process's."""
+    other), with the server's ``env`` over this process's; or, in a replay, the relay
+    that answers from the recording ``replay`` (no program, no files)."""
     part = spec.mcp
     if part is None:
         yield None
         return
     assert log is not None, "a run with MCP tools has the relay's log"
+    if replay is not None:
+        line = relay.replay_command(log, replay)
+        yield StdioCommand(line[0], line[1:], relay.environment())
+        return
     if part.command is None:
         raise UsageError(f"{spec.key}: a framework takes MCP tools from a stdio server, "
                          f"and {part.server!r} is reached by URL")
@@ -270,12 +280,59 @@ def _server(spec: RunSpec, log: Path | None) -> Iterator[StdioCommand | None]:
         yield StdioCommand(line[0], line[1:], env)
 
 
+def _player(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> ToolReplay | None:
+    """The recording a replay answers from, checked before any model turn: its checksum
+    and header (RecordingError naming the file), its server and tool list the run's
+    planned ones (ToolServerError, kind ``changed``); None when the run is not a
+    replay."""
+    if spec.mcp is None or not isinstance(tools, FrameworkMcp) or tools.replay is None:
+        return None
+    player = ToolReplay.load(tools.replay)
+    check_recorded(spec.mcp, player.header, tools.replay)
+    return player
+
+
+def _relayed(spec: RunSpec, recording: Path | None, log: Path,
+             player: ToolReplay | None) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The tool executions of a run on MCP tools, from the relay's log, once its replay
+    is checked to be the recorded run (:func:`reactlab.mcp.relay.check_replay`); a
+    recorded run's MCP recording is written to ``recording`` when there is one."""
+    assert spec.mcp is not None
+    if player is not None:
+        relay.check_replay(log, player)
+    if noise := relay.server_stderr(log).strip():
+        logger.info("the MCP server's stderr:\n%s", noise)
+    if player is None and recording is not None:
+        relay.write_recording(log, recording, spec.mcp.server, spec.mcp.tools_hash)
+    return relay.executions(log, spec.mcp.results)
+
+
+def _run_entry(entry: Any, kit: Kit, log: Path | None,
+               player: ToolReplay | None) -> tuple[Ending | None, str, str]:
+    """Run the framework (in a thread of its own: a framework may start its own event
+    loop, asyncio.run, which it cannot do in a thread that runs one already, as a
+    Snakemake job's run block does); its ending, termination and ending's name. A replay
+    that stopped on a problem raises that problem (RecordingError) rather than what the
+    framework made of the closed connection."""
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactlab-agent") as pool:
+            ending: Ending = pool.submit(entry.run, kit).result()
+        return ending, ending.termination, ending.ending
+    except HardStop:
+        return None, "hard_stop", "HardStop"
+    except Exception:
+        if player is not None and log is not None:
+            relay.check_replay(log, player)
+        raise
+
+
 def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[Any], End]:
     """Run ``spec``'s framework against its backend's simulator; the trace's records
     (between its header and its end) and its end record, built from the wire (the
     runner writes them: :func:`reactlab.runner.run_to_trace`). With MCP tools
-    (``tools`` a :class:`FrameworkMcp`) the executions are the relay's log, written to
-    its ``recording`` when it names one."""
+    (``tools`` a :class:`FrameworkMcp`) the executions are the relay's log, and the run's
+    MCP recording is written to its ``recording``, or the run answered from its
+    ``replay``."""
     assert spec.framework is not None, f"{spec.key} runs the lesson's loop"
     entry = framework(spec.framework.framework)
     wire = Wire(spec, spec.framework.max_requests)
@@ -284,32 +341,18 @@ def run_framework(spec: RunSpec, tools: ToolBox | FrameworkMcp) -> tuple[list[An
         raise UsageError(f"{spec.key}: framework {entry.name!r} takes no MCP tools")
     if spec.mcp is None and not isinstance(tools, ToolBox):
         raise UsageError(f"{spec.key}: the task's tools run in process (a ToolBox)")
+    player = _player(spec, tools)
+    mcp = tools if isinstance(tools, FrameworkMcp) else FrameworkMcp()
     kit = Kit(spec, wire, [] if spec.mcp is not None or isinstance(tools, FrameworkMcp)
               else _tools(spec, tools, executed), executed)
-    ending: Ending | None = None
-    termination: str
-    # the relay's log of the MCP calls: a temporary folder only for a run with MCP tools
+    # the relay's log of the MCP exchanges: a temporary folder only for a run with MCP tools
     with (tempfile.TemporaryDirectory(prefix="reactlab-relay-") if spec.mcp is not None
           else nullcontext(None)) as tmp:
-        log = None if tmp is None else Path(tmp) / "calls.jsonl"
-        with _server(spec, log) as server:
+        log = None if tmp is None else Path(tmp) / "exchanges.jsonl"
+        with _server(spec, log, mcp.replay) as server:
             kit.mcp = server
-            try:
-                # In a thread of its own: a framework may start its own event loop
-                # (asyncio.run), which it cannot do in a thread that runs one already (a
-                # Snakemake job's run block runs in Snakemake's).
-                with ThreadPoolExecutor(max_workers=1,
-                                        thread_name_prefix="reactlab-agent") as pool:
-                    ending = pool.submit(entry.run, kit).result()
-                termination, name = ending.termination, ending.ending
-            except HardStop:
-                termination, name = "hard_stop", "HardStop"
-        if spec.mcp is not None and log is not None:
-            executed[:] = relay.executions(log, spec.mcp.results)
-            if noise := relay.server_stderr(log).strip():
-                logger.info("the MCP server's stderr:\n%s", noise)
-            if isinstance(tools, FrameworkMcp) and tools.recording is not None:
-                write_text_atomic(tools.recording,
-                                  log.read_text(encoding="utf-8") if log.exists() else "")
+            ending, termination, name = _run_entry(entry, kit, log, player)
+        if log is not None:
+            executed[:] = _relayed(spec, mcp.recording, log, player)
     return build_records(spec, wire.exchanges, executed, ending, termination, name,
                          kit.answer_tool)

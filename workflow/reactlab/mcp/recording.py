@@ -36,6 +36,12 @@ so the replayed trace is byte-identical. A request that differs, or one more tha
 recording holds, raises :class:`~reactlab.core.errors.RecordingError` (a replay that is
 not the recorded run is no run at all); so does a run that leaves recorded exchanges
 unused (:meth:`ToolReplay.check_finished`).
+
+A framework's own MCP client is recorded in the same format, through the stdio relay it
+is given instead of the server (:mod:`reactlab.mcp.relay`): its exchanges are every
+request that client sent (the handshake, ``tools/list``, ``tools/call``...) with the
+server's JSON-RPC ``result`` or the failure, and a replay's relay answers the client from
+them (:meth:`ToolReplay.take`), the server never started.
 """
 
 from __future__ import annotations
@@ -193,7 +199,10 @@ class ToolReplay:
         rec = read(path)
         return cls(rec.records, str(path), rec.header)
 
-    def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    def take(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The next recorded exchange, once ``request`` is checked to be its request
+        (RecordingError naming the recording: another request, or one more than it
+        holds)."""
         n = self.used + 1
         if n > len(self.records):
             raise RecordingError(f"tool replay ran out: {self.source} holds "
@@ -205,6 +214,12 @@ class ToolReplay:
             raise RecordingError(f"tool replay diverged at exchange {n} of {self.source}: "
                                  f"{diff}")
         self.used = n
+        return rec
+
+    def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The recorded answer to ``request`` (:meth:`take`); a recorded failure is
+        raised again (ToolServerError)."""
+        rec = self.take(request)
         if "failure" in rec:
             failure = rec["failure"]
             raise ToolServerError(str(failure.get("kind")), str(failure.get("message")),

@@ -263,7 +263,7 @@ class ServerJob:
                 raise ToolServerError("start", f"MCP server {self.part.server}: a replay "
                                                "needs the run's recording")
             player = ToolReplay.load(replay)
-            self._check_recorded(player, replay)
+            check_recorded(self.part, player.header, replay, self.root)
             yield McpToolSource(self.part, replay=player)
             player.check_finished()
             return
@@ -277,16 +277,18 @@ class ServerJob:
             if recorder is not None and recording is not None:
                 recorder.write(recording)
 
-    def _check_recorded(self, player: ToolReplay, path: str | Path) -> None:
-        """A recording of another server, or of other tools than the planned ones, is
-        refused before any model turn (ToolServerError, kind ``changed``)."""
-        head = player.header
-        if head["server"] != self.part.server:
-            raise ToolServerError("changed", f"{path} records MCP server {head['server']!r}, "
-                                  f"the run's spec names {self.part.server!r}")
-        if head["tools_hash"] != self.part.tools_hash:
-            raise ToolServerError(
-                "changed", f"MCP server {self.part.server}: the tools recorded in {path} are "
-                f"not the ones planned (the run's spec): "
-                f"{_changes(self.part, head['tools'], self.root)}; record the run again "
-                "(replay: false), or plan again")
+
+def check_recorded(part: McpTools, head: Mapping[str, Any], path: str | Path,
+                   root: str | Path = ".") -> None:
+    """A recording (its header ``head``) of another server, or of other tools than the
+    planned ones, is refused before any model turn (ToolServerError, kind ``changed``):
+    the lesson loop's replay and a framework's (:mod:`reactlab.mcp.relay`) alike."""
+    if head["server"] != part.server:
+        raise ToolServerError("changed", f"{path} records MCP server {head['server']!r}, "
+                              f"the run's spec names {part.server!r}")
+    if head["tools_hash"] != part.tools_hash:
+        raise ToolServerError(
+            "changed", f"MCP server {part.server}: the tools recorded in {path} are "
+            f"not the ones planned (the run's spec): "
+            f"{_changes(part, head['tools'], root)}; record the run again "
+            "(replay: false), or plan again")

@@ -94,11 +94,9 @@ def tool_source(spec: RunSpec, prices: str | Path, news: str | Path, *,
     the run's exchange is recorded there, with ``replay`` answered from there and the
     server never started)."""
     if spec.mcp is not None and spec.framework is not None:
-        # the framework's own MCP client starts the server (reactlab.frameworks.wire)
-        if replay is not None:
-            raise UsageError(f"{spec.key}: a framework's run on MCP tools is not replayed: "
-                             "its own MCP client calls the server (docs/mcp.md)")
-        yield FrameworkMcp(recording)
+        # the framework's own MCP client starts the server, or the relay that answers
+        # from the recording (reactlab.frameworks.wire)
+        yield FrameworkMcp(recording, replay)
         return
     if spec.tool_source is not None:
         if recording is not None or replay is not None:
