@@ -311,10 +311,10 @@ class _Relay:
                         self.pending[_id(message)] = (self.log.number(), request)
                 self.child.stdin.write(line)
                 self.child.stdin.flush()
+            self.client_closed = True  # (not when the server's end broke first)
         except (BrokenPipeError, ValueError, OSError):
             pass
         finally:
-            self.client_closed = True
             with contextlib.suppress(OSError):
                 self.child.stdin.close()
 
@@ -337,15 +337,15 @@ class _Relay:
 
     def unanswered(self) -> None:
         """Log the requests left without an answer, in order."""
-        kind, who = (("unanswered", "the client") if self.client_closed
-                     else ("closed", "the server"))
+        kind, what = (("unanswered", "no answer before the client closed the connection")
+                      if self.client_closed else
+                      ("closed", "the server closed the connection before answering"))
         with self.lock:
             left = sorted(self.pending.values(), key=lambda p: p[0])
             self.pending.clear()
         for seq, request in left:
-            self.log.write(seq, request, "failure", {
-                "kind": kind, "message": f"{request['method']}: {who} closed the "
-                "connection before the answer"})
+            self.log.write(seq, request, "failure",
+                           {"kind": kind, "message": f"{request['method']}: {what}"})
 
     def stop(self) -> None:
         if self.child.poll() is None:
@@ -451,4 +451,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    # no interpreter shutdown: the reader thread may still block in a read of stdin (the
+    # server ended first), which shutdown would abort on ("could not acquire lock")
+    os._exit(status)
