@@ -1,13 +1,18 @@
 """Tool poisoning as an experiment (docs/mcp.md, "Tool poisoning"): every attack × script ×
 defence of workflow/configs/mcp_poisoning.yaml run through the runner, in process
 (:func:`reactlab.dev.poisoning.run_all`), each against its own poisoned server
-(:mod:`reactlab.mcp.poisoned`), and the counts checked; the docs' table is the one measured
-here; the defences' config mistakes name their field."""
+(:mod:`reactlab.mcp.poisoned`), and the counts checked; the tables job's table from the
+same traces is the in-process one, byte for byte, and so is the one Snakemake writes
+(marked full); the docs' table is the one measured here; the defences' config mistakes
+name their field."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,12 +20,15 @@ from typing import Any
 import pytest
 
 from reactlab import config as configmod
-from reactlab.analysis import poisoning
+from reactlab.analysis import outputs, poisoning, tables
+from reactlab.analysis.verify import verify_job
 from reactlab.config.loading import load_yaml, merge
+from reactlab.config.mcp import INSIDE
 from reactlab.config.tool_parts import sanitized_description
+from reactlab.config.trials import analysis_section
 from reactlab.core.errors import ConfigError
 from reactlab.dev import poisoning as driver
-from reactlab.mcp.poisoned import ATTACKER_EMAIL, EXFILTRATE, SHADOW, STATE_ENV
+from reactlab.mcp.poisoned import ATTACKER_EMAIL, EXFILTRATE, PLANNING_MARKER, SHADOW
 from reactlab.trace import read
 from reactlab.trace.records import Guardrail
 
@@ -132,6 +140,83 @@ def test_the_docs_table_is_the_measured_one(
     assert markdown(table) in docs, markdown(table)
 
 
+def test_a_refused_rug_pull_is_a_run_of_its_own(
+        runs: tuple[Path, list[dict[str, Any]]]) -> None:
+    """The rug pull under a pinned list (the server's `changed_list: refuse`): the run ends
+    before any model turn, its trace saying why; the server lists the clean tools to
+    planning (the marker planning sets: reactlab.config.mcp.INSIDE) and the poisoned ones
+    to a job, every time."""
+    out, _ = runs
+    tr = read(out / "traces/veneno_cambio/local/veneno_obedece_fijada.jsonl")
+    assert tr.end.termination == "pin_tool_list" and tr.end.steps == 0
+    assert not tr.requests() and not tr.tool_calls()
+    (guard,) = tr.of_type(Guardrail)
+    assert guard.rule == "pin_tool_list" and guard.detail is not None
+    assert guard.detail.endswith("changed: saldo (description)"), guard.detail
+    assert PLANNING_MARKER == INSIDE
+
+
+def test_the_tables_job_writes_the_in_process_table(
+        runs: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """The pipeline's path without Snakemake: each trace verified as the verify job does,
+    then the tables job's build: its mcp_poisoning.csv is the driver's table, byte for
+    byte, with its LaTeX twin; the registry names both for this config, not for one
+    without the poisoned server (the default run's outputs stay as they are)."""
+    out, rows = runs
+    cfg = configmod.load(ROOT / "config.yaml", [OVERLAY])
+    pairs = []
+    for spec in cfg.runs:
+        trace = out / "traces" / f"{spec.key}.jsonl"
+        verified = tmp_path / "verified" / f"{spec.key}.json"
+        verified.parent.mkdir(parents=True, exist_ok=True)
+        verify_job(str(trace), str(verified))
+        pairs.append((str(trace), str(verified)))
+    written = tables.build(pairs, cfg.figure, tmp_path / "tables", analysis_section(cfg.raw),
+                           latex=outputs.latex_names())
+    expected = poisoning.write_table(poisoning.table(rows), tmp_path / "driver.csv")
+    assert written[poisoning.TABLE].read_bytes() == expected.read_bytes()
+    assert written[f"{poisoning.TABLE}.tex"].is_file()
+    paths = outputs.table_paths(cfg.runs)
+    assert [p for p in paths if poisoning.TABLE in p] == [
+        "results/tables/mcp_poisoning.csv", "results/tables/mcp_poisoning.tex"]
+    assert len(written) == len(paths)
+    assert outputs.tables_for([s for s in cfg.runs if s.mcp is None]) == outputs.TABLES
+    default = load_yaml(ROOT / "config.yaml")
+    assert not any("reactlab.mcp.poisoned" in (s.get("args") or [])
+                   for s in (default.get("mcp_servers") or {}).values())
+
+
+@pytest.mark.full
+def test_snakemake_writes_the_poisoning_table(
+        runs: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """The overlay through the real pipeline (`snakemake --cores 2 --configfile
+    workflow/configs/mcp_poisoning.yaml`, in a copy of the workflow, about 25 s): the
+    tables job writes mcp_poisoning.csv, the in-process table byte for byte (so the docs'
+    table too), and its LaTeX twin, and says so in its log line."""
+    from reactlab.dev.bench import copy_workflow
+
+    work = tmp_path / "work"
+    work.mkdir()
+    copy_workflow(work)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", driver.OVERLAY,
+         "results/tables/mcp_poisoning.csv"],
+        cwd=work, env={**os.environ, "REACTLAB_CACHE": str(tmp_path / "cache")},
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = work / "results" / "tables" / "mcp_poisoning.csv"
+    expected = poisoning.write_table(poisoning.table(runs[1]), tmp_path / "driver.csv")
+    assert table.read_bytes() == expected.read_bytes()
+    assert table.with_suffix(".tex").is_file()
+    refused = work / "results/traces/veneno_cambio/local/veneno_obedece_fijada.jsonl"
+    assert read(refused).end.termination == "pin_tool_list"
+    assert (work / "results/recordings/veneno_cambio/local/veneno_obedece_fijada.mcp.jsonl"
+            ).is_file()
+    files = len(outputs.table_paths(configmod.load(ROOT / "config.yaml", [OVERLAY]).runs))
+    assert (work / "results/logs/tables.log").read_text(encoding="utf-8") == (
+        f"wrote {files} tables (CSV, and LaTeX for the key ones) to results/tables\n")
+
+
 def test_sanitizing_keeps_the_first_sentence_before_any_markup() -> None:
     assert sanitized_description("Devuelve el saldo de una cuenta. " + EXFILTRATE) == (
         "Devuelve el saldo de una cuenta.")
@@ -144,7 +229,6 @@ def test_sanitizing_keeps_the_first_sentence_before_any_markup() -> None:
 @pytest.fixture
 def raw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
     monkeypatch.setenv("REACTLAB_CACHE", str(tmp_path))
-    monkeypatch.setenv(STATE_ENV, str(tmp_path / "starts"))
     yield merge(load_yaml(ROOT / "config.yaml"), load_yaml(OVERLAY))
 
 

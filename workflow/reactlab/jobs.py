@@ -134,8 +134,9 @@ def verify(trace: str, out: str, log: str) -> None:
 
 
 def latex_tables() -> list[str]:
-    """The key tables, written as LaTeX beside their CSV (``Table.latex``)."""
-    return [t.name for t in outputs.TABLES if t.latex]
+    """The key tables, written as LaTeX beside their CSV (``Table.latex``; a conditional
+    one when it is built: :func:`reactlab.analysis.outputs.latex_names`)."""
+    return outputs.latex_names()
 
 
 def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis: str,

@@ -143,11 +143,13 @@ TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
 # The tables and figures: one registry (reactlab.analysis.outputs), read by the CLI too.
 TABLES_DIR = "results/tables"
-TABLES = _outputs.table_paths()
+# (mcp_poisoning too when a run's tools come from the poisoned MCP server: docs/mcp.md)
+_TABLE_KINDS = _outputs.tables_for(RL.runs)
+TABLES = _outputs.table_paths(RL.runs)
 TABLE_OUTPUTS = {t.name: report(t.path, caption=f"../report/{t.caption}.rst",
-                                category="Tables") for t in _outputs.TABLES}
+                                category="Tables") for t in _TABLE_KINDS}
 # the key tables' LaTeX twins (booktabs), written by the same job (reactlab.analysis.latex)
-TABLE_OUTPUTS.update({f"{t.name}_tex": t.latex_path for t in _outputs.TABLES if t.latex})
+TABLE_OUTPUTS.update({f"{t.name}_tex": t.latex_path for t in _TABLE_KINDS if t.latex})
 FIGURE_KINDS = list(_outputs.FIGURES.values())
 FIGURES = _outputs.figure_paths()
 VIEWER = "results/viewer"

@@ -445,6 +445,8 @@ class Planner:
                           # only when not the default, so that other runs' hashes stay put
                           **({"results": server.results} if server.results != "text"
                              else {}),
+                          **({"changed_list": server.changed_list}
+                             if server.changed_list != "stop" else {}),
                           "tools": defs, "tools_hash": tools_hash(self._tools[name]),
                           **effects},
                          f"tasks.{task}")

@@ -13,12 +13,14 @@ from pydantic import Field
 
 from reactlab.config.settings import Number, Settings, SortedTools, _Builder, _section
 
-__all__ = ["McpServerSettings", "McpTools", "ResultsFormat", "ToolSourcePart",
+__all__ = ["ChangedList", "McpServerSettings", "McpTools", "ResultsFormat", "ToolSourcePart",
            "mcp_server_settings", "mcp_tools", "tool_source_part"]
 
 _mcp = _section("mcp_servers")
 #: How an MCP result's text becomes what the model reads (the schema's enum).
 ResultsFormat = Literal["text", "json", "lesson"]
+#: What a job does when its pinned server lists other tools (the schema's enum).
+ChangedList = Literal["stop", "refuse"]
 
 
 class McpServerSettings(Settings):
@@ -28,9 +30,10 @@ class McpServerSettings(Settings):
     and ``env`` is the copy's path), the extra paths whose change means its tool list
     may have changed (``watch``), the per-request ``timeout`` in seconds, the largest
     message it may send (``max_result_bytes``), how a result's text becomes what the model
-    reads (``results``: :func:`reactlab.mcp.source.result_of`), and ``replay``: its runs
-    answered from their recordings, the server never started. Defaults and bounds: the
-    schema's."""
+    reads (``results``: :func:`reactlab.mcp.source.result_of`), what a job does when the
+    server lists other tools than planned (``changed_list``:
+    :class:`reactlab.mcp.source.ServerJob`), and ``replay``: its runs answered from their
+    recordings, the server never started. Defaults and bounds: the schema's."""
 
     command: str | None = _mcp("command", optional=True)
     args: list[str] = Field(default_factory=list)
@@ -42,6 +45,7 @@ class McpServerSettings(Settings):
     timeout: Number = _mcp("timeout")
     max_result_bytes: int = _mcp("max_result_bytes")
     results: ResultsFormat = _mcp("results")
+    changed_list: ChangedList = _mcp("changed_list")
     replay: bool = _mcp("replay")
 
 
@@ -64,6 +68,9 @@ class McpTools(Settings):
     timeout: Number
     max_result_bytes: int
     results: ResultsFormat = "text"
+    #: ``refuse``: a job whose pinned list changed ends its run refused (given only then,
+    #: so that other runs' hashes stay put)
+    changed_list: ChangedList = "stop"
     tools: SortedTools
     tools_hash: str
     #: the server's side-effecting tools among the task's, and those the task allows

@@ -3,7 +3,9 @@
 :class:`ServerJob` is the server of one job: started once (stdio: one process; Streamable
 HTTP: one session) with its ``files`` copied into a temporary folder, its tool list
 checked against the one planned (a server whose tools changed since planning is a
-:class:`~reactlab.core.errors.ToolServerError` of kind ``changed``: plan again), and ended
+:class:`~reactlab.core.errors.ToolServerError` of kind ``changed``: plan again; with the
+server's ``changed_list: refuse``, each of the job's runs ends refused, before any model
+turn, its trace and recording written), and ended
 with the job, its whole process group with it. A job may run several runs: each
 :meth:`ServerJob.run` restores the copies to the planned files' bytes first, so what one
 run writes there no other run sees (nor a rerun: the copies are never the pipeline's
@@ -140,10 +142,12 @@ class McpToolSource:
 
     def __init__(self, part: McpTools, *, wire: Wire | None = None,
                  recorder: ToolRecorder | None = None,
-                 replay: ToolReplay | None = None) -> None:
+                 replay: ToolReplay | None = None, refused: str | None = None) -> None:
         if (wire is None) == (replay is None):
             raise ToolServerError("start", "a tool source has a server or a replay")
         self.part = part
+        #: the server refused before the run (:attr:`ServerJob.refused`): nothing is sent
+        self.refused = refused
         self.wire = wire
         self.recorder = recorder
         self.replay = replay
@@ -211,6 +215,9 @@ class ServerJob:
         self._runs = 0
         #: what each run's recording starts with (:func:`reactlab.mcp.recording.header`)
         self.header: dict[str, Any] = {}
+        #: why the server is refused (its pinned list changed, ``changed_list: refuse``):
+        #: each run's source says so, and the run ends refused (None: not refused)
+        self.refused: str | None = None
 
     def __enter__(self) -> ServerJob:
         if self.replaying:
@@ -226,6 +233,12 @@ class ServerJob:
             raise
         if tools_hash(listed) != self.part.tools_hash and not self.pin:
             self.part = relisted(self.part, listed)
+        elif tools_hash(listed) != self.part.tools_hash and self.part.changed_list == "refuse":
+            # the pinning defence measured (a tool-poisoning experiment): the server is
+            # refused, the run ends so before any model turn, nothing is called
+            self.refused = (f"MCP server {self.part.server}: its tools are not the ones "
+                            f"planned: {_changes(self.part, listed, self.root)}")
+            self._stack.close()
         elif tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
             changes = _changes(self.part, listed, self.root)  # (reads the cached list)
@@ -267,12 +280,13 @@ class ServerJob:
             yield McpToolSource(self.part, replay=player)
             player.check_finished()
             return
-        if self._runs:
+        if self._runs and self.refused is None:
             self._restore_files()
         self._runs += 1
         recorder = ToolRecorder(self.header) if recording is not None else None
         try:
-            yield McpToolSource(self.part, wire=self.wire, recorder=recorder)
+            yield McpToolSource(self.part, wire=self.wire, recorder=recorder,
+                                refused=self.refused)
         finally:
             if recorder is not None and recording is not None:
                 recorder.write(recording)
