@@ -49,12 +49,12 @@ TABLE = "mcp_poisoning"
 
 
 def on_poisoned_server(spec: RunSpec) -> bool:
-    """Whether the run's tools come from the poisoned server (its MCP server's command
-    runs the module :mod:`reactlab.mcp.poisoned`)."""
+    """Whether the run's tools come from the poisoned server (the command of its MCP
+    server, or of one of them, runs the module :mod:`reactlab.mcp.poisoned`)."""
     if spec.mcp is None:
         return False
-    args = spec.mcp.args
-    return any(a == "-m" and b == poisoned.__name__ for a, b in pairwise(args))
+    return any(a == "-m" and b == poisoned.__name__
+               for p in spec.mcp.parts() for a, b in pairwise(p.args))
 
 
 def defences_label(spec: RunSpec) -> str:
@@ -65,7 +65,8 @@ def defences_label(spec: RunSpec) -> str:
 
 def _key(spec: RunSpec) -> dict[str, Any]:
     assert spec.mcp is not None
-    return {"task": spec.task, "scenario": spec.scenario, "attack": spec.mcp.server,
+    attack = "+".join(p.server for p in spec.mcp.parts())  # a task's servers, in order
+    return {"task": spec.task, "scenario": spec.scenario, "attack": attack,
             "script": spec.script.model, "defences": defences_label(spec)}
 
 

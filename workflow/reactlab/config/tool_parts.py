@@ -78,18 +78,35 @@ class McpTools(Settings):
     #: when the server names some, so that other runs' hashes stay put)
     side_effects: list[str] = Field(default_factory=list)
     allowed_side_effects: list[str] = Field(default_factory=list)
+    #: a task of several servers (``tasks.<t>.mcp_servers``): the part of each server after
+    #: the first (this part is the first's), each with the task's tools it lists (given
+    #: only then, so that other runs' hashes stay put)
+    also: list[McpTools] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if "also" in out:
+            out["also"] = [p.to_dict() for p in self.also]
+        return out
+
+    def parts(self) -> list[McpTools]:
+        """Every server's part: this one, then :attr:`also`'s."""
+        return [self, *self.also]
 
     def refused(self) -> frozenset[str]:
-        """The side-effecting tools the task does not allow (the allowlist defence)."""
-        return frozenset(self.side_effects) - frozenset(self.allowed_side_effects)
+        """The side-effecting tools the task does not allow (the allowlist defence), on
+        every server of the task."""
+        return frozenset().union(*(frozenset(p.side_effects) - frozenset(
+            p.allowed_side_effects) for p in self.parts()))
 
     def described(self, sanitize: bool) -> list[dict[str, Any]]:
-        """The task's tool definitions as the model reads them: with ``sanitize`` (the
-        defence), each description cut by :func:`sanitized_description`."""
+        """The task's tool definitions as the model reads them, server after server: with
+        ``sanitize`` (the defence), each description cut by :func:`sanitized_description`."""
+        tools = [t for p in self.parts() for t in p.tools]
         if not sanitize:
-            return list(self.tools)
+            return tools
         return [{**t, "description": sanitized_description(t.get("description") or "")}
-                for t in self.tools]
+                for t in tools]
 
 
 #: Markup (a tag such as ``<IMPORTANT>``) or a sentence's end: a description is kept up to

@@ -51,7 +51,7 @@ from typing import Any
 from reactlab.agent.types import StatusResult
 from reactlab.config.mcp import file_copies, forget, launch, relisted, tools_hash
 from reactlab.config.mcp_lists import planned_list, tools_diff
-from reactlab.config.tool_parts import McpTools
+from reactlab.config.tool_parts import McpTools, mcp_tools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
 from reactlab.core.mcp_wire import Wire, list_tools
@@ -142,24 +142,30 @@ class McpToolSource:
 
     def __init__(self, part: McpTools, *, wire: Wire | None = None,
                  recorder: ToolRecorder | None = None,
-                 replay: ToolReplay | None = None, refused: str | None = None) -> None:
+                 replay: ToolReplay | None = None, refused: str | None = None,
+                 wires: Mapping[str, Wire] | None = None) -> None:
         if (wire is None) == (replay is None):
             raise ToolServerError("start", "a tool source has a server or a replay")
         self.part = part
         #: the server refused before the run (:attr:`ServerJob.refused`): nothing is sent
         self.refused = refused
         self.wire = wire
+        #: a task of several servers: the wire of each server after the first, by name
+        self.wires = dict(wires or {})
         self.recorder = recorder
         self.replay = replay
-        self.names = frozenset(t["name"] for t in part.tools)
-        self.schemas = OutputSchemas(part.tools)
+        #: the part of the server that serves each of the task's tools
+        self.owner = {t["name"]: p for p in part.parts() for t in p.tools}
+        self.names = frozenset(self.owner)
+        self.schemas = OutputSchemas([t for p in part.parts() for t in p.tools])
 
     def _send(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if self.replay is not None:
             return self.replay.answer(request)
-        assert self.wire is not None
-        wire = self.wire
         params = request["params"]
+        server = self.owner[params["name"]].server
+        wire = self.wire if server == self.part.server else self.wires[server]
+        assert wire is not None
         if self.recorder is not None:
             return self.recorder.exchange(request,
                                           lambda: wire.request("tools/call", params))
@@ -182,11 +188,11 @@ class McpToolSource:
         except ToolServerError as exc:
             if self.replay is None:  # the person's copy, context included (not recorded)
                 log.warning("reactlab: %s", exc)
-            return {"error": failure_text(exc, self.part)}
+            return {"error": failure_text(exc, self.owner[name])}
         broken = self.schemas.problem(name, response)
         if broken is not None:
             return StatusResult({"error": broken}, "nonconforming")
-        return result_of(response, self.part.results)
+        return result_of(response, self.owner[name].results)
 
 
 def _changes(part: McpTools, tools: list[dict[str, Any]], root: str | Path) -> str:
@@ -218,6 +224,8 @@ class ServerJob:
         #: why the server is refused (its pinned list changed, ``changed_list: refuse``):
         #: each run's source says so, and the run ends refused (None: not refused)
         self.refused: str | None = None
+        #: a task of several servers: the job of each server after the first
+        self._others: list[ServerJob] = []
 
     def __enter__(self) -> ServerJob:
         if self.replaying:
@@ -248,7 +256,25 @@ class ServerJob:
                                   "cached tool list is removed: run the pipeline again, "
                                   "which plans with the server's tools")
         self.header = header(self.part.server, wire.server, listed)
+        if self.refused is None and self.part.also:
+            self._enter_others()
         return self
+
+    def _enter_others(self) -> None:
+        """A task of several servers: each server after the first started (a job of its
+        own, ended with this one), its list checked alike; the first refusal refuses the
+        run, a list taken as listed (not pinned) replaces that server's part."""
+        parts = []
+        for part in self.part.also:
+            child = self._stack.enter_context(ServerJob(part, root=self.root, pin=self.pin))
+            self._others.append(child)
+            parts.append(child.part)
+            if child.refused is not None and self.refused is None:
+                self.refused = child.refused
+        self.part = mcp_tools({**self.part.to_dict(),
+                               "also": [p.to_dict() for p in parts]}, "mcp")
+        # the recording's header: the first server's, and each other's under `also`
+        self.header = {**self.header, "also": [c.header for c in self._others]}
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -281,12 +307,15 @@ class ServerJob:
             player.check_finished()
             return
         if self._runs and self.refused is None:
-            self._restore_files()
+            for job in (self, *self._others):
+                job._restore_files()
         self._runs += 1
         recorder = ToolRecorder(self.header) if recording is not None else None
         try:
             yield McpToolSource(self.part, wire=self.wire, recorder=recorder,
-                                refused=self.refused)
+                                refused=self.refused,
+                                wires={j.part.server: j.wire for j in self._others
+                                       if j.wire is not None})
         finally:
             if recorder is not None and recording is not None:
                 recorder.write(recording)
