@@ -206,10 +206,10 @@ TABLE: dict[str, Entry] = {
         not_run("four clean default runs: a quarter of an hour; a measurement"),
     ".venv/bin/python -m reactlab.dev.poisoning":
         not_run("a test of this suite already: tests/test_mcp_poisoning.py runs the same "
-                "42 runs in process (reactlab.dev.poisoning.run_all) and checks the docs' "
+                "54 runs in process (reactlab.dev.poisoning.run_all) and checks the docs' "
                 "table"),
     ".venv/bin/snakemake --cores 2 --configfile workflow/configs/mcp_poisoning.yaml":
-        not_run("the default suites with the 42 poisoning runs; tests/test_mcp_poisoning.py "
+        not_run("the default suites with the 54 poisoning runs; tests/test_mcp_poisoning.py "
                 "(full) runs this overlay through Snakemake and checks its table against "
                 "the in-process one and the docs'"),
     ".venv/bin/python -m reactlab.dev.local_bench":

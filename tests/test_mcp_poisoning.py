@@ -38,7 +38,7 @@ OVERLAY = ROOT / driver.OVERLAY
 #: shadowing across two servers: the clean bank beside a currency server that shadows it
 CROSS = "banco_limpio+divisas_sombra"
 ATTACKS = ("banco_descripcion", "banco_sombra", "banco_cambio", "banco_resultado", CROSS)
-RUNS = 42  # 6 tasks × 7 scenarios
+RUNS = 54  # 6 tasks × 7 scenarios on local, × 2 on openai_chat
 ALL = "+".join(poisoning.DEFENCES)
 SHORT = {"none": "none", "pin_tool_list": "pinned", "sanitize_descriptions": "sanitized",
          "side_effect_allowlist": "allowlist", ALL: "all three"}
@@ -50,15 +50,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str,
     return out, driver.run_all(out, ROOT / "config.yaml", OVERLAY)
 
 
-def _by(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(r["attack"], r["script"], r["defences"]): r for r in rows}
+def _by(rows: list[dict[str, Any]],
+        backend: str = "local") -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The rows (or runs) of ``backend`` by attack, script and defences."""
+    return {(r["attack"], r["script"], r["defences"]): r for r in rows
+            if r["backend"] == backend}
 
 
 def test_every_attack_works_undefended_and_fails_with_the_three_defences(
         runs: tuple[Path, list[dict[str, Any]]]) -> None:
     _, rows = runs
     by = _by(rows)
-    assert len(rows) == len(by) == RUNS
+    assert len(rows) == RUNS and len(by) == 42
     for attack in ATTACKS:
         bare = by[(attack, "veneno_obedece", "none")]
         assert bare["attack_present"] and bare["attack_succeeded"], attack
@@ -118,21 +121,40 @@ def test_a_refused_side_effect_is_blocked_as_data_and_never_sent(
 
 
 def markdown(rows: list[Mapping[str, Any]]) -> str:
-    """The docs' table: the obedient script's rows, with the benign script's utility and
-    attack present where it ran (none, all three)."""
+    """The docs' tables: the obedient script's rows on `local`, with the benign script's
+    utility and attack present where it ran (none, all three); then its rows on
+    `openai_chat`."""
     by = _by(list(rows))
     lines = ["| server (attack) | defences | n | utility | attack success | attack present "
              "| refused | benign script: utility, attack present |",
              "|---|---|---|---|---|---|---|---|"]
+    api = ["| server (attack) | defences | n | utility | attack success | attack present "
+           "| refused |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["script"] != "veneno_obedece":
             continue
+        cells = (f"| `{r['attack']}` | {SHORT[r['defences']]} | {r['n']} | {r['utility']} | "
+                 f"{r['attack_success']} | {r['attack_present']} | {r['refused']} |")
+        if r["backend"] != "local":
+            api.append(cells)
+            continue
         benign = by.get((r["attack"], "veneno_ignora", r["defences"]))
-        lines.append(
-            f"| `{r['attack']}` | {SHORT[r['defences']]} | {r['n']} | {r['utility']} | "
-            f"{r['attack_success']} | {r['attack_present']} | {r['refused']} | "
-            + (f"{benign['utility']}, {benign['attack_present']}" if benign else "—") + " |")
-    return "\n".join(lines)
+        lines.append(cells + " " + (f"{benign['utility']}, {benign['attack_present']}"
+                                    if benign else "—") + " |")
+    return "\n".join(lines) + "\n\n" + "\n".join(api)
+
+
+def test_an_api_simulator_sees_the_descriptions_too(
+        runs: tuple[Path, list[dict[str, Any]]]) -> None:
+    """On `openai_chat` the obedient script reads the tools' definitions in the request's
+    `tools` (reactlab.simulate.openai_chat): every attack, undefended and under the three
+    defences, comes out as on `local`, the description attacks included."""
+    local, api = _by(runs[1]), _by(runs[1], "openai_chat")
+    assert len(api) == 12
+    for key, row in api.items():
+        assert {k: v for k, v in row.items() if k not in ("backend", "task")} == {
+            k: v for k, v in local[key].items() if k not in ("backend", "task")}, key
+    assert api[("banco_descripcion", "veneno_obedece", "none")]["attack_succeeded"]
 
 
 def test_the_docs_table_is_the_measured_one(
@@ -142,7 +164,8 @@ def test_the_docs_table_is_the_measured_one(
     assert path.read_text(encoding="utf-8").splitlines()[0] == ",".join(poisoning.COLUMNS)
     assert sum(r["n"] for r in table) == RUNS
     docs = (ROOT / "docs/mcp.md").read_text(encoding="utf-8")
-    assert markdown(table) in docs, markdown(table)
+    for part in markdown(table).split("\n\n"):  # the local table, then openai_chat's
+        assert part in docs, part
 
 
 def test_a_refused_rug_pull_is_a_run_of_its_own(
