@@ -283,9 +283,16 @@ def test_sanitizing_keeps_the_first_sentence_before_any_markup() -> None:
     assert sanitized_description("x" * 500) == "x" * 200
 
 
+@pytest.fixture(scope="module")
+def tool_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tool-list cache for the config tests of this module (each lists the servers
+    once, not once per test)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def raw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    monkeypatch.setenv("REACTLAB_CACHE", str(tmp_path))
+def raw(monkeypatch: pytest.MonkeyPatch, tool_cache: Path) -> Iterator[dict[str, Any]]:
+    monkeypatch.setenv("REACTLAB_CACHE", str(tool_cache))
     yield merge(load_yaml(ROOT / "config.yaml"), load_yaml(OVERLAY))
 
 
