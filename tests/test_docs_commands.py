@@ -206,8 +206,12 @@ TABLE: dict[str, Entry] = {
         not_run("four clean default runs: a quarter of an hour; a measurement"),
     ".venv/bin/python -m reactlab.dev.poisoning":
         not_run("a test of this suite already: tests/test_mcp_poisoning.py runs the same "
-                "35 runs in process (reactlab.dev.poisoning.run_all) and checks the docs' "
+                "54 runs in process (reactlab.dev.poisoning.run_all) and checks the docs' "
                 "table"),
+    ".venv/bin/snakemake --cores 2 --configfile workflow/configs/mcp_poisoning.yaml":
+        not_run("the default suites with the 54 poisoning runs; tests/test_mcp_poisoning.py "
+                "(full) runs this overlay through Snakemake and checks its table against "
+                "the in-process one and the docs'"),
     ".venv/bin/python -m reactlab.dev.local_bench":
         not_run("loads the real model and times it: a measurement"),
     ".venv/bin/python -m pip install -e '.[llama]'":

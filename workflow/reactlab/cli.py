@@ -78,7 +78,7 @@ def _cmd_tables(a: argparse.Namespace) -> None:
     analysis = (json.loads(a.analysis) if cfg is None or a.analysis is not None
                 else analysis_section(cfg.raw))
     written = tables.build(zip(a.traces, a.verified, strict=True), figure, a.out_dir,
-                           analysis, latex=[t.name for t in outputs.TABLES if t.latex])
+                           analysis, latex=outputs.latex_names())
     print(f"wrote {len(written)} tables to {a.out_dir}", file=sys.stderr)
 
 
@@ -108,7 +108,7 @@ def _cmd_recover(a: argparse.Namespace) -> None:
     before = _files(RESULTS)
     shards = plan(cfg.raw) if cfg.raw.get("suites") else []
     # the same step, with the same arguments, as the Snakefile's main process
-    lock = recover(runs=cfg.runs, tables=outputs.table_paths(),
+    lock = recover(runs=cfg.runs, tables=outputs.table_paths(cfg.runs),
                    figures=outputs.figure_paths(), viewer=f"{RESULTS}/viewer",
                    live_replay=bool(cfg.raw.get("live", {}).get("replay", False)),
                    suite_shards=shards,

@@ -134,8 +134,9 @@ def verify(trace: str, out: str, log: str) -> None:
 
 
 def latex_tables() -> list[str]:
-    """The key tables, written as LaTeX beside their CSV (``Table.latex``)."""
-    return [t.name for t in outputs.TABLES if t.latex]
+    """The key tables, written as LaTeX beside their CSV (``Table.latex``; a conditional
+    one when it is built: :func:`reactlab.analysis.outputs.latex_names`)."""
+    return outputs.latex_names()
 
 
 def tables(traces: Sequence[str], verified: Sequence[str], figure: str, analysis: str,
@@ -420,19 +421,21 @@ def check_tool_lists(workflow: Any, config: Config, argv: Sequence[str]) -> None
 
     runs = {r.key: r for r in config.runs}
     pending: dict[str, list[str]] = {}
+    hashes: dict[str, str] = {}
     for job in workflow.dag.needrun_jobs():
         for out in job.output:
             found = _TRACE.fullmatch(str(out))
             key = found.group(1) if found else ""
-            part = runs[key].mcp if key in runs else None
-            if part is not None and part.server in config.cached_servers:
-                pending.setdefault(part.server, []).append(key)
+            mcp = runs[key].mcp if key in runs else None
+            for part in mcp.parts() if mcp is not None else ():  # every server of the task
+                if part.server in config.cached_servers:
+                    pending.setdefault(part.server, []).append(key)
+                    hashes[part.server] = part.tools_hash
     settings = servers(config.raw)
     for name, keys in sorted(pending.items()):
-        part = runs[keys[0]].mcp
-        if settings[name].replay or part is None:
+        if settings[name].replay:
             continue
-        removed = stale_cache(settings[name], name, part.tools_hash)
+        removed = stale_cache(settings[name], name, hashes[name])
         if removed is not None:
             command = shlex.join([sys.executable, "-m", "snakemake", *argv])
             raise ConfigError(

@@ -48,7 +48,7 @@ if BATCH_SIZE > 0:
                 prices=PRICES,
                 news=NEWS,
                 files=sorted({f for k in _keys if RUNS[k].mcp is not None
-                              for f in RUNS[k].mcp.files.values()}),
+                              for p in RUNS[k].mcp.parts() for f in p.files.values()}),
                 replays=[_mcp_record(k) for k in _keys if _replaying(k)],
             output:
                 traces=[f"results/traces/{k}.jsonl" for k in _keys],

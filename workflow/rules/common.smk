@@ -143,11 +143,13 @@ TRACES = [f"results/traces/{key}.jsonl" for key in RUNS]
 VERIFIED = [f"results/verified/{key}.json" for key in RUNS]
 # The tables and figures: one registry (reactlab.analysis.outputs), read by the CLI too.
 TABLES_DIR = "results/tables"
-TABLES = _outputs.table_paths()
+# (mcp_poisoning too when a run's tools come from the poisoned MCP server: docs/mcp.md)
+_TABLE_KINDS = _outputs.tables_for(RL.runs)
+TABLES = _outputs.table_paths(RL.runs)
 TABLE_OUTPUTS = {t.name: report(t.path, caption=f"../report/{t.caption}.rst",
-                                category="Tables") for t in _outputs.TABLES}
+                                category="Tables") for t in _TABLE_KINDS}
 # the key tables' LaTeX twins (booktabs), written by the same job (reactlab.analysis.latex)
-TABLE_OUTPUTS.update({f"{t.name}_tex": t.latex_path for t in _outputs.TABLES if t.latex})
+TABLE_OUTPUTS.update({f"{t.name}_tex": t.latex_path for t in _TABLE_KINDS if t.latex})
 FIGURE_KINDS = list(_outputs.FIGURES.values())
 FIGURES = _outputs.figure_paths()
 VIEWER = "results/viewer"
@@ -316,7 +318,10 @@ onerror:
 # with the server beside the trace (run_mcp), or, for a server set to replay, are answered
 # from that recording (replay_mcp). Every other task runs the project's tools (run_agent).
 MCP_SERVERS = config.get("mcp_servers") or {}
-_MCP_TASKS = {t: c["mcp_server"] for t, c in config["tasks"].items() if "mcp_server" in c}
+from reactlab.config.mcp import task_servers as _task_servers
+
+# (a task of several servers, `mcp_servers`, is keyed by its first: it never replays)
+_MCP_TASKS = {t: _task_servers(c)[0] for t, c in config["tasks"].items() if _task_servers(c)}
 MCP_RECORD_TASKS = sorted(t for t, s in _MCP_TASKS.items()
                           if not MCP_SERVERS.get(s, {}).get("replay", False))
 from reactlab.config.mcp import replay_tasks as _replay_tasks
@@ -332,4 +337,5 @@ def task_pattern(names):
 def mcp_files(wildcards):
     """The files the run's MCP server works on (each run gets its own copy of them)."""
     spec = _run(wildcards)
-    return sorted(spec.mcp.files.values()) if spec.mcp is not None else []
+    return sorted({f for p in spec.mcp.parts() for f in p.files.values()}) \
+        if spec.mcp is not None else []

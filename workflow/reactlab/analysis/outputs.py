@@ -17,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reactlab.analysis import figures
+from reactlab.analysis import figures, poisoning
 from reactlab.analysis.figure_kinds import Figure, without_section
 from reactlab.analysis.trial_figures import success_rates
 from reactlab.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from reactlab.config import RunSpec
 
 
 @dataclass(frozen=True)
@@ -74,14 +77,35 @@ FIGURES: dict[str, Figure] = {f.kind: f for f in (
     Figure("agents_tokens", "steps", figures.agents_tokens, uses_figure_section=True),
 )}
 
-def table_paths() -> list[str]:
-    """Every table's CSV, then the key tables' LaTeX (``latex``)."""
-    return [t.path for t in TABLES] + latex_paths()
+#: The tool-poisoning table (docs/mcp.md, "Tool poisoning"), written by the same job only
+#: when some run's tools come from the poisoned MCP server
+#: (:func:`reactlab.analysis.poisoning.on_poisoned_server`): the default run has none.
+POISONING = Table(poisoning.TABLE, poisoning.TABLE, latex=True)
 
 
-def latex_paths() -> list[str]:
-    """The LaTeX twin of every key table (``Table.latex``)."""
-    return [t.latex_path for t in TABLES if t.latex]
+def tables_for(runs: Iterable[RunSpec] = ()) -> tuple[Table, ...]:
+    """The tables a config's ``runs`` give: every one of :data:`TABLES`, then
+    :data:`POISONING` when one of them runs on the poisoned server."""
+    poisoned = any(poisoning.on_poisoned_server(r) for r in runs)
+    return TABLES + ((POISONING,) if poisoned else ())
+
+
+def table_paths(runs: Iterable[RunSpec] = ()) -> list[str]:
+    """Every table's CSV, then the key tables' LaTeX (``latex``), of the tables ``runs``
+    give (:func:`tables_for`)."""
+    tables = tables_for(runs)
+    return [t.path for t in tables] + [t.latex_path for t in tables if t.latex]
+
+
+def latex_paths(runs: Iterable[RunSpec] = ()) -> list[str]:
+    """The LaTeX twin of every key table of those ``runs`` give (``Table.latex``)."""
+    return [t.latex_path for t in tables_for(runs) if t.latex]
+
+
+def latex_names() -> list[str]:
+    """The name of every key table, the conditional ones too: what the tables job is asked
+    to write as LaTeX (one it does not build, it skips: :func:`reactlab.analysis.tables.build`)."""
+    return [t.name for t in (*TABLES, POISONING) if t.latex]
 
 
 def figure_paths() -> list[str]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactlab import trace as tracemod
 from reactlab.agent.defences import out_of_scope, question_tickers
-from reactlab.analysis import trials
+from reactlab.analysis import poisoning, trials
 from reactlab.analysis.latex import to_latex
 from reactlab.analysis.verify import VerifiedRun, load_verified
 from reactlab.core.errors import TraceError
@@ -169,7 +169,9 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
           latex: Iterable[str] = ()) -> dict[str, Path]:
     """Build every table from (trace path, verification path) pairs into ``out_dir``;
     the tables named in ``latex`` also as ``<name>.tex`` (:mod:`reactlab.analysis.latex`;
-    returned under the key ``<name>.tex``, after the CSVs).
+    returned under the key ``<name>.tex``, after the CSVs). The tool-poisoning table
+    (:mod:`reactlab.analysis.poisoning`) is built, after the others, only when some run's
+    tools come from the poisoned MCP server (named in ``latex``, it is skipped otherwise).
 
     ``analysis`` (reactlab.config.trials.analysis_section) feeds the trial tables. The
     single-draw tables (runs, steps, the summaries by scenario, backend and defences, and
@@ -178,13 +180,16 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
     """
     import pandas as pd  # lazy: heavy (pandas)
 
-    runs, steps, trial_rows, agent_rows = [], [], [], []
+    runs, steps, trial_rows, agent_rows, poisoned = [], [], [], [], []
     lesson: list[bool] = []  # per row of runs: the lesson loop's (not a framework's)
     for trace_path, verified_path in pairs:
         run = load_verified(trace_path, verified_path)
         tr = run.trace
         row = run_row(run)
         trial_rows.append(trials.trial_row(tr, row, analysis))
+        if poisoning.on_poisoned_server(tr.header.run_spec):  # every one, trials too
+            poisoned.append(poisoning.run_outcome(
+                tr, run.verification.verified, poisoning.expected_calls(analysis, row["task"])))
         if tr.run.get("trial") is None:  # runs with repeated trials: the trial tables only
             runs.append(row)
             lesson.append(tr.run.get("agent") is None)
@@ -211,6 +216,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
         **trials.build(trial_rows, analysis),
         "agents": agents_table(agent_rows),
     }
+    if poisoned:  # the tool-poisoning table, when some run is on the poisoned server
+        tables[poisoning.TABLE] = poisoning.frame(poisoning.table(poisoned))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -220,6 +227,8 @@ def build(pairs: Iterable[tuple[str, str]], figure: Mapping[str, Any],
             df.to_csv(tmp, index=False, lineterminator="\n")
         written[name] = path
     for name in latex:
+        if name == poisoning.TABLE and name not in tables:
+            continue  # a table of some configs only, not built from these runs
         path = out_dir / f"{name}.tex"
         write_text_atomic(path, to_latex(tables[name], f"results/tables/{name}.csv"))
         written[f"{name}.tex"] = path

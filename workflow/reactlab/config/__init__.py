@@ -30,7 +30,7 @@ from typing import Any
 from reactlab.config.agents import LESSON, check_agents
 from reactlab.config.faults import parse_plan
 from reactlab.config.loading import check_files, load_yaml, merge
-from reactlab.config.mcp import Planner
+from reactlab.config.mcp import Planner, task_servers
 from reactlab.config.schema import (
     SCHEMA_PATH,
     provider_entry,
@@ -189,7 +189,7 @@ def _check_block_names(raw: Mapping[str, Any], i: int, block: Mapping[str, Any])
 def _check_combination(raw: Mapping[str, Any], i: int, t: str, b: str, s: str,
                        scen: Mapping[str, Any], agent: str = "lesson") -> None:
     """One task × backend × scenario (× agent) of matrix block ``i`` can run."""
-    if "mcp_server" in raw["tasks"][t] and raw["backends"][b]["mode"] == "live":
+    if task_servers(raw["tasks"][t]) and raw["backends"][b]["mode"] == "live":
         raise ConfigError(f"matrix[{i}]", f"task {t!r} takes its tools from an MCP "
                           f"server; the live backend {b!r} does not run such tasks "
                           "(docs/mcp.md)")
@@ -290,7 +290,7 @@ def _expand(raw: Mapping[str, Any], scenarios: Mapping[str, Mapping[str, Any]],
                     if unlisted is None:
                         runs += trials
                     else:
-                        left.setdefault(raw["tasks"][t]["mcp_server"], (unlisted, []))[1] \
+                        left.setdefault(mcp.unlisted_server(t) or "", (unlisted, []))[1] \
                             .extend(r.key for r in trials)
     return runs
 
@@ -306,10 +306,11 @@ def _check_figure(raw: Mapping[str, Any], runs: list[RunSpec],
         run = (fig["task"], fig["backend"], fig[name])
         if run in planned:
             continue
-        server = raw["tasks"].get(fig["task"], {}).get("mcp_server")
+        server = next((n for n in task_servers(raw["tasks"].get(fig["task"], {}))
+                       if n in left), None)
         base = "/".join(run)
-        if server in left and any(k == base or k.startswith(f"{base}/")
-                                  for k in left[server][1]):
+        if server is not None and any(k == base or k.startswith(f"{base}/")
+                                      for k in left[server][1]):
             if mode == "skip":
                 return
             raise ConfigError(f"figure.{name}", f"{base} needs MCP server {server!r}, whose "

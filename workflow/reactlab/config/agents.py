@@ -81,6 +81,11 @@ def check_agents(raw: Mapping[str, Any]) -> None:
                                       "come from a tool source: a framework builds its own "
                                       "typed tools from the project's (docs/plugins.md)")
                 server = (raw["tasks"].get(task) or {}).get("mcp_server")
+                if (raw["tasks"].get(task) or {}).get("mcp_servers"):
+                    raise ConfigError(f"matrix[{i}].agents[{j}]",
+                                      f"agent {name!r} cannot run task {task!r}, whose tools "
+                                      "come from several MCP servers (`mcp_servers`): a "
+                                      "framework's own client starts one (docs/mcp.md)")
                 if server is None:
                     continue
                 entry = (raw.get("mcp_servers") or {}).get(server) or {}

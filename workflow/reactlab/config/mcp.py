@@ -35,7 +35,6 @@ the config would start itself again, without end.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -50,6 +49,8 @@ from typing import Any, NamedTuple
 from reactlab.config.mcp_lists import cache_dir as cache_dir  # re-exported
 from reactlab.config.mcp_lists import cached_for, recorded_tools, tool_def
 from reactlab.config.mcp_lists import tools_hash as tools_hash  # re-exported
+from reactlab.config.mcp_tasks import check_names, check_several, owners, side_effects
+from reactlab.config.mcp_tasks import task_servers as task_servers  # re-exported
 from reactlab.config.tool_parts import (
     McpServerSettings,
     McpTools,
@@ -87,6 +88,7 @@ def replay_tasks(raw: Mapping[str, Any]) -> list[str]:
     given = raw.get("mcp_servers") or {}
     return sorted(t for t, c in raw["tasks"].items()
                   if "mcp_server" in c and (given.get(c["mcp_server"]) or {}).get("replay"))
+    # (a task of several servers never replays: reactlab.config.mcp_tasks.check_several)
 
 
 def servers(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
@@ -367,13 +369,9 @@ class Planner:
         self.failed: dict[str, ConfigError] = {}
 
     def check_task(self, task: str) -> None:
-        """The task's ``mcp_server`` names a server (with a suggestion)."""
-        name = self.raw["tasks"][task].get("mcp_server")
-        if name is not None and name not in self.servers:
-            hint = difflib.get_close_matches(name, list(self.servers), n=1)
-            raise ConfigError(f"tasks.{task}.mcp_server",
-                              f"no server named {name!r} in mcp_servers"
-                              + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+        """The task's ``mcp_server`` (or each of its ``mcp_servers``) names a server (with
+        a suggestion)."""
+        check_names(task, self.raw["tasks"][task], list(self.servers))
 
     def _list(self, name: str) -> None:
         if name in self._tools or name in self.failed:
@@ -385,7 +383,7 @@ class Planner:
         server = self.servers[name]
         try:
             if server.replay:  # never started: the list its recordings (or cache) hold
-                tasks = [t for t, e in self.raw["tasks"].items() if e.get("mcp_server") == name]
+                tasks = [t for t, e in self.raw["tasks"].items() if name in task_servers(e)]
                 listed = Listed(replayed_tools(server, name, tasks, self.root), None)
             else:
                 listed = server_tools(server, name, self.root)
@@ -398,22 +396,31 @@ class Planner:
         if listed.cached is not None:
             self.cached.add(name)
 
+    def unlisted_server(self, task: str) -> str | None:
+        """The first of the task's servers whose tools are not known (its runs are then
+        left out of the plan); None when all are, or when the task takes other tools."""
+        names = task_servers(self.raw["tasks"][task])
+        if names:
+            self.check_task(task)
+            check_several(task, self.raw["tasks"][task], self.servers)
+        for name in names:
+            self._list(name)
+            if name in self.failed:
+                return name
+        return None
+
     def unlisted(self, task: str) -> ConfigError | None:
-        """Why the tools of the task's server are not known (its runs are then left out
-        of the plan); None when they are, or when the task takes the project's tools."""
-        name = self.raw["tasks"][task].get("mcp_server")
-        if name is None:
-            return None
-        self.check_task(task)
-        self._list(name)
-        return self.failed.get(name)
+        """Why the tools of (one of) the task's servers are not known (:meth:`unlisted_server`)."""
+        name = self.unlisted_server(task)
+        return None if name is None else self.failed[name]
 
     def part(self, task: str) -> McpTools | None:
-        """The task's tool part (None for a task of the project's tools); the server's
-        ConfigError when it was not listed (:meth:`unlisted`)."""
+        """The task's tool part (None for a task of the project's tools): its first
+        server's, with each other server's under ``also`` (``mcp_servers``); the server's
+        ConfigError when one was not listed (:meth:`unlisted`)."""
         entry = self.raw["tasks"][task]
-        name = entry.get("mcp_server")
-        if name is None:
+        names = task_servers(entry)
+        if not names:
             if entry.get("allow_side_effects") is not None:
                 raise ConfigError(f"tasks.{task}.allow_side_effects",
                                   "only a task with an `mcp_server` has side-effecting tools")
@@ -421,23 +428,26 @@ class Planner:
         if task in self._parts:
             return self._parts[task]
         self.check_task(task)
+        check_several(task, entry, self.servers)
+        for name in names:
+            self._list(name)
+            if name in self.failed:
+                raise self.failed[name]
+        owner = owners(task, entry, {n: self._tools[n] for n in names})
+        parts = [self._server_part(task, n, [t for t in entry["tools"] if owner[t] == n])
+                 for n in names]
+        part = parts[0] if len(parts) == 1 else mcp_tools(
+            {**parts[0].to_dict(), "also": [p.to_dict() for p in parts[1:]]}, f"tasks.{task}")
+        self._parts[task] = part
+        return part
+
+    def _server_part(self, task: str, name: str, mine: list[str]) -> McpTools:
+        """The part of server ``name`` for the task's tools it serves (``mine``)."""
         server = self.servers[name]
-        self._list(name)
-        if name in self.failed:
-            raise self.failed[name]
         listed = {t["name"]: t for t in self._tools[name]}
-        defs = []
-        for i, tool in enumerate(entry["tools"]):
-            if tool not in listed:
-                hint = difflib.get_close_matches(tool, list(listed), n=1)
-                raise ConfigError(f"tasks.{task}.tools[{i}]",
-                                  f"server {name!r} has no tool {tool!r}"
-                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                                  + f"; it lists: {', '.join(listed)}")
-            defs.append(tool_def(listed[tool]))
-        effects = self._side_effects(task, name, listed)
+        effects = side_effects(task, self.raw["tasks"][task], name, self.servers, listed, mine)
         given = server.to_dict()
-        part = mcp_tools({"server": name,
+        return mcp_tools({"server": name,
                           **{k: given[k] for k in ("command", "args", "env", "url", "files")
                              if k in given},
                           "timeout": server.timeout,
@@ -445,33 +455,8 @@ class Planner:
                           # only when not the default, so that other runs' hashes stay put
                           **({"results": server.results} if server.results != "text"
                              else {}),
-                          "tools": defs, "tools_hash": tools_hash(self._tools[name]),
-                          **effects},
+                          **({"changed_list": server.changed_list}
+                             if server.changed_list != "stop" else {}),
+                          "tools": [tool_def(listed[t]) for t in mine],
+                          "tools_hash": tools_hash(self._tools[name]), **effects},
                          f"tasks.{task}")
-        self._parts[task] = part
-        return part
-
-    def _side_effects(self, task: str, name: str,
-                      listed: Mapping[str, Any]) -> dict[str, list[str]]:
-        """The part's ``side_effects`` (the server's, among the task's tools) and
-        ``allowed_side_effects`` (the task's), checked: each a tool the server lists, each
-        allowed one a side-effecting tool the task offers. Empty when the server names
-        none (nothing in the part: other runs' hashes stay put)."""
-        server = self.servers[name]
-        for i, tool in enumerate(server.side_effects):
-            if tool not in listed:
-                raise ConfigError(f"mcp_servers.{name}.side_effects[{i}]",
-                                  f"server {name!r} has no tool {tool!r}; it lists: "
-                                  + ", ".join(listed))
-        entry = self.raw["tasks"][task]
-        allowed = list(entry.get("allow_side_effects") or ())
-        for i, tool in enumerate(allowed):
-            if tool not in server.side_effects or tool not in entry["tools"]:
-                raise ConfigError(f"tasks.{task}.allow_side_effects[{i}]",
-                                  f"{tool!r} is not a side-effecting tool the task offers "
-                                  f"(mcp_servers.{name}.side_effects: "
-                                  f"{', '.join(server.side_effects) or 'none'})")
-        effects = [t for t in entry["tools"] if t in server.side_effects]
-        if not effects:
-            return {}
-        return {"side_effects": effects, "allowed_side_effects": allowed}

@@ -123,6 +123,9 @@ def _schema_error_message(err: Any) -> tuple[str, str]:
     if parts[:1] == ["scenarios"] and "steps" in parts and err.validator in (
             "minProperties", "maxProperties"):
         return where, "a step has exactly one of `calls` or `answer`"
+    if len(parts) == 2 and parts[0] == "tasks" and err.validator == "not":
+        return where, ("a task takes its tools from one of `mcp_server`, `mcp_servers` "
+                       "or `tool_source`, or from the project's tools")
     if (err.validator == "not" and isinstance(err.instance, dict)
             and "raw_arguments" in err.instance):
         return where, "a call has `arguments` or `raw_arguments`, not both"

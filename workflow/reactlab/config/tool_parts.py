@@ -13,12 +13,14 @@ from pydantic import Field
 
 from reactlab.config.settings import Number, Settings, SortedTools, _Builder, _section
 
-__all__ = ["McpServerSettings", "McpTools", "ResultsFormat", "ToolSourcePart",
+__all__ = ["ChangedList", "McpServerSettings", "McpTools", "ResultsFormat", "ToolSourcePart",
            "mcp_server_settings", "mcp_tools", "tool_source_part"]
 
 _mcp = _section("mcp_servers")
 #: How an MCP result's text becomes what the model reads (the schema's enum).
 ResultsFormat = Literal["text", "json", "lesson"]
+#: What a job does when its pinned server lists other tools (the schema's enum).
+ChangedList = Literal["stop", "refuse"]
 
 
 class McpServerSettings(Settings):
@@ -28,9 +30,10 @@ class McpServerSettings(Settings):
     and ``env`` is the copy's path), the extra paths whose change means its tool list
     may have changed (``watch``), the per-request ``timeout`` in seconds, the largest
     message it may send (``max_result_bytes``), how a result's text becomes what the model
-    reads (``results``: :func:`reactlab.mcp.source.result_of`), and ``replay``: its runs
-    answered from their recordings, the server never started. Defaults and bounds: the
-    schema's."""
+    reads (``results``: :func:`reactlab.mcp.source.result_of`), what a job does when the
+    server lists other tools than planned (``changed_list``:
+    :class:`reactlab.mcp.source.ServerJob`), and ``replay``: its runs answered from their
+    recordings, the server never started. Defaults and bounds: the schema's."""
 
     command: str | None = _mcp("command", optional=True)
     args: list[str] = Field(default_factory=list)
@@ -42,6 +45,7 @@ class McpServerSettings(Settings):
     timeout: Number = _mcp("timeout")
     max_result_bytes: int = _mcp("max_result_bytes")
     results: ResultsFormat = _mcp("results")
+    changed_list: ChangedList = _mcp("changed_list")
     replay: bool = _mcp("replay")
 
 
@@ -64,6 +68,9 @@ class McpTools(Settings):
     timeout: Number
     max_result_bytes: int
     results: ResultsFormat = "text"
+    #: ``refuse``: a job whose pinned list changed ends its run refused (given only then,
+    #: so that other runs' hashes stay put)
+    changed_list: ChangedList = "stop"
     tools: SortedTools
     tools_hash: str
     #: the server's side-effecting tools among the task's, and those the task allows
@@ -71,18 +78,35 @@ class McpTools(Settings):
     #: when the server names some, so that other runs' hashes stay put)
     side_effects: list[str] = Field(default_factory=list)
     allowed_side_effects: list[str] = Field(default_factory=list)
+    #: a task of several servers (``tasks.<t>.mcp_servers``): the part of each server after
+    #: the first (this part is the first's), each with the task's tools it lists (given
+    #: only then, so that other runs' hashes stay put)
+    also: list[McpTools] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if "also" in out:
+            out["also"] = [p.to_dict() for p in self.also]
+        return out
+
+    def parts(self) -> list[McpTools]:
+        """Every server's part: this one, then :attr:`also`'s."""
+        return [self, *self.also]
 
     def refused(self) -> frozenset[str]:
-        """The side-effecting tools the task does not allow (the allowlist defence)."""
-        return frozenset(self.side_effects) - frozenset(self.allowed_side_effects)
+        """The side-effecting tools the task does not allow (the allowlist defence), on
+        every server of the task."""
+        return frozenset().union(*(frozenset(p.side_effects) - frozenset(
+            p.allowed_side_effects) for p in self.parts()))
 
     def described(self, sanitize: bool) -> list[dict[str, Any]]:
-        """The task's tool definitions as the model reads them: with ``sanitize`` (the
-        defence), each description cut by :func:`sanitized_description`."""
+        """The task's tool definitions as the model reads them, server after server: with
+        ``sanitize`` (the defence), each description cut by :func:`sanitized_description`."""
+        tools = [t for p in self.parts() for t in p.tools]
         if not sanitize:
-            return list(self.tools)
+            return tools
         return [{**t, "description": sanitized_description(t.get("description") or "")}
-                for t in self.tools]
+                for t in tools]
 
 
 #: Markup (a tag such as ``<IMPORTANT>``) or a sentence's end: a description is kept up to

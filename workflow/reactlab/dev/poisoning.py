@@ -1,30 +1,26 @@
-"""Tool poisoning as an experiment (docs/mcp.md, "Tool poisoning"): every run of the
-overlay ``workflow/configs/mcp_poisoning.yaml`` through the runner, in process, scored
-into ``results/tables/mcp_poisoning.csv`` (:mod:`reactlab.analysis.poisoning`).
+"""Tool poisoning as an experiment, in process (docs/mcp.md, "Tool poisoning"): every run
+of the overlay ``workflow/configs/mcp_poisoning.yaml`` through the runner, one after the
+other in this process, scored into ``results/tables/mcp_poisoning.csv``
+(:mod:`reactlab.analysis.poisoning`) — the table the pipeline's tables job writes from the
+same runs, in seconds and without Snakemake (tests/test_mcp_poisoning.py compares them).
 
     .venv/bin/python -m reactlab.dev.poisoning [--out results/mcp_poisoning]
                                                 [--table results/tables/mcp_poisoning.csv]
 
-Each run starts its own poisoned server (:mod:`reactlab.mcp.poisoned`); the config is
-planned with a fresh tool-list cache (planning is the rug pull's first start, the list it
-approves) and the rug pull's start count in a temporary file. A job that refuses its
-server (a changed list, pinned) leaves no trace and is scored as refused.
+Each run starts its own poisoned server (:mod:`reactlab.mcp.poisoned`); each answer is
+verified as the pipeline's verify job does (:mod:`reactlab.analysis.verify`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from reactlab import config as configmod
 from reactlab.analysis import poisoning
-from reactlab.core.errors import ToolServerError
-from reactlab.mcp.poisoned import STATE_ENV
+from reactlab.analysis.verify import Verification
+from reactlab.config.trials import analysis_section
 from reactlab.runner import run_job
 from reactlab.trace import read
 
@@ -32,42 +28,21 @@ OVERLAY = "workflow/configs/mcp_poisoning.yaml"
 TABLE = "results/tables/mcp_poisoning.csv"
 
 
-@contextmanager
-def _fresh_state() -> Iterator[None]:
-    """A temporary tool-list cache and rug-pull start count, for the experiment only."""
-    names = ("REACTLAB_CACHE", STATE_ENV)
-    before = {n: os.environ.get(n) for n in names}
-    with tempfile.TemporaryDirectory(prefix="reactlab-poisoning-") as tmp:
-        os.environ["REACTLAB_CACHE"] = tmp
-        os.environ[STATE_ENV] = str(Path(tmp) / "starts")
-        try:
-            yield
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-
-
 def run_all(out: str | Path, config: str | Path = "config.yaml",
             overlay: str | Path = OVERLAY) -> list[dict[str, Any]]:
-    """Run every run of ``overlay`` (traces under ``out``); one scored row per run."""
+    """Run every run of ``overlay`` on the poisoned server (traces under ``out``); one
+    scored row per run, in the config's order."""
+    cfg = configmod.load(config, [overlay])
+    data, analysis = cfg.raw["data"], analysis_section(cfg.raw)
     rows = []
-    with _fresh_state():
-        cfg = configmod.load(config, [overlay])
-        data = cfg.raw["data"]
-        for spec in cfg.runs:
-            trace = Path(out) / "traces" / spec.task / spec.backend / f"{spec.scenario}.jsonl"
-            try:
-                run_job(spec.to_json(), data["prices"], data["news"], trace)
-            except ToolServerError as exc:
-                if exc.kind != "changed":
-                    raise
-                rows.append(poisoning.refused_outcome(spec))
-                continue
-            expected = cfg.raw["tasks"][spec.task].get("expected_calls") or ()
-            rows.append(poisoning.run_outcome(read(trace), str(trace), expected))
+    for spec in cfg.runs:
+        if not poisoning.on_poisoned_server(spec):
+            continue
+        trace = Path(out) / "traces" / f"{spec.key}.jsonl"
+        run_job(spec.to_json(), data["prices"], data["news"], trace)
+        tr = read(trace)
+        rows.append(poisoning.run_outcome(tr, Verification.of(tr, str(trace)).verified,
+                                          poisoning.expected_calls(analysis, spec.task)))
     return rows
 
 

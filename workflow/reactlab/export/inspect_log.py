@@ -137,7 +137,7 @@ def _tools(run: ExportRun) -> list[ToolInfo]:
     if mcp is not None:  # an MCP server's tools, as its spec holds them (docs/mcp.md)
         return [ToolInfo(name=t["name"], description=t["description"],
                          parameters=ToolParams.model_validate(t["parameters"]))
-                for t in mcp.tools]
+                for p in mcp.parts() for t in p.tools]
     return [ToolInfo(name=n, description=TOOLS[n].description,
                      parameters=ToolParams.model_validate(json_schema(n)))
             for n in run.spec.tools if n in TOOLS]

@@ -3,7 +3,9 @@
 :class:`ServerJob` is the server of one job: started once (stdio: one process; Streamable
 HTTP: one session) with its ``files`` copied into a temporary folder, its tool list
 checked against the one planned (a server whose tools changed since planning is a
-:class:`~reactlab.core.errors.ToolServerError` of kind ``changed``: plan again), and ended
+:class:`~reactlab.core.errors.ToolServerError` of kind ``changed``: plan again; with the
+server's ``changed_list: refuse``, each of the job's runs ends refused, before any model
+turn, its trace and recording written), and ended
 with the job, its whole process group with it. A job may run several runs: each
 :meth:`ServerJob.run` restores the copies to the planned files' bytes first, so what one
 run writes there no other run sees (nor a rerun: the copies are never the pipeline's
@@ -49,7 +51,7 @@ from typing import Any
 from reactlab.agent.types import StatusResult
 from reactlab.config.mcp import file_copies, forget, launch, relisted, tools_hash
 from reactlab.config.mcp_lists import planned_list, tools_diff
-from reactlab.config.tool_parts import McpTools
+from reactlab.config.tool_parts import McpTools, mcp_tools
 from reactlab.core.errors import ToolServerError
 from reactlab.core.io import loads_strict
 from reactlab.core.mcp_wire import Wire, list_tools
@@ -140,22 +142,30 @@ class McpToolSource:
 
     def __init__(self, part: McpTools, *, wire: Wire | None = None,
                  recorder: ToolRecorder | None = None,
-                 replay: ToolReplay | None = None) -> None:
+                 replay: ToolReplay | None = None, refused: str | None = None,
+                 wires: Mapping[str, Wire] | None = None) -> None:
         if (wire is None) == (replay is None):
             raise ToolServerError("start", "a tool source has a server or a replay")
         self.part = part
+        #: the server refused before the run (:attr:`ServerJob.refused`): nothing is sent
+        self.refused = refused
         self.wire = wire
+        #: a task of several servers: the wire of each server after the first, by name
+        self.wires = dict(wires or {})
         self.recorder = recorder
         self.replay = replay
-        self.names = frozenset(t["name"] for t in part.tools)
-        self.schemas = OutputSchemas(part.tools)
+        #: the part of the server that serves each of the task's tools
+        self.owner = {t["name"]: p for p in part.parts() for t in p.tools}
+        self.names = frozenset(self.owner)
+        self.schemas = OutputSchemas([t for p in part.parts() for t in p.tools])
 
     def _send(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if self.replay is not None:
             return self.replay.answer(request)
-        assert self.wire is not None
-        wire = self.wire
         params = request["params"]
+        server = self.owner[params["name"]].server
+        wire = self.wire if server == self.part.server else self.wires[server]
+        assert wire is not None
         if self.recorder is not None:
             return self.recorder.exchange(request,
                                           lambda: wire.request("tools/call", params))
@@ -178,11 +188,11 @@ class McpToolSource:
         except ToolServerError as exc:
             if self.replay is None:  # the person's copy, context included (not recorded)
                 log.warning("reactlab: %s", exc)
-            return {"error": failure_text(exc, self.part)}
+            return {"error": failure_text(exc, self.owner[name])}
         broken = self.schemas.problem(name, response)
         if broken is not None:
             return StatusResult({"error": broken}, "nonconforming")
-        return result_of(response, self.part.results)
+        return result_of(response, self.owner[name].results)
 
 
 def _changes(part: McpTools, tools: list[dict[str, Any]], root: str | Path) -> str:
@@ -211,6 +221,11 @@ class ServerJob:
         self._runs = 0
         #: what each run's recording starts with (:func:`reactlab.mcp.recording.header`)
         self.header: dict[str, Any] = {}
+        #: why the server is refused (its pinned list changed, ``changed_list: refuse``):
+        #: each run's source says so, and the run ends refused (None: not refused)
+        self.refused: str | None = None
+        #: a task of several servers: the job of each server after the first
+        self._others: list[ServerJob] = []
 
     def __enter__(self) -> ServerJob:
         if self.replaying:
@@ -226,6 +241,12 @@ class ServerJob:
             raise
         if tools_hash(listed) != self.part.tools_hash and not self.pin:
             self.part = relisted(self.part, listed)
+        elif tools_hash(listed) != self.part.tools_hash and self.part.changed_list == "refuse":
+            # the pinning defence measured (a tool-poisoning experiment): the server is
+            # refused, the run ends so before any model turn, nothing is called
+            self.refused = (f"MCP server {self.part.server}: its tools are not the ones "
+                            f"planned: {_changes(self.part, listed, self.root)}")
+            self._stack.close()
         elif tools_hash(listed) != self.part.tools_hash:
             self._stack.close()
             changes = _changes(self.part, listed, self.root)  # (reads the cached list)
@@ -235,7 +256,25 @@ class ServerJob:
                                   "cached tool list is removed: run the pipeline again, "
                                   "which plans with the server's tools")
         self.header = header(self.part.server, wire.server, listed)
+        if self.refused is None and self.part.also:
+            self._enter_others()
         return self
+
+    def _enter_others(self) -> None:
+        """A task of several servers: each server after the first started (a job of its
+        own, ended with this one), its list checked alike; the first refusal refuses the
+        run, a list taken as listed (not pinned) replaces that server's part."""
+        parts = []
+        for part in self.part.also:
+            child = self._stack.enter_context(ServerJob(part, root=self.root, pin=self.pin))
+            self._others.append(child)
+            parts.append(child.part)
+            if child.refused is not None and self.refused is None:
+                self.refused = child.refused
+        self.part = mcp_tools({**self.part.to_dict(),
+                               "also": [p.to_dict() for p in parts]}, "mcp")
+        # the recording's header: the first server's, and each other's under `also`
+        self.header = {**self.header, "also": [c.header for c in self._others]}
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -267,12 +306,16 @@ class ServerJob:
             yield McpToolSource(self.part, replay=player)
             player.check_finished()
             return
-        if self._runs:
-            self._restore_files()
+        if self._runs and self.refused is None:
+            for job in (self, *self._others):
+                job._restore_files()
         self._runs += 1
         recorder = ToolRecorder(self.header) if recording is not None else None
         try:
-            yield McpToolSource(self.part, wire=self.wire, recorder=recorder)
+            yield McpToolSource(self.part, wire=self.wire, recorder=recorder,
+                                refused=self.refused,
+                                wires={j.part.server: j.wire for j in self._others
+                                       if j.wire is not None})
         finally:
             if recorder is not None and recording is not None:
                 recorder.write(recording)

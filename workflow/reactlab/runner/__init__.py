@@ -26,7 +26,7 @@ from reactlab.mcp.source import McpToolSource, ServerJob
 from reactlab.tools import ToolBox
 from reactlab.tools.sources import SOURCES, open_source
 from reactlab.trace import SCHEMA_VERSION, TraceWriter
-from reactlab.trace.records import Header
+from reactlab.trace.records import End, Guardrail, Header
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -173,6 +173,19 @@ def _framework_to_trace(spec: RunSpec, tools: Executor, out: str | Path,
     return {k: v for k, v in end.to_json().items() if k != "type"}
 
 
+def _refused_to_trace(spec: RunSpec, why: str, out: str | Path) -> dict[str, Any]:
+    """The trace of a run whose MCP server was refused before any model turn (its pinned
+    tool list changed, the server's ``changed_list: refuse``): its header, the guardrail
+    ``pin_tool_list`` (``detail``: what changed) and the end, nothing sent or called."""
+    writer = TraceWriter(out)
+    writer.add(header(spec))
+    writer.add(Guardrail(step=0, rule="pin_tool_list", detail=why))
+    end = End(termination="pin_tool_list", steps=0, answer=None, tokens_sent=0, calls=0,
+              errors=0)
+    writer.close(end)
+    return {k: v for k, v in end.to_json().items() if k != "type"}
+
+
 def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
                  recording: str | Path | None = None,
                  replay: str | Path | None = None,
@@ -215,6 +228,8 @@ def run_to_trace(spec: RunSpec, tools: Executor, out: str | Path, *,
         return _framework_to_trace(spec, tools, out, {
             "recording": recording, "replay": replay, "allowed": allowed, "model": model,
             "first_turn": first_turn})
+    if isinstance(tools, McpToolSource) and tools.refused is not None:
+        return _refused_to_trace(spec, tools.refused, out)
     strategy = strategy_named(spec.script.strategy)
     defences = spec.agent.defences
     if isinstance(tools, McpToolSource) and spec.mcp is not None and tools.part != spec.mcp:

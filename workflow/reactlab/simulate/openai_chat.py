@@ -132,6 +132,9 @@ def respond(policy: ScriptedPolicy, body: dict[str, Any],
     except RequestInvalid as exc:
         return 400, error_body("invalid_request_error", exc.message, "messages", exc.code)
     outputs, seen = read_results(outputs, _user_texts(messages))
+    # what the model reads besides the results: the tools' definitions (a poisoned
+    # description is seen like a poisoned result, as the local backend's model sees it)
+    seen = "\n".join([json.dumps(body.get("tools") or [], ensure_ascii=False), seen])
     turn = count_runs([m.get("role") == "assistant" for m in messages])
     calls_made = sum(len(m.get("tool_calls") or []) for m in messages
                      if m.get("role") == "assistant")

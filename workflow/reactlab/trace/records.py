@@ -45,14 +45,15 @@ ToolStatus = Literal["ok", "error", "invalid", "unknown", "repeated", "blocked",
 """What the program did with a tool call (``agent.types.ToolOutcome`` says what each means)."""
 
 GuardrailRule = Literal["step_limit", "repeated_call", "token_budget", "scope_rule",
-                        "plan_failed", "single_turn", "side_effect_allowlist"]
+                        "plan_failed", "single_turn", "side_effect_allowlist",
+                        "pin_tool_list"]
 """The guardrail that fired (``agent.loop``, ``agent.strategies`` and the single-turn
 strategy of ``suites.run`` emit them)."""
 
 Termination = Literal["answer", "backend_error", "step_limit", "repeated_call",
                       "token_budget", "scope_rule", "plan_failed", "single_turn",
-                      "side_effect_allowlist", "framework_limit", "framework_error",
-                      "hard_stop"]
+                      "side_effect_allowlist", "pin_tool_list", "framework_limit",
+                      "framework_error", "hard_stop"]
 """Why a run ended (the ``end`` record): an answer, a backend error, or the guardrail that
 stopped it (any rule a strategy's ``stop`` returns ends the run under that rule's name).
 A framework's run (reactlab.frameworks) ends in ``answer``, ``framework_limit`` (its own
@@ -244,8 +245,8 @@ class ToolCallRecord(_Record):
 @dataclass(frozen=True)
 class Guardrail(_Record):
     """A guardrail event: ``step_limit``, ``repeated_call``, ``token_budget``,
-    ``scope_rule``, ``side_effect_allowlist`` or ``plan_failed``, with the fields that
-    rule has."""
+    ``scope_rule``, ``side_effect_allowlist``, ``pin_tool_list`` (an MCP server refused:
+    its pinned tool list changed) or ``plan_failed``, with the fields that rule has."""
 
     type: ClassVar[str] = "guardrail"
     _optional: ClassVar[frozenset[str]] = frozenset({"tokens_refused", "tokens_left", "id",

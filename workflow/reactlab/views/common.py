@@ -19,6 +19,8 @@ GUARDRAIL_TEXT = {
     "scope_rule": "call on a ticker the question does not name: blocked",
     "plan_failed": "the plan's parameters did not validate",
     "single_turn": "one model turn: its calls are recorded, not executed (an outside suite)",
+    "pin_tool_list": "the MCP server's tools are not the ones planned: server refused, "
+                     "no model turn",
 }
 
 
