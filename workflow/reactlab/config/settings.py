@@ -185,8 +185,7 @@ class LiveBackend(_ApiBackend, _Sampling):
     base_url: str | None = _backend("base_url", optional=True)
     #: an outside suite's shard: cases waiting for an answer at once (reactlab.suites.run)
     max_in_flight: int = _backend("max_in_flight")
-    #: openai_chat: the calls are read out of the answer's text in this format (a server
-    #: that parses none itself: llama.cpp's); None: only the answer's ``tool_calls``
+    #: openai_chat: the calls' text format, for a server that parses none (llama.cpp's)
     text_tool_calls: Literal["hermes"] | None = _backend("text_tool_calls", optional=True)
 
 

@@ -24,21 +24,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from reactlab import trace
+from reactlab.backends import recording
 from reactlab.backends.local.provision import gguf_path
 from reactlab.config import load_yaml
 from reactlab.core.errors import ModelNotFound
-from reactlab.dev.serving import LoopbackServer
+from reactlab.dev.serving import LoopbackServer, serve_until_stopped
 from reactlab.suites.plan import plan
 from reactlab.suites.registry import run_case
 from reactlab.suites.run import run_shard
 from reactlab.suites.types import shard_paths
+from reactlab.trace.records import Request
 
 #: The tool-aware copy of the converted folder (``python -m reactlab.dev.serving
 #: prepare``): its tokenizer renders the prompts.
@@ -106,23 +108,42 @@ def _shards(per_category: int, threads: int, base_url: str,
     return {s.specs[0].backend: s for s in plan(raw)}
 
 
-def bench(per_category: int, threads: int, config: str = "config.yaml") -> dict[str, Any]:
+def _new_tokens(traces: list[str], recordings: list[str] | None) -> int:
+    """The tokens the model generated in a shard: the server's ``usage`` of each recorded
+    answer, or the in-process traces' ``tokens_out``."""
+    if recordings is not None:
+        return sum(json.loads(r["response"]["body"])["usage"]["completion_tokens"]
+                   for p in recordings for r in recording.read(p))
+    return sum(int(r.tokens_out or 0) for t in traces for r in trace.read(t).records
+               if isinstance(r, Request))
+
+
+def bench(per_category: int, threads: int, config: str = "config.yaml",
+          rounds: int = 1) -> dict[str, Any]:
     """One BFCL shard (``per_category`` seeded cases of each category) on the in-process
     llama.cpp engine and through the server (started first, not timed), one after the
-    other: each shard's wall time (the in-process one includes loading the model)."""
+    other, ``rounds`` times: each shard's wall time (the in-process one includes loading
+    the model) and the new tokens generated."""
     os.environ.setdefault(KEY_ENV, "local")
-    out: dict[str, Any] = {"threads": threads}
+    out: dict[str, Any] = {"threads": threads, "rounds": []}
     with LlamaCppServe(threads=threads) as server, tempfile.TemporaryDirectory() as tmp:
         shards = _shards(per_category, threads, server.base_url, config)
-        for name, shard in shards.items():
-            outputs = [str(Path(tmp) / shard_paths(s)[0]) for s in shard.specs]
-            recordings = ([str(Path(tmp) / f"{s.task}.recording.jsonl") for s in shard.specs]
-                          if name == "bench_server" else None)
-            t0 = time.perf_counter()
-            summary = run_shard(shard.to_json(), outputs, run_case, recordings=recordings)
-            out[name] = {"cases": len(shard.specs), "wall_s": round(time.perf_counter() - t0, 2),
-                         "summary": summary}
-    out["ratio"] = round(out["bench_server"]["wall_s"] / out["bench_inprocess"]["wall_s"], 3)
+        for i in range(rounds):
+            row: dict[str, Any] = {}
+            for name, shard in shards.items():
+                outputs = [str(Path(tmp, str(i)) / shard_paths(s)[0]) for s in shard.specs]
+                recordings = ([str(Path(tmp, str(i), f"{s.task}.recording.jsonl"))
+                               for s in shard.specs] if name == "bench_server" else None)
+                t0 = time.perf_counter()
+                summary = run_shard(shard.to_json(), outputs, run_case, recordings=recordings)
+                wall = time.perf_counter() - t0
+                tokens = _new_tokens(outputs, recordings)
+                row[name] = {"cases": len(shard.specs), "wall_s": round(wall, 2),
+                             "new_tokens": tokens, "tok_s": round(tokens / wall, 1),
+                             "summary": summary}
+            row["ratio"] = round(row["bench_server"]["wall_s"]
+                                 / row["bench_inprocess"]["wall_s"], 3)
+            out["rounds"].append(row)
     return out
 
 
@@ -139,23 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--per-category", type=int, default=2)
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--config", default="config.yaml")
+    b.add_argument("--rounds", type=int, default=1, help="both shards, this many times")
     args = parser.parse_args(argv)
     if args.command == "bench":
-        print(json.dumps(bench(args.per_category, args.threads, args.config)))
+        print(json.dumps(bench(args.per_category, args.threads, args.config, args.rounds)))
         return 0
 
-    def stop(signum: int, frame: object) -> None:  # the server stops on the way out
-        raise SystemExit(0)
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, stop)
-    with LlamaCppServe(args.folder, port=args.port, threads=args.threads,
-                       log=args.log) as srv:
-        print(f"serving {srv.gguf} as {srv.alias} at {srv.base_url}", flush=True)
-        while srv.process is not None and srv.process.poll() is None:
-            time.sleep(1)
-    return 0
-
+    server = LlamaCppServe(args.folder, port=args.port, threads=args.threads, log=args.log)
+    return serve_until_stopped(server, f"{server.gguf} as {server.alias}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -339,26 +339,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         print(prepare(args.model, args.out))
         return 0
+    return serve_until_stopped(TransformersServe(
+        args.model, port=args.port, threads=args.threads, log=args.log, dtype=args.dtype,
+        continuous_batching=args.continuous_batching, cb_blocks=args.cb_blocks,
+        cb_batch_tokens=args.cb_batch_tokens), args.model)
+
+
+def serve_until_stopped(server: LoopbackServer, what: str) -> int:
+    """Start ``server``, print ``serving {what} at {base_url}``, and wait until it exits,
+    or until Ctrl-C, a TERM or a HUP, which stop it (the CLIs' ``serve``)."""
     # Ctrl-C, and a TERM or HUP too (a job manager's stop, a closed terminal), ends the
     # wait below with a clean exit that stops the server on its way out of the block
-    # (while it starts, too: TransformersServe.start); without this a TERM ended this
-    # process and left `transformers serve` running, and a shell's background job
-    # ignores SIGINT
+    # (while it starts, too: LoopbackServer.start); without this a TERM ended this
+    # process and left the server running, and a shell's background job ignores SIGINT
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
-    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
-                           dtype=args.dtype,
-                           continuous_batching=args.continuous_batching,
-                           cb_blocks=args.cb_blocks,
-                           cb_batch_tokens=args.cb_batch_tokens) as srv:
-        print(f"serving {args.model} at {srv.base_url}", flush=True)
+    with server as srv:
+        print(f"serving {what} at {srv.base_url}", flush=True)
         while srv.process is not None and srv.process.poll() is None:
             time.sleep(1)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
