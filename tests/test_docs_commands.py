@@ -227,7 +227,7 @@ TABLE: dict[str, Entry] = {
         not_run("replays the recordings of the run above; tests/test_llama_serve.py "
                 "replays what it recorded (full)"),
     ".venv/bin/python -m reactlab.dev.llama_serve bench --per-category 2 --threads 1 "
-    "--rounds 2":
+    "--rounds 3":
         not_run("a BFCL shard on the in-process engine and through the server, timed: a "
                 "measurement of minutes"),
     # --- docs/agents.md
