@@ -27,6 +27,7 @@ import pytest
 
 from reactlab import trace
 from reactlab.backends import recording
+from reactlab.backends.local.hermes import parse_tool_calls
 from reactlab.config import ConfigError, load, load_yaml, validate_schema
 from reactlab.config.settings import backend_settings
 from reactlab.runner import run_to_trace
@@ -136,6 +137,20 @@ def test_the_server_command_renders_prompts_with_the_tool_aware_tokenizer(
     assert (args["--host"], args["--port"], args["--n_threads"]) == ("127.0.0.1", "8123", "2")
 
 
+#: A conversation after which SmolLM2 writes a call (docs/local-models.md), as the
+#: backend would send it (no sampling options but greedy).
+PROBE: dict[str, Any] = {
+    "model": "m", "temperature": 0, "max_tokens": 60,
+    "tools": [{"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}],
+    "messages": [{"role": "user", "content": "Paris"},
+                 {"role": "assistant", "content": "", "tool_calls": [{
+                     "id": "c0", "type": "function", "function": {
+                         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                 {"role": "user", "content": "Rome"}, {"role": "user", "content": "Berlin"}]}
+
 HAS_SERVER = all(importlib.util.find_spec(m) is not None
                  for m in ("llama_cpp", "starlette_context", "sse_starlette", "uvicorn"))
 
@@ -171,6 +186,11 @@ def test_live_through_llama_cpp_server_records_and_replays(
         traces = [str(tmp_path / "bfcl" / f"{s.task}.jsonl") for s in shard.specs]
         recs = [t.replace(".jsonl", ".recording.jsonl") for t in traces]
         run_shard(shard.to_json(), traces, run_case, recordings=recs)
+        probe = httpx.post(server.base_url + "/chat/completions", json=PROBE, timeout=120)
+    # a call, as the model writes one after calls in the conversation: text, not parsed
+    message = probe.json()["choices"][0]["message"]
+    assert message["content"].startswith("<tool_call>\n") and not message.get("tool_calls")
+    assert len(parse_tool_calls(message["content"]).calls) == 1
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the server's process is gone
     monkeypatch.delenv(KEY_ENV)
