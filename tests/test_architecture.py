@@ -189,6 +189,7 @@ BENCHMARK_TABLE_NAMES = {
     "dev/plan_bench.py", "dev/suite_bench.py",  # benchmarks of the BFCL suite's config
     "dev/dtype_invariance.py",  # a measurement on BFCL cases (its config)
     "dev/engine_bench.py",  # the local engines side by side on a BFCL slice (its config)
+    "dev/llama_serve.py",  # a BFCL shard in process and through llama.cpp's server (its config)
 }
 
 

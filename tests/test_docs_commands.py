@@ -219,6 +219,21 @@ TABLE: dict[str, Entry] = {
                 "wheel); tests/test_llama_engine.py checks the extra's pin"),
     ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1":
         not_run("runs the real model on both engines and times them: a measurement"),
+    ".venv/bin/python -m reactlab.dev.llama_serve serve --port 8012":
+        not_run("a model server that runs until stopped; tests/test_llama_serve.py starts "
+                "it on a free port (full)"),
+    "REACTLAB_SERVE_KEY=local .venv/bin/snakemake --cores 1 --configfile "
+    "workflow/configs/llama_serve.yaml":
+        not_run("needs the llama.cpp server above running; tests/test_llama_serve.py runs "
+                "the overlay's backend against it (full)"),
+    ".venv/bin/snakemake --cores 1 --configfile workflow/configs/llama_serve.yaml "
+    "workflow/configs/replay.yaml":
+        not_run("replays the recordings of the run above; tests/test_llama_serve.py "
+                "replays what it recorded (full)"),
+    ".venv/bin/python -m reactlab.dev.llama_serve bench --per-category 2 --threads 1 "
+    "--rounds 3":
+        not_run("a BFCL shard on the in-process engine and through the server, timed: a "
+                "measurement of minutes"),
     # --- docs/agents.md
     ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agents_all.yaml --directory "
     "results-agents -- results/tables/agents.csv":

@@ -77,7 +77,8 @@ def test_the_trace_header_records_the_engine_package() -> None:
 def test_the_pin_is_the_extras() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
-    assert extras["llama"] == [f"llama-cpp-python=={LLAMA_CPP_VERSION}"]
+    assert extras["llama"] == [f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}",
+                               "starlette-context==0.3.6"]  # the server extra's one more
 
 
 def _spec(model: str, engine: str = "llama_cpp", threads: int = 1) -> Any:

@@ -23,6 +23,16 @@ of a request are counted on its body without ``stream`` / ``stream_options``
 (:func:`reactlab.simulate.openai_chat.unstreamed_body`), so a streamed trace is
 byte-identical to the plain one.
 
+A server that parses no calls out of the model's text (llama.cpp's server on SmolLM2:
+docs/local-models.md, "The llama.cpp server") answers a call as text, ``<tool_call>``
+blocks in ``content`` and no ``tool_calls``. With ``text_tool_calls: hermes`` the session
+reads those blocks with the local backends' parser
+(:func:`reactlab.backends.local.hermes.parse_tool_calls`): ids ``call_<turn>_<i>`` as on
+the local text path, a malformed block an invalid call (answered with an error, never
+run), the turn's text what is left around the blocks. The assistant message goes back
+as the server sent it (the model's own text, calls included), the results as ``tool``
+messages with those ids.
+
 Retries are the project's own (:mod:`reactlab.backends.retry`); the SDK client keeps
 ``max_retries=0``. A tool result goes back as a ``tool`` message whose ``content`` is
 the result text (``json.dumps`` defaults, as the other HTTP adapters send it).
@@ -47,6 +57,7 @@ from reactlab.backends import (
     streaming,
 )
 from reactlab.backends.adapter import Answer, ApiSession, content_text
+from reactlab.backends.local.hermes import calls_from_text, parse_tool_calls
 from reactlab.backends.openai_responses import openai_client
 from reactlab.core.errors import UsageError
 from reactlab.simulate.apis import OPENAI_CHAT
@@ -182,6 +193,7 @@ class OpenAIChatSession(ApiSession):
         # max_tokens too when the config sets it (the base passes temperature and top_p)
         if settings.max_output_tokens is not None:
             self.extra["max_tokens"] = settings.max_output_tokens
+        self.text_tool_calls = getattr(settings, "text_tool_calls", None) is not None
         self.stream_extra: dict[str, Any] = {"stream": True}
         if settings.stream_include_usage:
             self.stream_extra["stream_options"] = {"include_usage": True}
@@ -205,6 +217,15 @@ class OpenAIChatSession(ApiSession):
                                                        messages=self.history, **self.extra)
         return self.client.chat.completions.with_raw_response.create(
             model=self.model, messages=self.history, **self.extra, **self.stream_extra)
+
+    def _attempt(self) -> Answer:
+        calls, text, items = super()._attempt()
+        if self.text_tool_calls and not calls:
+            parsed = parse_tool_calls(text)
+            if parsed.calls:  # the turn's number: the assistant messages before it
+                turn = sum(1 for m in self.history if m.get("role") == "assistant")
+                return list(calls_from_text(parsed, turn)), parsed.content, items
+        return calls, text, items
 
     def add_results(self, outcomes: list[ToolOutcome]) -> None:
         for oc in outcomes:

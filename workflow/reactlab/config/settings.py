@@ -185,6 +185,8 @@ class LiveBackend(_ApiBackend, _Sampling):
     base_url: str | None = _backend("base_url", optional=True)
     #: an outside suite's shard: cases waiting for an answer at once (reactlab.suites.run)
     max_in_flight: int = _backend("max_in_flight")
+    #: openai_chat: the calls' text format, for a server that parses none (llama.cpp's)
+    text_tool_calls: Literal["hermes"] | None = _backend("text_tool_calls", optional=True)
 
 
 class ScriptedBackend(_Backend):

@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from reactlab.core.errors import InternalError, ModelNotFound
 
@@ -182,33 +182,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-class TransformersServe:
-    """``transformers serve FOLDER`` on ``host:port`` (loopback), in a child process.
+class LoopbackServer:
+    """A server on ``host:port`` (loopback) in a child process: :meth:`command` starts it,
+    :meth:`start` waits until ``health_path`` answers 200, :meth:`stop` ends that process
+    only. ``threads`` caps the child's OpenMP / MKL threads; its output goes to ``log`` (a
+    file) when given. ``with Server(...) as srv: srv.base_url``."""
 
-    Requests must name ``model`` exactly, as the string given here; ``device`` cpu,
-    torch limited to ``threads``. ``dtype`` is the weights' dtype on the server (default
-    float32, the local backends' default; ``bfloat16`` is what a ``dtype: bfloat16`` local
-    backend such as ``workflow/configs/bfcl_bf16.yaml``'s computes in, for a comparison
-    in the same dtype). ``continuous_batching`` starts the server with
-    ``--continuous-batching`` (paged attention; concurrent requests decoded together:
-    what a suite's ``max_in_flight`` is for). Its paged KV cache holds ``cb_blocks``
-    blocks of 256 tokens (``--cb-num-blocks``; default 128: 32,768 tokens, ≈ 0.75 GB for
-    SmolLM2-135M in bfloat16): left to itself, transformers sizes the cache from 90 % of
-    the free memory, which on a CPU is the machine's RAM (12 GB and growing on a 24 GB
-    machine, measured), and every decoding step paid for it. The child's output goes to
-    ``log`` (a file) when given.
-    """
+    #: What the errors call it.
+    name: str = "the server"
+    #: A GET that answers 200 once the server takes requests.
+    health_path: str = "/health"
 
-    def __init__(self, model: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
+    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None,
                  threads: int = 1, startup_timeout: float = 180.0,
-                 log: str | Path | None = None, dtype: str = "float32",
-                 continuous_batching: bool = False, cb_blocks: int = 128,
-                 cb_batch_tokens: int | None = None) -> None:
-        self.model = str(model)
-        self.dtype = dtype
-        self.continuous_batching = continuous_batching
-        self.cb_blocks = cb_blocks
-        self.cb_batch_tokens = cb_batch_tokens
+                 log: str | Path | None = None) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.threads = threads
@@ -226,23 +213,17 @@ class TransformersServe:
         return self.root + "/v1"
 
     def command(self) -> list[str]:
-        exe = Path(sys.executable).with_name("transformers")
-        return [str(exe), "serve", self.model, "--host", self.host, "--port", str(self.port),
-                "--device", "cpu", "--dtype", self.dtype, "--log-level", "warning",
-                *(["--continuous-batching", "--cb-num-blocks", str(self.cb_blocks)]
-                  if self.continuous_batching else []),
-                *(["--cb-max-batch-tokens", str(self.cb_batch_tokens)]
-                  if self.continuous_batching and self.cb_batch_tokens else [])]
+        raise NotImplementedError
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(self.root + "/health", timeout=2) as r:
+            with urllib.request.urlopen(self.root + self.health_path, timeout=2) as r:
                 status: int = r.status
                 return status == 200
         except (urllib.error.URLError, OSError):
             return False
 
-    def start(self) -> TransformersServe:
+    def start(self) -> Self:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads),
                "MKL_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -256,7 +237,7 @@ class TransformersServe:
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise InternalError(f"transformers serve exited with "
+                    raise InternalError(f"{self.name} exited with "
                                         f"{self.process.returncode}"
                                         + (f" (log: {self.log})" if self.log else ""))
                 if self._healthy():
@@ -266,7 +247,7 @@ class TransformersServe:
             self.stop()
             raise
         self.stop()
-        raise InternalError(f"transformers serve did not answer /health within "
+        raise InternalError(f"{self.name} did not answer {self.health_path} within "
                            f"{self.startup_timeout:.0f} s")
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -283,12 +264,54 @@ class TransformersServe:
                 proc.wait(timeout)
         self.process = None
 
-    def __enter__(self) -> TransformersServe:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+class TransformersServe(LoopbackServer):
+    """``transformers serve FOLDER`` on ``host:port`` (loopback), in a child process.
+
+    Requests must name ``model`` exactly, as the string given here; ``device`` cpu,
+    torch limited to ``threads``. ``dtype`` is the weights' dtype on the server (default
+    float32, the local backends' default; ``bfloat16`` is what a ``dtype: bfloat16`` local
+    backend such as ``workflow/configs/bfcl_bf16.yaml``'s computes in, for a comparison
+    in the same dtype). ``continuous_batching`` starts the server with
+    ``--continuous-batching`` (paged attention; concurrent requests decoded together:
+    what a suite's ``max_in_flight`` is for). Its paged KV cache holds ``cb_blocks``
+    blocks of 256 tokens (``--cb-num-blocks``; default 128: 32,768 tokens, ≈ 0.75 GB for
+    SmolLM2-135M in bfloat16): left to itself, transformers sizes the cache from 90 % of
+    the free memory, which on a CPU is the machine's RAM (12 GB and growing on a 24 GB
+    machine, measured), and every decoding step paid for it. The child's output goes to
+    ``log`` (a file) when given.
+    """
+
+    name = "transformers serve"
+
+    def __init__(self, model: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
+                 threads: int = 1, startup_timeout: float = 180.0,
+                 log: str | Path | None = None, dtype: str = "float32",
+                 continuous_batching: bool = False, cb_blocks: int = 128,
+                 cb_batch_tokens: int | None = None) -> None:
+        super().__init__(host=host, port=port, threads=threads,
+                         startup_timeout=startup_timeout, log=log)
+        self.model = str(model)
+        self.dtype = dtype
+        self.continuous_batching = continuous_batching
+        self.cb_blocks = cb_blocks
+        self.cb_batch_tokens = cb_batch_tokens
+
+    def command(self) -> list[str]:
+        exe = Path(sys.executable).with_name("transformers")
+        return [str(exe), "serve", self.model, "--host", self.host, "--port", str(self.port),
+                "--device", "cpu", "--dtype", self.dtype, "--log-level", "warning",
+                *(["--continuous-batching", "--cb-num-blocks", str(self.cb_blocks)]
+                  if self.continuous_batching else []),
+                *(["--cb-max-batch-tokens", str(self.cb_batch_tokens)]
+                  if self.continuous_batching and self.cb_batch_tokens else [])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,26 +339,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         print(prepare(args.model, args.out))
         return 0
+    return serve_until_stopped(TransformersServe(
+        args.model, port=args.port, threads=args.threads, log=args.log, dtype=args.dtype,
+        continuous_batching=args.continuous_batching, cb_blocks=args.cb_blocks,
+        cb_batch_tokens=args.cb_batch_tokens), args.model)
+
+
+def serve_until_stopped(server: LoopbackServer, what: str) -> int:
+    """Start ``server``, print ``serving {what} at {base_url}``, and wait until it exits,
+    or until Ctrl-C, a TERM or a HUP, which stop it (the CLIs' ``serve``)."""
     # Ctrl-C, and a TERM or HUP too (a job manager's stop, a closed terminal), ends the
     # wait below with a clean exit that stops the server on its way out of the block
-    # (while it starts, too: TransformersServe.start); without this a TERM ended this
-    # process and left `transformers serve` running, and a shell's background job
-    # ignores SIGINT
+    # (while it starts, too: LoopbackServer.start); without this a TERM ended this
+    # process and left the server running, and a shell's background job ignores SIGINT
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
-    with TransformersServe(args.model, port=args.port, threads=args.threads, log=args.log,
-                           dtype=args.dtype,
-                           continuous_batching=args.continuous_batching,
-                           cb_blocks=args.cb_blocks,
-                           cb_batch_tokens=args.cb_batch_tokens) as srv:
-        print(f"serving {args.model} at {srv.base_url}", flush=True)
+    with server as srv:
+        print(f"serving {what} at {srv.base_url}", flush=True)
         while srv.process is not None and srv.process.poll() is None:
             time.sleep(1)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,10 +30,14 @@ from reactlab.agent.strategies import (
     PLAN_TOOL,
     PLAN_WRITE_PROMPT,
 )
-from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolCall, ToolOutcome
+from reactlab.agent.types import BudgetExceeded, ModelTurn, ToolOutcome
 from reactlab.backends import ToolsOf, tool_definitions
 from reactlab.backends.local.grammar import Decoder, DecodingError, GrammarFactory, generate_with
-from reactlab.backends.local.hermes import ParseResult, parse_tool_calls, render_tools_system
+from reactlab.backends.local.hermes import (
+    calls_from_text,
+    parse_tool_calls,
+    render_tools_system,
+)
 from reactlab.backends.local.model import LocalModel
 from reactlab.config.settings import ModelBackend
 from reactlab.core.errors import ClientError, InternalError, ModelNotFound, ScriptError
@@ -62,13 +66,6 @@ def render_chatml(messages: list[dict[str, Any]]) -> str:
         else:
             parts.append(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n")
     return "".join(parts) + "<|im_start|>assistant\n"
-
-
-def calls_from_text(parsed: ParseResult, turn: int) -> tuple[ToolCall, ...]:
-    return tuple(ToolCall(id=f"call_{turn}_{i}", name=c.name,
-                          arguments=c.arguments if c.valid else None,
-                          raw=None if c.valid else c.raw)
-                 for i, c in enumerate(parsed.calls))
 
 
 class _TextSession:

@@ -39,13 +39,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reactlab.agent.types import ModelTurn
-from reactlab.backends.local import (
-    LocalModelSession,
-    calls_from_text,
-    model_settings,
-)
+from reactlab.backends.local import LocalModelSession, model_settings
 from reactlab.backends.local.grammar import xgrammar_version
-from reactlab.backends.local.hermes import parse_tool_calls
+from reactlab.backends.local.hermes import calls_from_text, parse_tool_calls
 from reactlab.core.errors import InternalError, UsageError
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactlab.agent.types import ToolCall
 from reactlab.core.errors import ReactlabError
 from reactlab.core.io import loads_strict
 
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_CALL_CHARS",
     "ParseResult",
     "ParsedCall",
+    "calls_from_text",
     "parse_tool_calls",
     "render_tool_calls",
     "render_tool_response",
@@ -300,3 +302,12 @@ def _parse(text: str) -> ParseResult:
         times = f" ({stray} times)" if stray > 1 else ""
         errors.append(f"{CALL_CLOSE} without {CALL_OPEN}{times}")
     return ParseResult(calls, errors, content.strip())
+
+
+def calls_from_text(parsed: ParseResult, turn: int) -> tuple[ToolCall, ...]:
+    """The loop's tool calls of one parsed turn: ids ``call_<turn>_<i>``; an invalid call
+    keeps its text in ``raw`` and has no arguments (answered with an error, never run)."""
+    return tuple(ToolCall(id=f"call_{turn}_{i}", name=c.name,
+                          arguments=c.arguments if c.valid else None,
+                          raw=None if c.valid else c.raw)
+                 for i, c in enumerate(parsed.calls))
