@@ -120,4 +120,5 @@ rule all:
         FIGURES,
         VIEWER,
         SUITE_TABLES,
+        SUITE_LATEX,
         SUITE_FIGURES,

@@ -33,33 +33,62 @@ def test_the_registry_lists_the_tables_build_writes(built: dict[str, Path]) -> N
 def test_each_key_table_is_its_csv_in_booktabs_latex(built: dict[str, Path]) -> None:
     """Issue 41, item 5: the LaTeX twin of a key table holds the CSV's header and cells
     (escaped, empty as --) between booktabs rules, and is in the tables' manifest."""
-    import csv
 
     from reactlab.trace.integrity import MANIFEST
 
     manifest = (built["runs"].parent / MANIFEST).read_text(encoding="utf-8")
     for table in (t for t in outputs.TABLES if t.latex):
-        tex = built[f"{table.name}.tex"].read_text(encoding="utf-8")
-        assert tex.startswith(f"% results/tables/{table.name}.csv"), table.name
         assert f"{table.name}.tex" in manifest, table.name
-        lines = tex.splitlines()
-        body = lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
-        head = lines[lines.index("\\toprule") + 1]
-        with built[table.name].open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.reader(fh))
+        assert_latex_twin(built[table.name], built[f"{table.name}.tex"])
 
-        def cell(text: str) -> str:
-            try:
-                return f"{float(text):.4f}" if "." in text else text
-            except ValueError:
-                return text
 
-        def latex_row(row: list[str]) -> str:
-            return " & ".join(cell(c).replace("_", "\\_").replace("&", "\\&") or "--"
-                              for c in row) + " \\\\"
+def assert_latex_twin(csv_path: Path, tex_path: Path) -> None:
+    """``tex_path`` holds the CSV's header and cells (a decimal with four decimals,
+    escaped, empty as --) between booktabs rules, after a comment naming the CSV."""
+    import csv
 
-        assert head == latex_row(rows[0]), table.name
-        assert body == [latex_row(r) for r in rows[1:]], table.name
+    tex = tex_path.read_text(encoding="utf-8")
+    assert tex.startswith(f"% results/tables/{csv_path.name}"), tex_path
+    lines = tex.splitlines()
+    body = lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
+    head = lines[lines.index("\\toprule") + 1]
+    with csv_path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+
+    def cell(text: str) -> str:
+        try:
+            return f"{float(text):.4f}" if "." in text else text
+        except ValueError:
+            return text
+
+    def latex_row(row: list[str]) -> str:
+        return " & ".join(cell(c).replace("_", "\\_").replace("&", "\\&") or "--"
+                          for c in row) + " \\\\"
+
+    assert head == latex_row(rows[0]), tex_path
+    assert body == [latex_row(r) for r in rows[1:]], tex_path
+
+
+def test_a_benchmark_table_gets_its_latex_twin_but_a_per_case_one(tmp_path: Path) -> None:
+    """Issue 41: the suite tables' LaTeX twins (suites.shards.write_latex, called by the
+    suite table jobs), from the goldens' bfcl.csv and agentdojo.csv, cell for cell; the
+    per-case table gets none; a column of numbers is right-aligned."""
+    import shutil
+
+    from reactlab.suites.shards import write_latex
+
+    written = {}
+    for name in ("bfcl", "bfcl_cases", "agentdojo"):
+        written[name] = tmp_path / f"{name}.csv"
+        shutil.copy(ROOT / "tests" / "golden" / f"{name}.csv", written[name])
+    assert [p.name for p in write_latex(written)] == ["agentdojo.tex", "bfcl.tex"]
+    assert not (tmp_path / "bfcl_cases.tex").exists()
+    for name in ("bfcl", "agentdojo"):
+        assert_latex_twin(written[name], tmp_path / f"{name}.tex")
+    tabular = (tmp_path / "bfcl.tex").read_text(encoding="utf-8").splitlines()[1]
+    # source suite backend scenario category: text; cases ... ci_high: numbers (empty
+    # in the published rows); error_types: text; project_correct, agreement: numbers
+    assert tabular == "\\begin{tabular}{lllllrrrrrlrr}", tabular
 
 
 def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],

@@ -44,7 +44,7 @@ from reactlab.suites.registry import figures as suite_figures
 from reactlab.suites.registry import run_case, suite_record
 from reactlab.suites.run import run_shard
 from reactlab.suites.score import verify_shard
-from reactlab.suites.shards import listed, publish, shards_of, spec_file, table_paths
+from reactlab.suites.shards import listed, publish, shards_of, spec_file, table_paths, write_latex
 from reactlab.suites.shards import recover as recover_shards
 from reactlab.suites.types import recording_path, spec_traces, verified_path
 from reactlab.trace.integrity import check_manifest
@@ -320,7 +320,8 @@ def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: st
     traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
         written = entry.build_tables(((t, verified_path(t)) for t in traces), Path(out_dir))
-        say(f"wrote {', '.join(sorted(written))} to {out_dir}")
+        tex = [p.name for p in write_latex(written)]  # the twins (booktabs) of its tables
+        say(f"wrote {', '.join(sorted(written))} and {', '.join(tex) or 'no LaTeX'} to {out_dir}")
 
 
 def chunks(keys: Sequence[str], size: int) -> list[list[str]]:

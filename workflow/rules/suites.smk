@@ -19,6 +19,8 @@ from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.registry import BENCHMARKS as _BENCHMARKS
 from reactlab.suites.registry import figures as _suite_figures
 from reactlab.suites.shards import benchmark_of as _benchmark_of
+from reactlab.suites.shards import has_latex as _has_latex
+from reactlab.suites.shards import latex_paths as _suite_latex_paths
 from reactlab.suites.shards import shard_files as _shard_files
 from reactlab.suites.shards import shards_of as _shards_of
 from reactlab.suites.shards import table_paths as _suite_table_paths
@@ -30,6 +32,7 @@ except (ValueError, RuntimeError) as _exc:  # an unknown category, the package m
 SUITE_BY_ID = {s.id: s for s in SUITE_SHARDS}
 SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
 SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
+SUITE_LATEX = _suite_latex_paths(SUITE_SHARDS)  # their LaTeX twins, by the same jobs
 # Each benchmark of the config (a registered one, reactlab.suites.registry) has its own
 # tables, built from its own shards' manifests.
 SUITE_SHARDS_OF = _shards_of(SUITE_SHARDS)
@@ -116,6 +119,8 @@ for _b, _manifests in SUITE_MANIFESTS_OF.items():
         output:
             [report(f"results/tables/{t}.csv", caption=f"../report/{t}.rst", category="Suites")
              for t in _BENCHMARKS[_b].tables],
+            # the LaTeX twins (booktabs) of its tables but a per-case one (shards.has_latex)
+            [f"results/tables/{t}.tex" for t in _BENCHMARKS[_b].tables if _has_latex(t)],
         params:
             benchmark=_b,
             code=SUITE_CODE[f"tables_{_b}"],
