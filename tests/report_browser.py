@@ -1,7 +1,7 @@
 """The Snakemake report in a real headless browser: what it prints to the console.
 
 Debian's chromium (the fixture of ``tests/test_viewer_browser.py``), driven over the
-DevTools protocol as ``tests/test_exports_browser.py`` drives it, opens the report from
+DevTools protocol by ``tests/test_exports_browser.py``'s :class:`Browser`, opens the report from
 its file, waits until the page shows ``wanted``, and collects every console error, uncaught
 exception and failed load (``Runtime`` and ``Log`` events) on the way.
 """
@@ -11,45 +11,28 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from tests.test_exports_browser import PAGE_TIMEOUT, Browser
 
 
-class Watching(Browser):
-    """A :class:`Browser` that keeps the events it reads between answers."""
-
-    def __init__(self, executable: str, profile: Path) -> None:
-        self.events: list[dict[str, Any]] = []
-        super().__init__(executable, profile)
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.n += 1
-        self.ws.send(json.dumps({"id": self.n, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == self.n:
-                assert "error" not in message, message
-                return dict(message.get("result", {}))
-            self.events.append(message)
-
-    def errors(self) -> list[str]:
-        """Every console error, uncaught exception and error log entry seen so far."""
-        out = []
-        for e in self.events:
-            method, params = e.get("method"), e.get("params", {})
-            if method == "Runtime.exceptionThrown":
-                details = params.get("exceptionDetails", {})
-                out.append("exception: " + str(details.get("exception", {}).get(
-                    "description") or details.get("text")))
-            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error",
-                                                                                 "assert"):
-                out.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                                  for a in params.get("args", [])))
-            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
-                entry = params["entry"]
-                out.append(f"log: {entry.get('text')} {entry.get('url', '')}".strip())
-        return out
+def errors(browser: Browser) -> list[str]:
+    """Every console error, uncaught exception and error log entry ``browser`` has seen
+    so far (its kept events: :attr:`Browser.events`)."""
+    out = []
+    for e in browser.events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            out.append("exception: " + str(details.get("exception", {}).get(
+                "description") or details.get("text")))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error",
+                                                                             "assert"):
+            out.append("console: " + " ".join(str(a.get("value", a.get("description")))
+                                              for a in params.get("args", [])))
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            out.append(f"log: {entry.get('text')} {entry.get('url', '')}".strip())
+    return out
 
 
 def _click(browser: Browser, label: str, *wanted: str) -> str:
@@ -73,7 +56,7 @@ def console_errors(chromium: str, html: Path, profile: Path, wanted: str,
                    clicks: dict[str, tuple[str, ...]]) -> tuple[str, list[str]]:
     """(the page's text after each click of ``clicks`` (label: what it then shows), the
     errors seen from the load on), once the page shows ``wanted``."""
-    browser = Watching(chromium, profile)
+    browser = Browser(chromium, profile)
     try:
         for domain in ("Runtime", "Log", "Page"):
             browser.call(f"{domain}.enable")
@@ -84,6 +67,6 @@ def console_errors(chromium: str, html: Path, profile: Path, wanted: str,
         while time.monotonic() < deadline:  # late errors: a script run after the render
             browser.text()
             time.sleep(0.25)
-        return text, browser.errors()
+        return text, errors(browser)
     finally:
         browser.close()
