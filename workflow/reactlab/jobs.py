@@ -33,6 +33,7 @@ from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.outputs import draw
 from reactlab.analysis.verify import verify_job
 from reactlab.config import Config, RunSpec
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import CommandFailed, ConfigError, UsageError
 from reactlab.core.io import write_text_atomic
 from reactlab.core.joblog import job_log
@@ -157,7 +158,8 @@ def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
 
 
 def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *,
-           suite_manifests: Sequence[str] = (), suite_tables: Sequence[str] = ()) -> None:
+           suite_manifests: Sequence[str] = (), suite_tables: Sequence[str] = (),
+           min_trials: int = MIN_TRIALS) -> None:
     """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index;
     the suite cases are those the shards' trace ``suite_manifests`` list (each
     verification read beside its trace)."""
@@ -165,7 +167,7 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
     with job_log(log, "viewer") as say:
         written = html.build(zip(traces, verified, strict=True), out,
                              suite_pairs=((t, verified_path(t)) for t in suite_traces),
-                             suite_tables=suite_tables)
+                             suite_tables=suite_tables, min_trials=min_trials)
         say(f"wrote {written[0]}, {len(traces)} run pages and {len(suite_traces)} suite "
             "case pages")
 

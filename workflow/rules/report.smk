@@ -63,10 +63,13 @@ rule viewer:
         directory("results/viewer"),
     params:
         code=CODE["viewer"],
+        # a rate's interval needs at least this many stochastic runs (docs/statistics.md)
+        min_trials=json.loads(ANALYSIS)["min_trials"],
     log:
         "results/logs/viewer.log",
     benchmark:
         "results/benchmarks/viewer.tsv"
     run:
         jobs.viewer(input.traces, input.verified, output[0], log[0],
-                    suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables)
+                    suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables,
+                    min_trials=params.min_trials)

@@ -15,6 +15,7 @@
 # The run, verify and table rules write Snakemake benchmark files under
 # results/benchmarks/: where the time goes.
 
+from reactlab.analysis.trials import deterministic as _deterministic
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.registry import BENCHMARKS as _BENCHMARKS
 from reactlab.suites.registry import figures as _suite_figures
@@ -41,6 +42,12 @@ SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
 # The benchmarks' figures (Benchmark.figures) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES, _suite_figures().values())
 SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
+# What a suite figure needs to draw an interval only where something is estimated
+# (reactlab.analysis.suite_figures): whether each backend is deterministic, min_trials.
+SUITE_STATISTICS = json.dumps({"statistics": {
+    "deterministic": {s.backend: _deterministic(s.specs[0].backend_config)
+                      for s in SUITE_SHARDS},
+    "min_trials": json.loads(ANALYSIS)["min_trials"]}}, sort_keys=True)
 # The code each rule runs, per benchmark: the generic module and the benchmark's own for
 # that step (Benchmark.code), so that editing one benchmark's scorer reruns its verify
 # jobs only; a figure's, the figures registry and its drawing function's module.
@@ -145,10 +152,11 @@ for _figure in SUITE_FIGURE_KINDS:
             svg=figure_report(_figure, "svg", category="Suites"),
         params:
             kind=_figure.kind,
+            statistics=SUITE_STATISTICS,
             code=SUITE_CODE[f"figure_{_figure.kind}"],
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:
             f"results/benchmarks/figure_{_figure.kind}.tsv"
         run:
-            jobs.figure(params.kind, input[0], output.png, "{}", log[0])
+            jobs.figure(params.kind, input[0], output.png, params.statistics, log[0])
