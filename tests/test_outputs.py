@@ -224,3 +224,48 @@ def test_the_agentdojo_figure_reads_agentdojo_csv(tmp_path: Path) -> None:
     table.write_text(AGENTDOJO_CSV.replace("asr_high", "asr_top"), encoding="utf-8")
     with pytest.raises(TraceError, match="no column asr_high"):
         outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {}, suite)
+
+
+def test_every_caption_names_its_configuration_and_a_computed_n() -> None:
+    """Issue 41: each caption of workflow/report (a template the report renders with the
+    job's params and the config, as Snakemake does: jinja2, then docutils) shows the
+    config files, the results stamp's fingerprint and its n from the rules' ``caption``
+    param (analysis.stamp.caption); the n of the default config's plan
+    (views.counts.planned) is the one its tables hold (the goldens' trials.csv)."""
+    import re
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    from reactlab import config
+    from reactlab.analysis import stamp
+    from reactlab.config import load_yaml
+    from reactlab.views.counts import SELECTIONS, count, planned, table_rows
+
+    counts = planned(config.load(ROOT / "config.yaml").runs)
+    rows = table_rows(ROOT / "tests" / "golden" / "trials.csv")
+    assert counts == {s: sum(c[s] for c in count(rows, "backend").values())
+                      for s in SELECTIONS}
+    # distinct numbers, so that each caption's n shows which count it took
+    n = {"runs": 1001, "one_draw": 1002, "lesson_loop": 1003}
+    made = stamp.stamp(["config.yaml", "workflow/configs/replay.yaml"], ["a/b/c"], [])
+    shown = stamp.caption(made, {**n, "cases": {"bfcl": 1004, "agentdojo": 1005}})
+    assert shown["fingerprint"] == made["fingerprint"] == stamp.fingerprint(made)
+    job = SimpleNamespace(params=SimpleNamespace(caption=shown),
+                          config=load_yaml(ROOT / "config.yaml"))
+    env = Environment(trim_blocks=True, lstrip_blocks=True)
+    captions = sorted((ROOT / "workflow" / "report").glob("*.rst"))
+    for path in captions:
+        if path.stem == "workflow":  # the report's front page, not a result's caption
+            continue
+        text = env.from_string(path.read_text(encoding="utf-8")).render(snakemake=job)
+        html = publish_parts(text, writer="html",
+                             settings_overrides={"report_level": 2})["body"]
+        assert "system-message" not in html, path.name  # docutils: no error, no warning
+        shown_text = re.sub(r"<[^>]+>", "", html)
+        assert "config.yaml + workflow/configs/replay.yaml" in shown_text, path.name
+        assert f"results stamp {made['fingerprint']}" in shown_text, path.name
+        said = {int(m) for m in re.findall(r"\b(\d{3,4}) ", shown_text)}
+        assert said & {*n.values(), 1004, 1005}, (path.name, said)
+        assert "{{" not in shown_text and "{%" not in shown_text, path.name

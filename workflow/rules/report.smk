@@ -14,6 +14,8 @@ rule tables:
         figure=json.dumps(config["figure"]),
         analysis=ANALYSIS,
         code=CODE["tables"],
+        # what the captions say: the configuration and the n (CAPTION, the Snakefile's)
+        caption=lambda wildcards: CAPTION,
     log:
         "results/logs/tables.log",
     benchmark:
@@ -37,6 +39,7 @@ for _figure in FIGURE_KINDS:
             kind=_figure.kind,
             figure=json.dumps(config["figure"]),
             code=CODE["figures"],
+            caption=lambda wildcards: CAPTION,
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:

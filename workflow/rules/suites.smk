@@ -131,6 +131,7 @@ for _b, _manifests in SUITE_MANIFESTS_OF.items():
         params:
             benchmark=_b,
             code=SUITE_CODE[f"tables_{_b}"],
+            caption=lambda wildcards: CAPTION,  # the configuration and n (the Snakefile's)
         log:
             f"results/logs/suite_tables_{_b}.log",
         benchmark:
@@ -154,6 +155,7 @@ for _figure in SUITE_FIGURE_KINDS:
             kind=_figure.kind,
             statistics=SUITE_STATISTICS,
             code=SUITE_CODE[f"figure_{_figure.kind}"],
+            caption=lambda wildcards: CAPTION,
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:
