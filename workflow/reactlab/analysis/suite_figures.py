@@ -15,7 +15,7 @@ policy, defence), each rate with its 95 % Wilson interval (the columns of
 ``attack_success_rate``/``asr_low``/``asr_high``, ``pairs``).
 
 An interval is drawn only where something is estimated, by the tables' rule
-(:func:`reactlab.analysis.trials.inferential`, docs/statistics.md): a rate over at least
+(:func:`reactlab.analysis.stats.inferential`, docs/statistics.md): a rate over at least
 ``statistics.min_trials`` cases (pairs) of a stochastic backend. A deterministic backend
 (simulated, scripted, a local model decoding greedily) gives its cases one outcome each,
 and a rate over fewer cases estimates nothing worth a bar: its point stands alone. Which
@@ -33,7 +33,7 @@ from typing import Any
 
 from reactlab.analysis import style
 from reactlab.analysis.figures import save
-from reactlab.analysis.trials import inferential
+from reactlab.analysis.stats import inferential
 from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import TraceError
 
@@ -191,7 +191,7 @@ def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path,
         ax.set_yticks(range(len(series)), [" · ".join(k) for k in series], fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(alpha=0.3)
-    fig.legend(loc="outside right upper", fontsize=7, frameon=False)
+    fig.legend(loc="outside right center", fontsize=7, frameon=False)
     fig.suptitle("AgentDojo by its own checks: utility and attack success rate per suite; "
                  f"rows: backend · policy · defence\n{_rule(min_trials, 'pairs')}", fontsize=8.5,
                  x=0.02, ha="left")

@@ -5,7 +5,7 @@ drawn with this module's pieces: :func:`kit`) or any other suite table as it is,
 runs with repeated trials. Long matrices are folded in a ``<details>`` element.
 
 A rate gets its interval only where something is estimated, by the tables' rule
-(:func:`reactlab.analysis.trials.inferential`, docs/statistics.md): runs of stochastic
+(:func:`reactlab.analysis.stats.inferential`, docs/statistics.md): runs of stochastic
 backends only (a sampling local model, a live API), at least ``statistics.min_trials`` of
 them; a deterministic backend's runs repeat one outcome, and their rate is shown alone."""
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reactlab.analysis.stats import pass_at_k, pass_hat_k, wilson
-from reactlab.analysis.trials import inferential
+from reactlab.analysis.stats import inferential, pass_at_k, pass_hat_k, wilson
 from reactlab.config.trials import MIN_TRIALS
 from reactlab.views.counts import count
 from reactlab.views.page import attr, h
