@@ -89,7 +89,7 @@ def result_infos(chromium: str, html: Path, profile: Path, wanted: str
         for path in listed:
             browser.call("Runtime.evaluate",
                          expression=f"app.showResultInfo({json.dumps(path)})")
-            deadline = time.monotonic() + PAGE_TIMEOUT
+            deadline = time.monotonic() + min(10, PAGE_TIMEOUT)  # a result without caption
             text = browser.text()  # the heading in capitals (CSS): innerText has them
             while "DESCRIPTION" not in text.upper() and time.monotonic() < deadline:
                 time.sleep(0.1)
