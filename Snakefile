@@ -68,6 +68,18 @@ _unplanned = unplanned_target(sys.argv[1:])
 if _unplanned:
     raise WorkflowError(_unplanned)
 
+# Whose results these are (reactlab.analysis.stamp): the config files, the planned runs
+# and suite shards, and their fingerprint. The main process checks it against the
+# folder's stamp below. The report's captions (workflow/report/*.rst, templates) name its
+# files and fingerprint and the n they show: CAPTION, the `caption` param of the table and
+# figure rules. The runs of a server that cannot be listed now (LEFT_OUT) are still the
+# configuration's: their results are kept, not replaced.
+STAMP = _stamp.stamp([os.path.relpath(p)
+                      for p in (CONFIG_YAML, *workflow.overwrite_configfiles)],
+                     [*RUNS, *LEFT_OUT], SUITE_BY_ID)
+CAPTION = _stamp.caption(STAMP, {**_planned(RUNS.values()), "cases": {
+    b: sum(len(s.specs) for s in shards) for b, shards in SUITE_SHARDS_OF.items()}})
+
 # Recovery, once per invocation, after every rule file has said what it publishes
 # (reactlab.jobs.recover; docs/workflow.md, "Recovery and lints"): take the folder's lock,
 # check the disk and the user's data, remove damaged results and what was built from
@@ -89,11 +101,7 @@ if workflow.is_main_process:
     # "Overlays"): a run that would drop runs or suite shards of the configuration that
     # built them (an overlay's matrix or suites replacing the default's) is refused.
     # Written by `onstart` (workflow/rules/cluster.smk), after the checks there: a run
-    # they stop leaves the folder as it was. The runs of a server that cannot be listed
-    # now (LEFT_OUT) are still the configuration's: their results are kept, not replaced.
-    STAMP = _stamp.stamp([os.path.relpath(p) for p in (CONFIG_YAML,
-                                                       *workflow.overwrite_configfiles)],
-                         [*RUNS, *LEFT_OUT], SUITE_BY_ID)  # a left-out run stays the config's
+    # they stop leaves the folder as it was.
     try:
         _stamp_note = _stamp.check(
             STAMP, apply=jobs.executes(workflow.output_settings.dryrun, sys.argv[1:]),
@@ -120,4 +128,5 @@ rule all:
         FIGURES,
         VIEWER,
         SUITE_TABLES,
+        SUITE_LATEX,
         SUITE_FIGURES,

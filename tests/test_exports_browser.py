@@ -38,11 +38,14 @@ ANSWER = "El cierre de BUSI varió un 6.45 % entre 2024-03-15 y 2024-03-22."
 
 
 class Browser:
-    """Headless chromium driven over the DevTools protocol (one page)."""
+    """Headless chromium driven over the DevTools protocol (one page). The events it
+    reads while waiting for an answer are kept in :attr:`events` (the console's, once a
+    caller enables ``Runtime`` and ``Log``: tests/report_browser.py)."""
 
     def __init__(self, executable: str, profile: Path) -> None:
         import websocket
 
+        self.events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
             [executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-background-networking", "--disable-component-update",
@@ -81,6 +84,7 @@ class Browser:
             if message.get("id") == self.n:
                 assert "error" not in message, message
                 return dict(message.get("result", {}))
+            self.events.append(message)
 
     def text(self) -> str:
         result = self.call("Runtime.evaluate", returnByValue=True,

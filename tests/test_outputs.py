@@ -33,33 +33,62 @@ def test_the_registry_lists_the_tables_build_writes(built: dict[str, Path]) -> N
 def test_each_key_table_is_its_csv_in_booktabs_latex(built: dict[str, Path]) -> None:
     """Issue 41, item 5: the LaTeX twin of a key table holds the CSV's header and cells
     (escaped, empty as --) between booktabs rules, and is in the tables' manifest."""
-    import csv
 
     from reactlab.trace.integrity import MANIFEST
 
     manifest = (built["runs"].parent / MANIFEST).read_text(encoding="utf-8")
     for table in (t for t in outputs.TABLES if t.latex):
-        tex = built[f"{table.name}.tex"].read_text(encoding="utf-8")
-        assert tex.startswith(f"% results/tables/{table.name}.csv"), table.name
         assert f"{table.name}.tex" in manifest, table.name
-        lines = tex.splitlines()
-        body = lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
-        head = lines[lines.index("\\toprule") + 1]
-        with built[table.name].open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.reader(fh))
+        assert_latex_twin(built[table.name], built[f"{table.name}.tex"])
 
-        def cell(text: str) -> str:
-            try:
-                return f"{float(text):.4f}" if "." in text else text
-            except ValueError:
-                return text
 
-        def latex_row(row: list[str]) -> str:
-            return " & ".join(cell(c).replace("_", "\\_").replace("&", "\\&") or "--"
-                              for c in row) + " \\\\"
+def assert_latex_twin(csv_path: Path, tex_path: Path) -> None:
+    """``tex_path`` holds the CSV's header and cells (a decimal with four decimals,
+    escaped, empty as --) between booktabs rules, after a comment naming the CSV."""
+    import csv
 
-        assert head == latex_row(rows[0]), table.name
-        assert body == [latex_row(r) for r in rows[1:]], table.name
+    tex = tex_path.read_text(encoding="utf-8")
+    assert tex.startswith(f"% results/tables/{csv_path.name}"), tex_path
+    lines = tex.splitlines()
+    body = lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
+    head = lines[lines.index("\\toprule") + 1]
+    with csv_path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+
+    def cell(text: str) -> str:
+        try:
+            return f"{float(text):.4f}" if "." in text else text
+        except ValueError:
+            return text
+
+    def latex_row(row: list[str]) -> str:
+        return " & ".join(cell(c).replace("_", "\\_").replace("&", "\\&") or "--"
+                          for c in row) + " \\\\"
+
+    assert head == latex_row(rows[0]), tex_path
+    assert body == [latex_row(r) for r in rows[1:]], tex_path
+
+
+def test_a_benchmark_table_gets_its_latex_twin_but_a_per_case_one(tmp_path: Path) -> None:
+    """Issue 41: the suite tables' LaTeX twins (suites.shards.write_latex, called by the
+    suite table jobs), from the goldens' bfcl.csv and agentdojo.csv, cell for cell; the
+    per-case table gets none; a column of numbers is right-aligned."""
+    import shutil
+
+    from reactlab.suites.shards import write_latex
+
+    written = {}
+    for name in ("bfcl", "bfcl_cases", "agentdojo"):
+        written[name] = tmp_path / f"{name}.csv"
+        shutil.copy(ROOT / "tests" / "golden" / f"{name}.csv", written[name])
+    assert [p.name for p in write_latex(written)] == ["agentdojo.tex", "bfcl.tex"]
+    assert not (tmp_path / "bfcl_cases.tex").exists()
+    for name in ("bfcl", "agentdojo"):
+        assert_latex_twin(written[name], tmp_path / f"{name}.tex")
+    tabular = (tmp_path / "bfcl.tex").read_text(encoding="utf-8").splitlines()[1]
+    # source suite backend scenario category: text; cases ... ci_high: numbers (empty
+    # in the published rows); error_types: text; project_correct, agreement: numbers
+    assert tabular == "\\begin{tabular}{lllllrrrrrlrr}", tabular
 
 
 def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],
@@ -195,3 +224,48 @@ def test_the_agentdojo_figure_reads_agentdojo_csv(tmp_path: Path) -> None:
     table.write_text(AGENTDOJO_CSV.replace("asr_high", "asr_top"), encoding="utf-8")
     with pytest.raises(TraceError, match="no column asr_high"):
         outputs.draw("agentdojo_rates", table, tmp_path / "c.png", {}, suite)
+
+
+def test_every_caption_names_its_configuration_and_a_computed_n() -> None:
+    """Issue 41: each caption of workflow/report (a template the report renders with the
+    job's params and the config, as Snakemake does: jinja2, then docutils) shows the
+    config files, the results stamp's fingerprint and its n from the rules' ``caption``
+    param (analysis.stamp.caption); the n of the default config's plan
+    (views.counts.planned) is the one its tables hold (the goldens' trials.csv)."""
+    import re
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    from reactlab import config
+    from reactlab.analysis import stamp
+    from reactlab.config import load_yaml
+    from reactlab.views.counts import SELECTIONS, count, planned, table_rows
+
+    counts = planned(config.load(ROOT / "config.yaml").runs)
+    rows = table_rows(ROOT / "tests" / "golden" / "trials.csv")
+    assert counts == {s: sum(c[s] for c in count(rows, "backend").values())
+                      for s in SELECTIONS}
+    # distinct numbers, so that each caption's n shows which count it took
+    n = {"runs": 1001, "one_draw": 1002, "lesson_loop": 1003}
+    made = stamp.stamp(["config.yaml", "workflow/configs/replay.yaml"], ["a/b/c"], [])
+    shown = stamp.caption(made, {**n, "cases": {"bfcl": 1004, "agentdojo": 1005}})
+    assert shown["fingerprint"] == made["fingerprint"] == stamp.fingerprint(made)
+    job = SimpleNamespace(params=SimpleNamespace(caption=shown),
+                          config=load_yaml(ROOT / "config.yaml"))
+    env = Environment(trim_blocks=True, lstrip_blocks=True)
+    captions = sorted((ROOT / "workflow" / "report").glob("*.rst"))
+    for path in captions:
+        if path.stem == "workflow":  # the report's front page, not a result's caption
+            continue
+        text = env.from_string(path.read_text(encoding="utf-8")).render(snakemake=job)
+        html = publish_parts(text, writer="html",
+                             settings_overrides={"report_level": 2})["body"]
+        assert "system-message" not in html, path.name  # docutils: no error, no warning
+        shown_text = re.sub(r"<[^>]+>", "", html)
+        assert "config.yaml + workflow/configs/replay.yaml" in shown_text, path.name
+        assert f"results stamp {made['fingerprint']}" in shown_text, path.name
+        said = {int(m) for m in re.findall(r"\b(\d{3,4}) ", shown_text)}
+        assert said & {*n.values(), 1004, 1005}, (path.name, said)
+        assert "{{" not in shown_text and "{%" not in shown_text, path.name

@@ -40,9 +40,10 @@ def test_stamp_keeps_a_grown_plan_and_refuses_a_dropped_one(
     assert stamp.check(default, apply=True, root=tmp_path) is None  # an empty folder
     written = json.loads((tmp_path / stamp.STAMP).read_text(encoding="utf-8"))
     assert written == {"configs": ["config.yaml"], "runs": ["t/a/s", "t/b/s"],
-                       "shards": ["bfcl-1"]}
+                       "shards": ["bfcl-1"], "fingerprint": stamp.fingerprint(written)}
     grown = stamp.stamp(["config.yaml", "workflow/configs/replay.yaml"],
                         ["t/a/s", "t/b/s", "t/c/s"], ["bfcl-1"])
+    assert grown["fingerprint"] != written["fingerprint"]  # the captions tell them apart
     assert stamp.check(grown, apply=True, root=tmp_path) is None
     suite = stamp.stamp(["config.yaml", "workflow/configs/bfcl.yaml"],
                         ["t/a/s", "t/b/s", "t/c/s"], ["bfcl-9"])

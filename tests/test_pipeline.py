@@ -255,6 +255,29 @@ def test_the_report_opens_in_a_browser_without_console_error(
     assert "summary_trials.csv" in text
 
 
+def test_every_result_of_the_report_shows_its_caption_with_configuration_and_n(
+        pipeline: Path, chromium: str, loopback: None,  # noqa: F811
+        tmp_path: Path) -> None:
+    """Issue 41: in headless chromium, every figure and table of `make report`'s file has
+    its caption, which names the folder stamp's config files and fingerprint and an n
+    counted from the results (tests/report_browser.check_captions); no console error."""
+    from reactlab.analysis import outputs
+    from tests.report_browser import check_captions, result_infos
+
+    built_report(pipeline)
+    with shared_run():
+        html = tmp_path / "report.html"
+        html.write_bytes((pipeline / "results" / "report.html").read_bytes())
+        shown, errors = result_infos(chromium, html, tmp_path / "profile", "Chat Completions")
+        wrong = check_captions(shown, pipeline / "results")
+    assert errors == [], errors
+    wanted = {*outputs.figure_paths(), *(t.path for t in outputs.TABLES),
+              "results/tables/bfcl.csv", "results/figures/bfcl_accuracy.png",
+              "results/tables/agentdojo.csv", "results/figures/agentdojo_rates.png"}
+    assert wanted <= set(shown), sorted(wanted - set(shown))
+    assert wrong == [], wrong
+
+
 def _cells(index: str, backend: str) -> list[int]:
     """The numeric cells of the index's by-backend row of ``backend``."""
     row = index[index.index(f"<tr><td>{backend}</td>"):]

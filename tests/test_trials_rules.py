@@ -113,3 +113,101 @@ def test_a_min_trials_below_two_is_refused(raw_config: dict[str, Any]) -> None:
     raw["statistics"] = {"min_trials": 1}
     with pytest.raises(ConfigError, match="min_trials"):
         parse(raw)
+
+
+def _viewer_rows() -> list[dict[str, Any]]:
+    """Index rows (reactlab.views.index.render_index) of three backends' trials of one
+    task and scenario: a deterministic one (3 trials), a stochastic one with 3 trials and
+    one with 2 (under the default min_trials, 3)."""
+    out = []
+    for backend, fixed, n in (("local", True, 3), ("sampled", False, 3),
+                              ("sampled_few", False, 2)):
+        for i in range(1, n + 1):
+            out.append({"task": "variacion_busi", "backend": backend, "scenario": "correcto",
+                        "termination": "answer", "verified": i != 2, "steps": 3,
+                        "tokens_sent": 100, "trial": i, "deterministic": fixed})
+    return out
+
+
+def _cells(section: str) -> dict[str, str]:
+    """Each row's backend (its second cell) → its last rate cell with a bracket, or its
+    cells as text when none has one."""
+    import re
+
+    out = {}
+    for row in re.findall(r"<tr><td>.*?</tr>", section):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        out[cells[1]] = " | ".join(cells)
+    return out
+
+
+def test_the_viewer_gives_an_interval_only_where_the_tables_do() -> None:
+    """Issue 41: the viewer's rates (the lesson's summary by backend, the repeated trials)
+    carry a 95 % Wilson interval only for a stochastic backend's runs, at least
+    min_trials of them; a deterministic backend's and a short run's rate stands alone."""
+    from reactlab.views.index import render_index
+
+    page = render_index(_viewer_rows(), min_trials=3)
+    trials = page[page.index('<h2 id="trials">'):page.index('<h2 id="runs"')]
+    cells = _cells(trials)
+    assert "[" in cells["sampled"] and "0.67 [" in cells["sampled"], cells
+    assert "[" not in cells["local"] and "0.67" in cells["local"], cells
+    assert "[" not in cells["sampled_few"], cells
+    assert "statistics.min_trials" in trials
+    by_backend = page[page.index('<h2 id="lesson">'):page.index("<details")]
+    rates = {row.split("</td>")[0].removeprefix("<tr><td>"): row
+             for row in by_backend.split("\n") if row.startswith("<tr><td>")}
+    assert "[" in rates["sampled"] and "[" not in rates["local"], rates
+    assert "[" not in rates["sampled_few"], rates
+    # the same runs, min_trials 2: the short stochastic run gets its interval
+    again = render_index(_viewer_rows(), min_trials=2)
+    assert "[" in _cells(again[again.index('<h2 id="trials">'):])["sampled_few"]
+
+
+def test_the_suite_summaries_and_figures_follow_the_same_rule(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """BFCL's summary on the index and its figure (bfcl_accuracy), from the goldens'
+    bfcl.csv (one case per category): no interval for the scripted backends, nor for a
+    stochastic one over fewer than min_trials cases; the figure draws its error bars only
+    where the kit would print one."""
+    import csv
+
+    from matplotlib.axes import Axes
+
+    from reactlab.analysis.suite_figures import bfcl_accuracy
+    from reactlab.suites.summaries import bfcl_summary
+    from reactlab.views.summaries import kit
+
+    with (ROOT / "tests" / "golden" / "bfcl.csv").open(encoding="utf-8", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    backends = sorted({r["backend"] for r in table if r["source"] == "measured"})
+    scripted = kit([{"backend": b, "deterministic": True} for b in backends])
+    assert "[0–79]" not in bfcl_summary("bfcl", table, scripted)
+    sampled = [{"backend": b, "deterministic": False} for b in backends]
+    assert "[0–79]" not in bfcl_summary("bfcl", table, kit(sampled, min_trials=3))
+    assert "[0–79]" in bfcl_summary("bfcl", table, kit(sampled, min_trials=1))
+
+    bars: list[int] = []
+    errorbar = Axes.errorbar
+
+    def spy(self: Axes, x: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
+        bars.append(len(x))
+        return errorbar(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "errorbar", spy)
+    # two of its panels (a figure of six takes seconds): a case in a category, 5 in "all"
+    small = tmp_path / "bfcl.csv"
+    with small.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, list(table[0]))
+        w.writeheader()
+        w.writerows(r for r in table if r["category"] in ("simple_python", "all"))
+    drawn = [int(r["cases"]) for r in table if r["source"] == "measured"
+             and r["category"] in ("simple_python", "all")]
+    assert min(drawn) == 1 and max(drawn) == 5
+    for fixed, min_trials in ((True, 1), (False, 3)):
+        bars.clear()
+        statistics = {"deterministic": dict.fromkeys(backends, fixed),
+                      "min_trials": min_trials}
+        bfcl_accuracy(small, tmp_path / "b.png", {"statistics": statistics})
+        expected = 0 if fixed else sum(n >= min_trials for n in drawn)
+        assert sum(bars) == expected, (fixed, min_trials, bars)

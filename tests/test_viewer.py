@@ -566,8 +566,9 @@ def test_the_index_summarises_bfcl_from_its_table(suite_site: dict[str, Any]) ->
     for r in table:
         if r["source"] != "measured" or not r["ci_low"]:
             continue
+        # scripted backends: their rate stands alone, the table's interval is not shown
+        # (tests/test_trials_rules.py: where it is)
         cell = (f"{float(r['accuracy']) * 100:.1f} %<br><span class=\"muted small\">"
-                f"[{float(r['ci_low']) * 100:.0f}–{float(r['ci_high']) * 100:.0f}] "
                 f"n={r['cases']}</span>")
         assert cell in section, (r["backend"], r["scenario"], r["category"])
         if r["error_types"] and r["category"] != "all":
@@ -634,7 +635,10 @@ def test_agentdojo_table_gets_its_own_layout() -> None:
         "suite": "agentdojo", "category": "banking", "task": "banking/u0__i1",
         "backend": "scripted", "scenario": "obeys__none", "termination": "answer",
         "verified": False, "steps": 3, "calls": 2, "tokens_sent": 900, "detail": "",
-        "href": "suites/agentdojo/scripted/obeys__none/banking/u0__i1.html"}],
+        "href": "suites/agentdojo/scripted/obeys__none/banking/u0__i1.html",
+        # a stochastic backend here, so that its rates (over 105 to 144 pairs) show
+        # their intervals
+        "deterministic": False}],
         {"agentdojo": table})
     parse(html)
     start = html.index('id="suite-agentdojo"')
@@ -656,7 +660,8 @@ def test_trials_are_rows_and_a_summary() -> None:
 
     ok = [True, False, True]
     rows = [{"task": "t", "backend": "b", "scenario": "s", "trial": i, "termination": "answer",
-             "verified": v, "steps": 2, "tokens_sent": 10} for i, v in enumerate(ok, 1)]
+             "verified": v, "steps": 2, "tokens_sent": 10, "deterministic": False}
+            for i, v in enumerate(ok, 1)]  # stochastic, min_trials (3) of them: an interval
     html = viewer.render_index(rows)
     listed = index_rows(html)
     assert [(r["trial"], r["href"], r["verdict"]) for r in listed] == [

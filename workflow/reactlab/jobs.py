@@ -33,6 +33,7 @@ from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.outputs import draw
 from reactlab.analysis.verify import verify_job
 from reactlab.config import Config, RunSpec
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import CommandFailed, ConfigError, UsageError
 from reactlab.core.io import write_text_atomic
 from reactlab.core.joblog import job_log
@@ -44,7 +45,7 @@ from reactlab.suites.registry import figures as suite_figures
 from reactlab.suites.registry import run_case, suite_record
 from reactlab.suites.run import run_shard
 from reactlab.suites.score import verify_shard
-from reactlab.suites.shards import listed, publish, shards_of, spec_file, table_paths
+from reactlab.suites.shards import listed, publish, shards_of, spec_file, table_paths, write_latex
 from reactlab.suites.shards import recover as recover_shards
 from reactlab.suites.types import recording_path, spec_traces, verified_path
 from reactlab.trace.integrity import check_manifest
@@ -158,7 +159,8 @@ def figure(kind: str, table: str, png: str, figure: str, log: str) -> None:
 
 
 def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *,
-           suite_manifests: Sequence[str] = (), suite_tables: Sequence[str] = ()) -> None:
+           suite_manifests: Sequence[str] = (), suite_tables: Sequence[str] = (),
+           min_trials: int = MIN_TRIALS) -> None:
     """Rule viewer: the static HTML pages (lesson runs and suite cases) and their index;
     the suite cases are those the shards' trace ``suite_manifests`` list (each
     verification read beside its trace)."""
@@ -166,7 +168,7 @@ def viewer(traces: Sequence[str], verified: Sequence[str], out: str, log: str, *
     with job_log(log, "viewer") as say:
         written = html.build(zip(traces, verified, strict=True), out,
                              suite_pairs=((t, verified_path(t)) for t in suite_traces),
-                             suite_tables=suite_tables)
+                             suite_tables=suite_tables, min_trials=min_trials)
         say(f"wrote {written[0]}, {len(traces)} run pages and {len(suite_traces)} suite "
             "case pages")
 
@@ -321,7 +323,8 @@ def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: st
     traces = [t for m in manifests for t in listed(m)]
     with job_log(log, "suite-tables") as say:
         written = entry.build_tables(((t, verified_path(t)) for t in traces), Path(out_dir))
-        say(f"wrote {', '.join(sorted(written))} to {out_dir}")
+        tex = [p.name for p in write_latex(written)]  # the twins (booktabs) of its tables
+        say(f"wrote {', '.join(sorted(written))} and {', '.join(tex) or 'no LaTeX'} to {out_dir}")
 
 
 def chunks(keys: Sequence[str], size: int) -> list[list[str]]:

@@ -18,6 +18,7 @@ try:
     from reactlab.core.errors import ConfigError, ReactlabError
     from reactlab.core.fingerprint import fingerprints as _fingerprints
     from reactlab.core.plugins import registry as _plugins
+    from reactlab.views.counts import planned as _planned
 except ImportError as _exc:
     raise WorkflowError(
         f"cannot import reactlab ({_exc}): run `make env`, which creates the "

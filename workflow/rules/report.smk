@@ -14,6 +14,8 @@ rule tables:
         figure=json.dumps(config["figure"]),
         analysis=ANALYSIS,
         code=CODE["tables"],
+        # what the captions say: the configuration and the n (CAPTION, the Snakefile's)
+        caption=lambda wildcards: CAPTION,
     log:
         "results/logs/tables.log",
     benchmark:
@@ -37,6 +39,7 @@ for _figure in FIGURE_KINDS:
             kind=_figure.kind,
             figure=json.dumps(config["figure"]),
             code=CODE["figures"],
+            caption=lambda wildcards: CAPTION,
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:
@@ -63,10 +66,13 @@ rule viewer:
         directory("results/viewer"),
     params:
         code=CODE["viewer"],
+        # a rate's interval needs at least this many stochastic runs (docs/statistics.md)
+        min_trials=json.loads(ANALYSIS)["min_trials"],
     log:
         "results/logs/viewer.log",
     benchmark:
         "results/benchmarks/viewer.tsv"
     run:
         jobs.viewer(input.traces, input.verified, output[0], log[0],
-                    suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables)
+                    suite_manifests=input.suite_trace_manifests, suite_tables=input.suite_tables,
+                    min_trials=params.min_trials)

@@ -15,10 +15,13 @@
 # The run, verify and table rules write Snakemake benchmark files under
 # results/benchmarks/: where the time goes.
 
+from reactlab.analysis.trials import deterministic as _deterministic
 from reactlab.suites.plan import plan as _suite_plan
 from reactlab.suites.registry import BENCHMARKS as _BENCHMARKS
 from reactlab.suites.registry import figures as _suite_figures
 from reactlab.suites.shards import benchmark_of as _benchmark_of
+from reactlab.suites.shards import has_latex as _has_latex
+from reactlab.suites.shards import latex_paths as _suite_latex_paths
 from reactlab.suites.shards import shard_files as _shard_files
 from reactlab.suites.shards import shards_of as _shards_of
 from reactlab.suites.shards import table_paths as _suite_table_paths
@@ -30,6 +33,7 @@ except (ValueError, RuntimeError) as _exc:  # an unknown category, the package m
 SUITE_BY_ID = {s.id: s for s in SUITE_SHARDS}
 SUITE_MANIFESTS = [_shard_files(s.suite, s.id) for s in SUITE_SHARDS]
 SUITE_TABLES = _suite_table_paths(SUITE_SHARDS)
+SUITE_LATEX = _suite_latex_paths(SUITE_SHARDS)  # their LaTeX twins, by the same jobs
 # Each benchmark of the config (a registered one, reactlab.suites.registry) has its own
 # tables, built from its own shards' manifests.
 SUITE_SHARDS_OF = _shards_of(SUITE_SHARDS)
@@ -38,6 +42,12 @@ SUITE_MANIFESTS_OF = {b: [_shard_files(s.suite, s.id) for s in shards]
 # The benchmarks' figures (Benchmark.figures) of the tables made here.
 SUITE_FIGURE_KINDS = _outputs.suite_figures(SUITE_TABLES, _suite_figures().values())
 SUITE_FIGURES = [p for f in SUITE_FIGURE_KINDS for p in f.paths]
+# What a suite figure needs to draw an interval only where something is estimated
+# (reactlab.analysis.suite_figures): whether each backend is deterministic, min_trials.
+SUITE_STATISTICS = json.dumps({"statistics": {
+    "deterministic": {s.backend: _deterministic(s.specs[0].backend_config)
+                      for s in SUITE_SHARDS},
+    "min_trials": json.loads(ANALYSIS)["min_trials"]}}, sort_keys=True)
 # The code each rule runs, per benchmark: the generic module and the benchmark's own for
 # that step (Benchmark.code), so that editing one benchmark's scorer reruns its verify
 # jobs only; a figure's, the figures registry and its drawing function's module.
@@ -116,9 +126,12 @@ for _b, _manifests in SUITE_MANIFESTS_OF.items():
         output:
             [report(f"results/tables/{t}.csv", caption=f"../report/{t}.rst", category="Suites")
              for t in _BENCHMARKS[_b].tables],
+            # the LaTeX twins (booktabs) of its tables but a per-case one (shards.has_latex)
+            [f"results/tables/{t}.tex" for t in _BENCHMARKS[_b].tables if _has_latex(t)],
         params:
             benchmark=_b,
             code=SUITE_CODE[f"tables_{_b}"],
+            caption=lambda wildcards: CAPTION,  # the configuration and n (the Snakefile's)
         log:
             f"results/logs/suite_tables_{_b}.log",
         benchmark:
@@ -140,10 +153,12 @@ for _figure in SUITE_FIGURE_KINDS:
             svg=figure_report(_figure, "svg", category="Suites"),
         params:
             kind=_figure.kind,
+            statistics=SUITE_STATISTICS,
             code=SUITE_CODE[f"figure_{_figure.kind}"],
+            caption=lambda wildcards: CAPTION,
         log:
             f"results/logs/figure_{_figure.kind}.log",
         benchmark:
             f"results/benchmarks/figure_{_figure.kind}.tsv"
         run:
-            jobs.figure(params.kind, input[0], output.png, "{}", log[0])
+            jobs.figure(params.kind, input[0], output.png, params.statistics, log[0])

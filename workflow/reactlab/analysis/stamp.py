@@ -15,6 +15,7 @@ folder's results on purpose; a run elsewhere (``--directory DIR``) keeps both.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,7 +25,7 @@ from typing import Any
 from reactlab.core.errors import ReactlabError
 from reactlab.core.io import write_text_atomic
 
-__all__ = ["REPLACE_ENV", "STAMP", "check", "conflict", "stamp"]
+__all__ = ["REPLACE_ENV", "STAMP", "caption", "check", "conflict", "fingerprint", "stamp"]
 
 #: The stamp, relative to the working folder.
 STAMP = "results/.reactlab-config.json"
@@ -34,8 +35,30 @@ REPLACE_ENV = "REACTLAB_REPLACE_RESULTS"
 
 def stamp(configs: Sequence[str], runs: Iterable[str], shards: Iterable[str]
           ) -> dict[str, Any]:
-    """The stamp of a configuration: its files, its planned runs and suite shards."""
-    return {"configs": list(configs), "runs": sorted(runs), "shards": sorted(shards)}
+    """The stamp of a configuration: its files, its planned runs and suite shards, and
+    their :func:`fingerprint`."""
+    out: dict[str, Any] = {"configs": list(configs), "runs": sorted(runs),
+                           "shards": sorted(shards)}
+    out["fingerprint"] = fingerprint(out)
+    return out
+
+
+def fingerprint(new: Mapping[str, Any]) -> str:
+    """A short name of a stamp's configuration: the first 12 hex digits of the SHA-256
+    of its config files, runs and shards (as JSON, keys sorted). The report's captions
+    name it (:func:`caption`), so a figure can be matched with the folder's stamp."""
+    body = {k: list(new.get(k, ())) for k in ("configs", "runs", "shards")}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def caption(new: Mapping[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
+    """What a report caption (``workflow/report/*.rst``, a template) says of the results
+    it shows: the config files (``configs``, joined by ``+``), the stamp's
+    ``fingerprint``, and ``counts`` (the n of each selection of runs, the cases of each
+    benchmark: ``workflow/rules/report.smk``)."""
+    return {"configs": _names(new["configs"]), "fingerprint": new["fingerprint"],
+            **counts}
 
 
 def _names(configs: Sequence[str]) -> str:

@@ -119,3 +119,11 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, seed: int = BOO
         raise UsageError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
     return bootstrap_mean([float(x) - float(y) for x, y in zip(a, b, strict=True)],
                           seed=seed, resamples=resamples)
+
+
+def inferential(deterministic_runs: bool, n: int, min_trials: int) -> bool:
+    """Whether a condition of ``n`` runs (or pairs) gets an interval and a p-value: only
+    repeated stochastic trials, at least ``min_trials`` of them (docs/statistics.md). The
+    one rule of the trial tables (:mod:`reactlab.analysis.trials`), the viewer and the
+    suite figures."""
+    return not deterministic_runs and n >= min_trials

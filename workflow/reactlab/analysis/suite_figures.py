@@ -13,15 +13,28 @@ panel per AgentDojo suite (banking, slack, travel, workspace), one row per (back
 policy, defence), each rate with its 95 % Wilson interval (the columns of
 ``agentdojo.csv``: ``utility``/``utility_low``/``utility_high``,
 ``attack_success_rate``/``asr_low``/``asr_high``, ``pairs``).
+
+An interval is drawn only where something is estimated, by the tables' rule
+(:func:`reactlab.analysis.stats.inferential`, docs/statistics.md): a rate over at least
+``statistics.min_trials`` cases (pairs) of a stochastic backend. A deterministic backend
+(simulated, scripted, a local model decoding greedily) gives its cases one outcome each,
+and a rate over fewer cases estimates nothing worth a bar: its point stands alone. Which
+backend is which comes in the figure's mapping, ``statistics`` (the rule's: each
+backend's ``deterministic`` and ``min_trials``); a backend it does not name counts as
+deterministic.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from reactlab.analysis import style
 from reactlab.analysis.figures import save
+from reactlab.analysis.stats import inferential
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import TraceError
 
 #: Category panels side by side before wrapping to another row of panels.
@@ -32,7 +45,26 @@ RIGHT = 1.2
 TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
-def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
+def estimated(figure: Mapping[str, Any]) -> tuple[Callable[[str, int], bool], int]:
+    """(whether a rate of a backend over n cases gets its interval, ``min_trials``), from
+    the figure's ``statistics`` (see the module's note)."""
+    section = figure.get("statistics") or {}
+    fixed = section.get("deterministic") or {}
+    min_trials = int(section.get("min_trials", MIN_TRIALS))
+
+    def interval(backend: str, n: int) -> bool:
+        return inferential(bool(fixed.get(backend, True)), n, min_trials)
+
+    return interval, min_trials
+
+
+def _rule(min_trials: int, unit: str) -> str:
+    return (f"95 % Wilson interval only over ≥ {min_trials} {unit} of a stochastic backend "
+            "(none: deterministic, or fewer)")
+
+
+def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path,
+                  figure: Mapping[str, Any]) -> Path:
     import pandas as pd  # lazy: heavy (pandas)
 
     plt = style.pyplot()
@@ -53,6 +85,7 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
                                                       0.6 + height * n_rows),
                              dpi=100, sharey=True, squeeze=False)
     looks = {b: style.series(i) for i, b in enumerate(sorted({b for b, _ in series}))}
+    interval, min_trials = estimated(figure)
     for i, ax in enumerate(axes.flat):
         if i >= len(categories):
             ax.set_visible(False)
@@ -62,11 +95,13 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
         for r in rows.itertuples():
             key = (str(r.backend), str(r.scenario))
             y = y_of[key]
-            low = max(0.0, float(r.accuracy) - float(r.ci_low))
-            high = max(0.0, float(r.ci_high) - float(r.accuracy))
             look = looks[key[0]]
-            ax.errorbar([r.accuracy], [y], xerr=[[low], [high]], fmt=look.marker, ms=3.5,
-                        color=look.colour, elinewidth=1.0, capsize=2)
+            ax.plot([r.accuracy], [y], look.marker, ms=3.5, color=look.colour)
+            if interval(key[0], int(r.cases)):
+                low = max(0.0, float(r.accuracy) - float(r.ci_low))
+                high = max(0.0, float(r.ci_high) - float(r.accuracy))
+                ax.errorbar([r.accuracy], [y], xerr=[[low], [high]], fmt="none",
+                            color=look.colour, elinewidth=1.0, capsize=2)
             ax.annotate(f"{int(r.correct)}/{int(r.cases)}", (1.04, y), fontsize=6,
                         va="center", ha="left")
         ref = published[published.category == category]
@@ -88,8 +123,8 @@ def bfcl_accuracy(bfcl_csv: str | Path, out_png: str | Path) -> Path:
     if not published.empty:
         note = (f"; dashed: {published.backend.iloc[0]}, published (BFCL v3, prompt mode), "
                 "context only, not like-for-like")
-    fig.suptitle("BFCL accuracy by its own checker, per category; 95 % Wilson interval, "
-                 f"k/n at the right{note}", fontsize=8.5)
+    fig.suptitle("BFCL accuracy by its own checker, per category; k/n at the right"
+                 f"{note}\n{_rule(min_trials, 'cases')}", fontsize=8.5)
     fig.supxlabel("accuracy", fontsize=8)
     return save(fig, out_png)[0]
 
@@ -100,7 +135,8 @@ AGENTDOJO_COLUMNS = ("suite", "backend", "policy", "defence", "pairs", "utility"
                      "asr_high")
 
 
-def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
+def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path,
+                    figure: Mapping[str, Any]) -> Path:
     import pandas as pd  # lazy: heavy (pandas)
 
     plt = style.pyplot()
@@ -114,6 +150,7 @@ def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
     series = list(dict.fromkeys((str(r.backend), str(r.policy), str(r.defence))
                                 for r in df.itertuples()))
     y_of = {key: i for i, key in enumerate(series)}
+    interval, min_trials = estimated(figure)
     n_cols = min(2, len(suites))
     n_rows = math.ceil(len(suites) / n_cols)
     height = 0.8 + 0.26 * len(series)
@@ -129,14 +166,20 @@ def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
             ax.set_visible(False)
             continue
         rows = df[df.suite == suites[i]]
+        shown = rows[[interval(str(r.backend), int(r.pairs)) for r in rows.itertuples()]]
         for value, low, high, colour, marker, dy, label in kinds:
             ys = [y_of[(str(r.backend), str(r.policy), str(r.defence))] + dy
                   for r in rows.itertuples()]
-            xs = rows[value].astype(float).tolist()
-            lo = (rows[value].astype(float) - rows[low].astype(float)).clip(lower=0).tolist()
-            hi = (rows[high].astype(float) - rows[value].astype(float)).clip(lower=0).tolist()
-            ax.errorbar(xs, ys, xerr=[lo, hi], fmt=marker, ms=3.2, color=colour,
-                        elinewidth=1.0, capsize=2, label=label if i == 0 else None)
+            ax.plot(rows[value].astype(float).tolist(), ys, marker, ms=3.2, color=colour,
+                    label=label if i == 0 else None)
+            if shown.empty:
+                continue
+            lo = (shown[value].astype(float) - shown[low].astype(float)).clip(lower=0)
+            hi = (shown[high].astype(float) - shown[value].astype(float)).clip(lower=0)
+            ax.errorbar(shown[value].astype(float).tolist(),
+                        [y_of[(str(r.backend), str(r.policy), str(r.defence))] + dy
+                         for r in shown.itertuples()], xerr=[lo.tolist(), hi.tolist()],
+                        fmt="none", color=colour, elinewidth=1.0, capsize=2)
         for r in rows.itertuples():
             ax.annotate(f"n={int(r.pairs)}", (1.04, y_of[(str(r.backend), str(r.policy),
                                                            str(r.defence))]),
@@ -148,9 +191,9 @@ def agentdojo_rates(agentdojo_csv: str | Path, out_png: str | Path) -> Path:
         ax.set_yticks(range(len(series)), [" · ".join(k) for k in series], fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(alpha=0.3)
-    fig.legend(loc="outside right upper", fontsize=7, frameon=False)
+    fig.legend(loc="outside right center", fontsize=7, frameon=False)
     fig.suptitle("AgentDojo by its own checks: utility and attack success rate per suite; "
-                 "rows: backend · policy · defence; 95 % Wilson interval", fontsize=8.5,
+                 f"rows: backend · policy · defence\n{_rule(min_trials, 'pairs')}", fontsize=8.5,
                  x=0.02, ha="left")
     fig.supxlabel("rate over the pairs run", fontsize=8)
     return save(fig, out_png)[0]

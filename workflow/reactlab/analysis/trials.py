@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from reactlab import trace as tracemod
 from reactlab.analysis import stats
 from reactlab.analysis.cost import priced_model, run_cost
+from reactlab.analysis.stats import inferential
 from reactlab.analysis.trajectory import TRAJECTORY_COLUMNS, trajectory_metrics
 from reactlab.config.trials import MIN_TRIALS
 
@@ -97,12 +98,6 @@ def trials_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 def _mean_or_none(values: Sequence[Any]) -> float | None:
     vals = [float(v) for v in values if v is not None and v == v]
     return sum(vals) / len(vals) if vals else None
-
-
-def inferential(deterministic_runs: bool, n: int, min_trials: int) -> bool:
-    """Whether a condition of ``n`` runs (or pairs) gets an interval and a p-value: only
-    repeated stochastic trials, at least ``min_trials`` of them (docs/statistics.md)."""
-    return not deterministic_runs and n >= min_trials
 
 
 def summary_table(trials: pd.DataFrame, min_trials: int = MIN_TRIALS) -> pd.DataFrame:

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace
-from reactlab.analysis.figure_kinds import Figure, without_section
+from reactlab.analysis.figure_kinds import Figure
 from reactlab.analysis.suite_figures import agentdojo_rates
 from reactlab.core.io import atomic_path
 from reactlab.suites.agentdojo_env import (
@@ -122,7 +122,7 @@ __all__ = ["AGENTDOJO", "ATTACK", "ATTACK_MODEL", "DEFENCES", "FIXED_NOW", "INDE
 AGENTDOJO = BenchmarkEntry(
     name=NAME, tables=("agentdojo",), categories=SUITES, policies=POLICIES,
     only=("defences", "max_steps"), case_fields=AgentDojoCase,
-    figures=(Figure("agentdojo_rates", "agentdojo", without_section(agentdojo_rates)),),
+    figures=(Figure("agentdojo_rates", "agentdojo", agentdojo_rates),),
     summaries={"agentdojo": agentdojo_summary},
     code={"run": "reactlab.suites.agentdojo_run", "verify": "reactlab.suites.agentdojo_score",
           "tables": "reactlab.suites.agentdojo_score"},

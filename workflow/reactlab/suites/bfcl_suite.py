@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactlab.agent.defences import NO_DEFENCES
-from reactlab.analysis.figure_kinds import Figure, without_section
+from reactlab.analysis.figure_kinds import Figure
 from reactlab.analysis.suite_figures import bfcl_accuracy
 from reactlab.config import RunSpec
 from reactlab.config.settings import (
@@ -99,7 +99,7 @@ def case_specs(name: str, suite: SuiteSettings, raw: Mapping[str, Any]) -> list[
 BFCL = BenchmarkEntry(
     name=NAME, tables=("bfcl", "bfcl_cases"), categories=bfcl.CATEGORIES,
     policies=bfcl.POLICIES, only=("batch_size",), case_fields=BfclCase,
-    figures=(Figure("bfcl_accuracy", "bfcl", without_section(bfcl_accuracy)),),
+    figures=(Figure("bfcl_accuracy", "bfcl", bfcl_accuracy),),
     summaries={"bfcl": bfcl_summary},
     code={"run": "reactlab.suites.bfcl_run", "verify": "reactlab.suites.bfcl_score",
           "tables": "reactlab.suites.bfcl_tables"},

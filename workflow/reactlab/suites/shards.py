@@ -35,11 +35,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reactlab.analysis.latex import csv_to_latex
 from reactlab.core.errors import UsageError
 from reactlab.core.io import write_json_atomic, write_text_atomic
 from reactlab.suites.registry import BENCHMARKS
@@ -49,6 +50,8 @@ __all__ = [
     "ShardFiles",
     "benchmark_of",
     "check",
+    "has_latex",
+    "latex_paths",
     "listed",
     "publish",
     "recover",
@@ -59,6 +62,7 @@ __all__ = [
     "spec_file",
     "stat_cache_path",
     "table_paths",
+    "write_latex",
 ]
 
 RESULTS = "results/suites"
@@ -139,6 +143,32 @@ def table_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> li
     (:attr:`reactlab.suites.registry.Benchmark.tables`)."""
     return [f"{tables_dir}/{name}.csv" for b in shards_of(shards)
             for name in BENCHMARKS[b].tables]
+
+
+def has_latex(table: str) -> bool:
+    """Whether a benchmark's table gets a LaTeX twin beside its CSV (``<name>.tex``, by
+    its table job, :func:`write_latex`): every table but a per-case one (``*_cases``, a
+    row per case, as the lesson's per-run tables get none)."""
+    return not table.endswith("_cases")
+
+
+def latex_paths(shards: Sequence[Any], tables_dir: str = "results/tables") -> list[str]:
+    """The LaTeX twins of the suite tables built from ``shards`` (:func:`has_latex`)."""
+    return [p[:-len(".csv")] + ".tex" for p in table_paths(shards, tables_dir)
+            if has_latex(Path(p).stem)]
+
+
+def write_latex(written: Mapping[str, Path]) -> list[Path]:
+    """Beside each table of ``written`` (name: CSV path, a benchmark's ``build_tables``)
+    that :func:`has_latex`, its booktabs twin (:func:`reactlab.analysis.latex.csv_to_latex`);
+    the twins' paths."""
+    out = []
+    for name, path in sorted(written.items()):
+        if has_latex(name):
+            tex = Path(path).with_suffix(".tex")
+            write_text_atomic(tex, csv_to_latex(path, f"results/tables/{name}.csv"))
+            out.append(tex)
+    return out
 
 
 def stat_cache_path(manifest: str | Path, cache_root: str | Path = STAT_CACHE) -> Path:

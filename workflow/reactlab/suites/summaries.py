@@ -10,7 +10,7 @@ so that a benchmark's layout is its own and the viewer names no benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 __all__ = ["AGENTDOJO_COLUMNS", "Summary", "SummaryKit", "agentdojo_summary", "bfcl_summary"]
@@ -48,6 +48,13 @@ class SummaryKit(Protocol):
     def generic(self, name: str, table: Sequence[Mapping[str, Any]]) -> str:
         """A table shown as it is."""
 
+    def estimated(self, backends: Iterable[str], n: int) -> bool:
+        """Whether a rate over ``n`` cases (pairs) of ``backends`` gets its interval: a
+        stochastic backend, ``n`` at least ``statistics.min_trials`` (the tables' rule)."""
+
+    def interval_note(self) -> str:
+        """The sentence that says which rates have an interval."""
+
 
 #: A benchmark's summary of one of its tables: (table name, rows, the viewer's kit) → HTML.
 Summary = Callable[[str, Sequence[Mapping[str, Any]], SummaryKit], str]
@@ -62,7 +69,8 @@ def _bfcl_cell(cell: Mapping[str, Any] | None, kit: SummaryKit) -> str:
                    kit.number(cell["ci_high"]))
     text = "—" if acc is None else f"{acc * 100:.1f} %"
     detail = f"n={n}"
-    if lo is not None and hi is not None:
+    estimated = isinstance(n, int) and kit.estimated([str(cell["backend"])], n)
+    if lo is not None and hi is not None and estimated:
         detail = f"[{lo * 100:.0f}–{hi * 100:.0f}] {detail}"
     cls = kit.rate_class(int(k), int(n)) if isinstance(n, int) and isinstance(k, int) \
         and n else "na"
@@ -140,7 +148,7 @@ def bfcl_summary(name: str, table: Sequence[Mapping[str, Any]], kit: SummaryKit)
         "Wilson interval in points and the number of cases; <code>non_live_ast</code> "
         "is BFCL's unweighted mean of the four non-live AST categories. The published "
         "row is context, not a like-for-like comparison (another model, data version and "
-        "prompt format).</p>\n",
+        f"prompt format). {kit.h(kit.interval_note())}</p>\n",
         kit.fold("Accuracy: category × backend and scenario", len(body), matrix),
     ]
     if errors:
@@ -185,11 +193,13 @@ AGENTDOJO_COLUMNS = (
 )
 
 
-def _rate_cell(kit: SummaryKit, value: object, low: object, high: object, good_high: bool) -> str:
+def _rate_cell(kit: SummaryKit, value: object, low: object, high: object, good_high: bool,
+               estimated: bool) -> str:
     v, lo, hi = kit.number(value), kit.number(low), kit.number(high)
     if v is None:
         return '<td class="cell na">—</td>'
-    text = f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+    shown = estimated and lo is not None and hi is not None
+    text = f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if shown else "")
     bucket = min(5, int((v if good_high else 1 - v) * 5 + 1e-9))
     return f'<td class="cell r{bucket}">{kit.h(text)}</td>'
 
@@ -207,13 +217,17 @@ def agentdojo_summary(name: str, table: Sequence[Mapping[str, Any]], kit: Summar
     body = []
     for r in table:
         asr_delta = delta(r["attack_success_rate"], r["baseline_attack_success_rate"])
+        pairs = kit.count(r["pairs"])
+        estimated = isinstance(pairs, int) and kit.estimated([kit.text(r["backend"])], pairs)
         body.append(
             f"<tr><td>{kit.h(kit.text(r['suite']))}</td><td>{kit.h(kit.text(r['backend']))}</td>"
             f"<td>{kit.h(kit.text(r['policy']))}</td><td>{kit.h(kit.text(r['defence']))}</td>"
             f'<td class="num">{kit.h(kit.count(r["pairs"]))}</td>'
-            + _rate_cell(kit, r["utility"], r["utility_low"], r["utility_high"], True)
+            + _rate_cell(kit, r["utility"], r["utility_low"], r["utility_high"], True,
+                         estimated)
             + f'<td class="num">{delta(r["utility"], r["baseline_utility"])}</td>'
-            + _rate_cell(kit, r["attack_success_rate"], r["asr_low"], r["asr_high"], False)
+            + _rate_cell(kit, r["attack_success_rate"], r["asr_low"], r["asr_high"], False,
+                         estimated)
             + f'<td class="num">{asr_delta}</td></tr>\n'
         )
     head = [
@@ -232,7 +246,8 @@ def agentdojo_summary(name: str, table: Sequence[Mapping[str, Any]], kit: Summar
         '<p class="muted">Utility and attack success rate by AgentDojo\'s own '
         "<code>utility</code> and <code>security</code> checks, per (user task, "
         "injection task) pair; Δ: the change against the same suite, backend and "
-        f"policy without defence (<code>results/tables/{kit.h(name)}.csv</code>).</p>\n"
+        f"policy without defence (<code>results/tables/{kit.h(name)}.csv</code>). "
+        f"{kit.h(kit.interval_note())}</p>\n"
         + kit.fold(
             "Utility and attack success: suite × backend × policy × defence",
             len(body),

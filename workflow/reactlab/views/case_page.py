@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
+from reactlab.analysis.trials import deterministic
 from reactlab.analysis.verify import Verification, VerifiedRun
 from reactlab.core.errors import TraceError
 from reactlab.views.conversation import steps
@@ -88,7 +89,8 @@ def suite_row(run: VerifiedRun, record: Mapping[str, Any]) -> dict[str, Any]:
             "scenario": tr.run["scenario"], "termination": tr.end.termination,
             "verified": run.verification.verified, "steps": tr.end.steps,
             "calls": tr.end.calls, "tokens_sent": tr.end.tokens_sent,
-            "detail": str(detail or ""), "href": case_path(suite, tr.run)}
+            "detail": str(detail or ""), "href": case_path(suite, tr.run),
+            "deterministic": deterministic(tr.header.run_spec.backend_config)}
 
 
 def render_case(run: VerifiedRun, record: Mapping[str, Any]) -> str:

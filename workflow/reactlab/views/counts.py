@@ -24,7 +24,8 @@ from typing import Any
 
 from reactlab.core.errors import UsageError
 
-__all__ = ["SELECTIONS", "agent_of", "count", "format_counts", "is_trial_trace", "table_rows"]
+__all__ = ["SELECTIONS", "agent_of", "count", "format_counts", "is_trial_trace", "planned",
+           "table_rows"]
 
 #: Each selection and what it counts (in the terminal's legend and the viewer's note).
 SELECTIONS: dict[str, str] = {
@@ -65,6 +66,15 @@ def count(rows: Iterable[Mapping[str, Any]], by: str) -> dict[str, dict[str, int
             c["one_draw"] += 1
             c["lesson_loop"] += str(r.get("agent") or "lesson") == "lesson"
     return dict(sorted(out.items()))
+
+
+def planned(specs: Iterable[Any]) -> dict[str, int]:
+    """The three counts (:data:`SELECTIONS`) of a config's planned runs (its
+    :class:`~reactlab.config.RunSpec` s: ``trial``, None without trials; ``framework``,
+    None for the project's loop), all backends together: the n of the report's captions."""
+    rows = [{"backend": "", "trial": s.trial or 0,
+             "agent": "lesson" if s.framework is None else "framework"} for s in specs]
+    return count(rows, "backend").get("", dict.fromkeys(SELECTIONS, 0))
 
 
 def table_rows(trials_csv: str | Path) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from reactlab.analysis.tables import run_row
 from reactlab.analysis.verify import VerifiedRun, load_verified
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import TraceError
 from reactlab.core.io import write_text_atomic
 from reactlab.trace.integrity import publish_dir
@@ -42,14 +43,17 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
 
 def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path, *,
           suite_pairs: Iterable[tuple[str, str]] = (),
-          suite_tables: Sequence[str | Path] = ()) -> list[Path]:
+          suite_tables: Sequence[str | Path] = (), min_trials: int = MIN_TRIALS
+          ) -> list[Path]:
     """Write ``index.html``, one page per run and one per suite case.
 
     ``pairs`` are the lesson's (trace path, verification path) pairs: pages go to
     ``out_dir/{task}/{backend}/{scenario}.html``. ``suite_pairs`` are suite cases: pages
     go to ``out_dir/suites/{suite}/{backend}/{scenario}/{case}.html``. ``suite_tables``
     are suite tables (``results/tables/bfcl.csv`` ...), summarised on the index by their
-    file name; a ``*_cases.csv`` table is not (its rows are the cases themselves).
+    file name; a ``*_cases.csv`` table is not (its rows are the cases themselves). A rate
+    on the index gets its interval over at least ``min_trials`` runs of stochastic
+    backends (``statistics.min_trials``; :func:`reactlab.views.index.render_index`).
     The folder is published atomically with a checksum manifest
     (:func:`reactlab.trace.integrity.publish_dir`) and replaces any earlier one. Returns
     the paths written, the index first, then the run pages in run order, then the case
@@ -87,7 +91,7 @@ def build(pairs: Iterable[tuple[str, str]], out_dir: str | Path, *,
         case, record = cases[rel]
         suite_rows.append(suite_row(case, record))
         pages.append((rel, render_case(case, record)))
-    index_text = render_index(rows, suite_rows, tables)
+    index_text = render_index(rows, suite_rows, tables, min_trials)
 
     def write(tmp: Path) -> list[Path]:
         # Not synced one by one (at thousands of pages the fsyncs were most of the build's

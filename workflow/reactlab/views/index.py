@@ -27,13 +27,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.suites.registry import BENCHMARKS
 from reactlab.suites.summaries import Summary
 from reactlab.views.index_assets import INDEX_CSS, INDEX_JS
 from reactlab.views.page import attr, doc, h
 from reactlab.views.rows import COLUMNS, VERDICT, SuiteRow, run_list
 from reactlab.views.rows import trial as _trial
-from reactlab.views.summaries import KIT, generic_summary, lesson_summary, trials_summary
+from reactlab.views.summaries import generic_summary, kit, lesson_summary, trials_summary
 
 __all__ = ["INDEX_CSS", "INDEX_JS", "PAGE_SIZES", "SuiteRow", "render_index", "run_list"]
 
@@ -108,15 +109,15 @@ def _run_list_section(runs: Sequence[list[Any]]) -> str:
 
 def summaries() -> dict[str, Summary]:
     """The suite tables the index has a layout for, by table name: each registered
-    benchmark's own (``Benchmark.summaries``, drawn with :data:`~reactlab.views.summaries.KIT`);
+    benchmark's own (``Benchmark.summaries``, drawn with :func:`~reactlab.views.summaries.kit`);
     any other suite table is shown as it is (:func:`generic_summary`)."""
     return {name: summary for entry in BENCHMARKS.values()
             for name, summary in entry.summaries.items()}
 
 
 def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRow] = (),
-                 suite_tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
-                 ) -> str:
+                 suite_tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                 min_trials: int = MIN_TRIALS) -> str:
     """The index page.
 
     ``rows`` are the lesson runs: each needs ``task``, ``backend``, ``scenario``,
@@ -124,8 +125,11 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
     ``findings``, ``trial`` and ``href`` are used when present (rows of ``runs.csv`` work
     as they are). ``suite_rows`` are suite cases (:data:`SuiteRow`); ``suite_tables``
     maps a suite table's name (``bfcl``, ``agentdojo`` ...) to its rows, summarised in
-    that order.
+    that order. A rate gets its interval where something is estimated: runs of a
+    stochastic backend (the rows' ``deterministic``), at least ``min_trials``
+    (:func:`reactlab.views.summaries.kit`).
     """
+    pieces = kit([*rows, *suite_rows], min_trials)
     runs = run_list(rows, suite_rows)
     lesson = [r for r in runs if r[0] == "lesson"]
     suites = [r for r in runs if r[0] != "lesson"]
@@ -144,12 +148,12 @@ def render_index(rows: Sequence[Mapping[str, Any]], suite_rows: Sequence[SuiteRo
                 f'<div><span class="label">{h(k)}</span><b>{v}</b></div>' for k, v in tiles)
             + "</div>\n",
             '<nav class="toc">' + "".join(link for link, shown in toc if shown) + "</nav>\n",
-            lesson_summary(lesson)]
+            lesson_summary(lesson, pieces)]
     layouts = summaries()
     for name, table in tables.items():
         layout = layouts.get(name)
-        body.append(layout(name, table, KIT) if layout is not None
+        body.append(layout(name, table, pieces) if layout is not None
                     else generic_summary(name, table))
-    body.append(trials_summary(rows))
+    body.append(trials_summary(rows, pieces))
     body.append(_run_list_section(runs))
     return doc("reactlab — results", "".join(body), css=INDEX_CSS, script=INDEX_JS)

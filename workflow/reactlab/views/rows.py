@@ -24,7 +24,8 @@ VERDICT = COLUMNS.index("verdict")
 SuiteRow = Mapping[str, Any]
 """A suite case's row for the list: ``suite``, ``category``, ``task`` (the case),
 ``backend``, ``scenario``, ``termination``, ``verified``, ``steps``, ``calls``,
-``tokens_sent``, ``detail`` and ``href``."""
+``tokens_sent``, ``detail``, ``href`` and ``deterministic`` (its backend repeats one
+outcome)."""
 
 
 def truthy(value: object) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reactlab.analysis.tables import run_row
+from reactlab.analysis.trials import deterministic
 from reactlab.analysis.verify import VerifiedRun
 from reactlab.views.common import finding_spans
 from reactlab.views.conversation import steps
@@ -193,4 +194,6 @@ def index_row(run: VerifiedRun, row: Mapping[str, Any] | None = None) -> dict[st
     out["trial"] = run.trace.run.get("trial")
     out["agent"] = run.trace.run.get("agent") or "lesson"
     out["href"] = page_path(run.trace.run)
+    # whether its backend repeats one outcome (trials.csv's column): no interval then
+    out["deterministic"] = deterministic(run.trace.header.run_spec.backend_config)
     return out
