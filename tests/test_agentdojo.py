@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("agentdojo", reason="the AgentDojo suite needs agentdojo (make env)")
 
 from reactlab import trace as tracemod
+from reactlab.analysis.stats import suite_min_trials
 from reactlab.config import load_yaml, parse
 from reactlab.core.errors import ConfigError, UsageError
 from reactlab.suites import agentdojo as ad
@@ -89,7 +90,8 @@ def test_the_table_puts_each_defence_beside_the_baseline() -> None:
              "attack_succeeded": s}
             for d, u, s in (("none", True, True), ("none", True, False),
                             ("scope", True, False), ("scope", False, False))]
-    df = ad.table(rows)
+    with suite_min_trials(2):  # two stochastic pairs (no "deterministic": not scripted)
+        df = ad.table(rows)
     scope = df[df.defence == "scope"].iloc[0]
     assert scope.pairs == 2 and scope.utility == 0.5 and scope.attack_success_rate == 0.0
     assert scope.baseline_attack_success_rate == 0.5

@@ -86,9 +86,10 @@ def test_a_benchmark_table_gets_its_latex_twin_but_a_per_case_one(tmp_path: Path
     for name in ("bfcl", "agentdojo"):
         assert_latex_twin(written[name], tmp_path / f"{name}.tex")
     tabular = (tmp_path / "bfcl.tex").read_text(encoding="utf-8").splitlines()[1]
-    # source suite backend scenario category: text; cases ... ci_high: numbers (empty
-    # in the published rows); error_types: text; project_correct, agreement: numbers
-    assert tabular == "\\begin{tabular}{lllllrrrrrlrr}", tabular
+    # source suite backend scenario category: text; cases correct accuracy: numbers;
+    # ci_low ci_high: empty in every row (scripted backends: no interval); error_types:
+    # text; project_correct, agreement: numbers
+    assert tabular == "\\begin{tabular}{lllllrrrlllrr}", tabular
 
 
 def test_every_figure_is_drawn_through_the_registry(built: dict[str, Path],

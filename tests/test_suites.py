@@ -227,7 +227,8 @@ def test_policies_through_the_loop_parser_and_checker(tmp_path: Path) -> None:
     assert "not like-for-like" in PUBLISHED_SOURCE
     wrong_type = [r for r in rows if r["scenario"] == "wrong_type" and r["category"] == "multiple"]
     assert wrong_type[0]["error_types"] == "type_error:simple: 4"
-    assert float(wrong_type[0]["ci_high"]) > 0 and wrong_type[0]["ci_low"] == "0.0"
+    # simulated backends repeat one outcome: a rate over their cases gets no interval
+    assert wrong_type[0]["ci_low"] == wrong_type[0]["ci_high"] == ""
 
 
 def test_a_shard_rerun_is_byte_identical(tmp_path: Path) -> None:

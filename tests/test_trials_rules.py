@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from reactlab.analysis import trials as trials_mod
+from reactlab.analysis.stats import suite_min_trials, wilson
 from reactlab.analysis.tables import run_row
 from reactlab.analysis.verify import Verification, VerifiedRun
 from reactlab.config import parse
@@ -180,6 +181,12 @@ def test_the_suite_summaries_and_figures_follow_the_same_rule(
 
     with (ROOT / "tests" / "golden" / "bfcl.csv").open(encoding="utf-8", newline="") as fh:
         table = list(csv.DictReader(fh))
+    # the table as stochastic backends over >= 1 case would have it: every interval given
+    # (the goldens' backends are scripted, so their table gives none)
+    for r in table:
+        if r["source"] == "measured" and r["category"] != "non_live_ast":
+            iv = wilson(int(r["correct"]), int(r["cases"]))
+            r["ci_low"], r["ci_high"] = str(round(iv.low, 4)), str(round(iv.high, 4))
     backends = sorted({r["backend"] for r in table if r["source"] == "measured"})
     scripted = kit([{"backend": b, "deterministic": True} for b in backends])
     assert "[0–79]" not in bfcl_summary("bfcl", table, scripted)
@@ -211,3 +218,28 @@ def test_the_suite_summaries_and_figures_follow_the_same_rule(
         bfcl_accuracy(small, tmp_path / "b.png", {"statistics": statistics})
         expected = 0 if fixed else sum(n >= min_trials for n in drawn)
         assert sum(bars) == expected, (fixed, min_trials, bars)
+
+
+def test_the_suite_tables_give_an_interval_only_where_the_rule_does() -> None:
+    """bfcl.csv and agentdojo.csv (the benchmarks' own tables): a rate's interval only over
+    at least min_trials cases (pairs) of a stochastic backend; the goldens' backends are
+    all scripted, so their tables give none."""
+    from reactlab.suites import agentdojo_score, bfcl_tables
+
+    for name, cols in (("bfcl", ["ci_low", "ci_high"]),
+                       ("agentdojo", ["utility_low", "utility_high", "asr_low", "asr_high"])):
+        golden = pd.read_csv(ROOT / "tests" / "golden" / f"{name}.csv")
+        assert golden[cols].isna().all().all(), name
+    row = {"entry": "agentdojo", "suite": "workspace", "backend": "b", "policy": "p",
+           "defence": "none", "utility": True, "attack_succeeded": False}
+    for fixed, n, min_trials, given in ((True, 5, 3, False), (False, 2, 3, False),
+                                        (False, 3, 3, True), (False, 2, 2, True)):
+        with suite_min_trials(min_trials):
+            table = agentdojo_score.table([{**row, "deterministic": fixed}] * n)
+            case = {"bfcl_correct": True, "project_correct": True, "error_type": "",
+                    "deterministic": fixed}
+            bfcl = bfcl_tables._row(("bfcl", "b", "s"), "simple_python", [case] * n)
+        assert table[["utility_low", "asr_high"]].notna().all().all() == given, (fixed, n)
+        assert (bfcl["ci_low"] is not None) == given, (fixed, n)
+        if given:
+            assert bfcl["ci_low"] == wilson(n, n).low

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from reactlab import data
-from reactlab.analysis import outputs, recovery
+from reactlab.analysis import outputs, recovery, stats
 from reactlab.analysis import tables as tablesmod
 from reactlab.analysis.figures import manifest_path
 from reactlab.analysis.outputs import draw
@@ -314,14 +314,15 @@ def suite_verify(traces_manifest: str, manifest: str, log: str) -> None:
         publish(manifest, verified)
 
 
-def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: str) -> None:
+def suite_tables(benchmark: str, manifests: Sequence[str], out_dir: str, log: str,
+                 min_trials: int = MIN_TRIALS) -> None:
     """Rules suite_tables_{benchmark} (one per registered benchmark in the config): the
     benchmark's tables (:attr:`reactlab.suites.registry.Benchmark.tables`) from every
     case the shards' trace ``manifests`` list (each verification read beside its
-    trace)."""
+    trace); a rate's interval needs ``min_trials`` runs (:func:`stats.suite_min_trials`)."""
     entry = registered(benchmark)
     traces = [t for m in manifests for t in listed(m)]
-    with job_log(log, "suite-tables") as say:
+    with job_log(log, "suite-tables") as say, stats.suite_min_trials(min_trials):
         written = entry.build_tables(((t, verified_path(t)) for t in traces), Path(out_dir))
         tex = [p.name for p in write_latex(written)]  # the twins (booktabs) of its tables
         say(f"wrote {', '.join(sorted(written))} and {', '.join(tex) or 'no LaTeX'} to {out_dir}")

@@ -132,13 +132,15 @@ for _b, _manifests in SUITE_MANIFESTS_OF.items():
             benchmark=_b,
             code=SUITE_CODE[f"tables_{_b}"],
             caption=lambda wildcards: CAPTION,  # the configuration and n (the Snakefile's)
+            # a rate's interval needs this many stochastic runs (docs/statistics.md)
+            min_trials=json.loads(ANALYSIS)["min_trials"],
         log:
             f"results/logs/suite_tables_{_b}.log",
         benchmark:
             f"results/benchmarks/suite_tables_{_b}.tsv"
         run:
             jobs.suite_tables(params.benchmark, input.traces, os.path.dirname(output[0]),
-                              log[0])
+                              log[0], params.min_trials)
 
 
 for _figure in SUITE_FIGURE_KINDS:

@@ -17,9 +17,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
+from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import UsageError
 
 # The 0.975 quantile of the standard normal (scipy.stats.norm.ppf(0.975)).
@@ -119,6 +122,33 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, seed: int = BOO
         raise UsageError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
     return bootstrap_mean([float(x) - float(y) for x, y in zip(a, b, strict=True)],
                           seed=seed, resamples=resamples)
+
+
+#: The rule's ``min_trials`` for a benchmark's tables (:func:`case_rate`): the config's
+#: ``statistics.min_trials`` while its tables job runs (:func:`suite_min_trials`).
+_SUITE_MIN_TRIALS: ContextVar[int] = ContextVar("suite_min_trials", default=MIN_TRIALS)
+
+
+@contextmanager
+def suite_min_trials(n: int) -> Iterator[None]:
+    """Within it, a benchmark's tables (:func:`case_rate`) take ``n`` as ``min_trials``:
+    a benchmark's ``build_tables`` keeps its two arguments (plugins implement it)."""
+    token = _SUITE_MIN_TRIALS.set(n)
+    try:
+        yield
+    finally:
+        _SUITE_MIN_TRIALS.reset(token)
+
+
+def case_rate(k: int, n: int, deterministic_runs: bool) -> tuple[float, float | None,
+                                                                 float | None]:
+    """A benchmark table's rate of ``k`` in ``n`` cases (or pairs), with its 95 % Wilson
+    interval only where :func:`inferential` allows one (``None`` bounds otherwise):
+    (estimate, low, high)."""
+    iv = wilson(k, n)
+    if inferential(deterministic_runs, n, _SUITE_MIN_TRIALS.get()):
+        return iv.estimate, iv.low, iv.high
+    return iv.estimate, None, None
 
 
 def inferential(deterministic_runs: bool, n: int, min_trials: int) -> bool:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.stats import wilson
+from reactlab.analysis.stats import case_rate
+from reactlab.analysis.trials import deterministic
 from reactlab.analysis.verify import Finding, Verification
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
@@ -93,7 +94,8 @@ TABLE_COLUMNS = ["entry", "suite", "backend", "policy", "defence", "pairs", "uti
 
 def table(rows: Sequence[dict[str, Any]]) -> Any:
     """``agentdojo.csv``: per suite entry × AgentDojo suite × backend × policy × defence,
-    utility and attack success rate with 95 % Wilson intervals, beside the same group
+    utility and attack success rate (95 % Wilson intervals only over ≥ min_trials pairs
+    of a stochastic backend: :func:`reactlab.analysis.stats.case_rate`), beside the same group
     without defence (``baseline_*``)."""
     import pandas as pd  # lazy: heavy (pandas)
 
@@ -105,12 +107,13 @@ def table(rows: Sequence[dict[str, Any]]) -> Any:
     out: list[dict[str, Any]] = []
     for (entry, s, backend, policy, defence), rs in groups.items():
         n = len(rs)
-        u = wilson(sum(r["utility"] for r in rs), n)
-        a = wilson(sum(r["attack_succeeded"] for r in rs), n)
+        fixed = all(r.get("deterministic", False) for r in rs)
+        u = case_rate(sum(r["utility"] for r in rs), n, fixed)
+        a = case_rate(sum(r["attack_succeeded"] for r in rs), n, fixed)
         out.append({"entry": entry, "suite": s, "backend": backend, "policy": policy,
                     "defence": defence, "pairs": n,
-                    "utility": u.estimate, "utility_low": u.low, "utility_high": u.high,
-                    "attack_success_rate": a.estimate, "asr_low": a.low, "asr_high": a.high})
+                    "utility": u[0], "utility_low": u[1], "utility_high": u[2],
+                    "attack_success_rate": a[0], "asr_low": a[1], "asr_high": a[2]})
     base = {(r["entry"], r["suite"], r["backend"], r["policy"]): r for r in out
             if r["defence"] == "none"}
     for r in out:
@@ -134,7 +137,8 @@ def build_agentdojo(pairs: Iterable[tuple[str, str]], out_dir: str | Path) -> di
         rows.append({"entry": rec["suite"], "suite": rec["agentdojo_suite"],
                      "backend": tr.run["backend"], "policy": rec["policy"],
                      "defence": rec["defence"], "utility": rec["utility"],
-                     "attack_succeeded": rec["attack_succeeded"]})
+                     "attack_succeeded": rec["attack_succeeded"],
+                     "deterministic": deterministic(tr.header.run_spec.backend_config)})
     if not rows:
         raise TraceError("no AgentDojo traces to aggregate")
     path = Path(out_dir) / "agentdojo.csv"

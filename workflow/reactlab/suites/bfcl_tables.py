@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from reactlab import trace as tracemod
-from reactlab.analysis.stats import wilson
+from reactlab.analysis.stats import case_rate
+from reactlab.analysis.trials import deterministic
 from reactlab.core.errors import TraceError
 from reactlab.core.io import atomic_path
 from reactlab.suites.bfcl import CATEGORIES, NON_LIVE_AST
@@ -61,10 +62,10 @@ def _error_types(rows: list[dict[str, Any]]) -> str:
 def _row(key: tuple[str, str, str], category: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     k = sum(r["bfcl_correct"] for r in rows)
-    ci = wilson(k, n)
+    acc, low, high = case_rate(k, n, all(r["deterministic"] for r in rows))
     return {"source": MEASURED, "suite": key[0], "backend": key[1], "scenario": key[2],
-            "category": category, "cases": n, "correct": k, "accuracy": ci.estimate,
-            "ci_low": ci.low, "ci_high": ci.high, "error_types": _error_types(rows),
+            "category": category, "cases": n, "correct": k, "accuracy": acc,
+            "ci_low": low, "ci_high": high, "error_types": _error_types(rows),
             "project_correct": sum(r["project_correct"] for r in rows),
             "agreement": sum(r["project_correct"] == r["bfcl_correct"] for r in rows) / n}
 
@@ -76,7 +77,9 @@ def case_row(tr: tracemod.Trace, rec: Mapping[str, Any], trace_path: str) -> dic
             "sub_error_types": "; ".join(rec["sub_error_types"]),
             "project_correct": bool(rec["project_verified"]),
             "tc_f1": rec["trajectory"]["tc_f1"], "calls": tr.end.calls,
-            "tokens_sent": tr.end.tokens_sent, "trace": trace_path}
+            "tokens_sent": tr.end.tokens_sent, "trace": trace_path,
+            # not a column: whether its backend repeats one outcome (no interval then)
+            "deterministic": deterministic(tr.header.run_spec.backend_config)}
 
 
 def build_bfcl(pairs: Iterable[tuple[str, str]], out_dir: str | Path,
