@@ -501,7 +501,8 @@ def llama_tables(r: dict[str, Any]) -> dict[str, str]:
         f"{a['same_calls']}/{a['cases']} the same calls, {a['same_verdict']}/{a['cases']} the "
         f"same verdict, {a['same_records']}/{a['cases']} the same trace records; "
         f"{a['correct_llama']} correct on llama.cpp, {a['correct_transformers']} on "
-        "transformers")
+        f"transformers, which took {a['transformers_cpu_s'] / a['cases']:.2f} CPU seconds per "
+        f"case against llama.cpp's {cpu_case:.2f} through the pipeline")
     from reactlab.backends.local.llama import PREFIX_BLOCK  # lazy: only this test
 
     prefilled = s["mean_prompt_tokens"] - PREFIX_BLOCK  # the block: once per shard
