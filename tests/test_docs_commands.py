@@ -309,6 +309,11 @@ TABLE: dict[str, Entry] = {
     "workflow/configs/bfcl_bf16.yaml -- results/tables/bfcl.csv":
         not_run("1,240 cases on the local model: about 15 minutes on 2 cores"),
     ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
+    "workflow/configs/bfcl_llama.yaml workflow/configs/bfcl_llama_slice.yaml -- "
+    "results/tables/bfcl.csv":
+        not_run("200 cases on llama.cpp: most of half an hour on 2 shared cores, measured "
+                "in docs/local-models.md (docs/results/bfcl_llama.json)"),
+    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
     "workflow/configs/bfcl_free_forced.yaml -- results/tables/bfcl.csv":
         not_run("1,240 cases on the local model in two modes: about an hour"),
     ".venv/bin/snakemake --cores 2 --configfile workflow/configs/agentdojo.yaml -- "

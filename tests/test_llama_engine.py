@@ -145,3 +145,83 @@ def test_seeded_sampling_on_llama_cpp_is_reproducible(converted: Path) -> None:
         draws.append([lm.generate(ids, 16).new_ids for _ in range(2)])
     assert draws[0] == draws[1]  # the same seed: the same draws, call by call
     assert draws[0][0] != draws[0][1] and draws[0] != draws[2]
+
+
+# --------------------------------------------------------- the prefix block, without llama
+
+
+class _FakeLlama:
+    """What LlamaCppModel uses of ``llama_cpp.Llama``, recording for each cached position
+    the batch that computed it (its start and tokens): llama.cpp's numbers depend on it."""
+
+    def __init__(self) -> None:
+        self.input_ids: list[int] = []
+        self.n_tokens = 0
+        self.made_by: list[tuple[int, tuple[int, ...]]] = []
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+
+    def eval(self, tokens: list[int]) -> None:
+        start = self.n_tokens
+        del self.input_ids[start:], self.made_by[start:]
+        self.input_ids += tokens
+        self.made_by += [(start, tuple(tokens))] * len(tokens)
+        self.n_tokens += len(tokens)
+
+    def generate(self, tokens: list[int], **_: Any) -> Any:
+        # llama-cpp-python 0.3's prefix match: the cached tokens, the last one re-evaluated
+        if self.n_tokens:
+            self.n_tokens = next((i for i, (a, b) in enumerate(
+                zip(self.input_ids[:self.n_tokens], tokens[:-1], strict=False)) if a != b),
+                min(self.n_tokens, len(tokens) - 1))
+        self.eval(tokens[self.n_tokens:])
+        while True:
+            self.eval([7])
+            yield 7
+
+
+class _Tok:
+    eos_token_id = 2
+
+    def decode(self, ids: list[int], **_: Any) -> str:
+        return ""
+
+
+def _fake_model(reuse: bool = True) -> Any:
+    from reactlab.backends.local.llama import LlamaCppModel
+
+    return LlamaCppModel(_FakeLlama(), _Tok(), "fake", reuse_cache=reuse)
+
+
+def _made_by(lm: Any, prompt: list[int], others: list[list[int]]) -> list[Any]:
+    """How each position of ``prompt`` was computed, after ``others`` ran in the same
+    model (each a conversation of its own, as a shard's cases)."""
+    for ids in others:
+        lm.generate(ids, 3)
+        lm.reset_cache()
+    lm.generate(prompt, 3)
+    return list(lm.llm.made_by[:len(prompt)])
+
+
+def test_a_prompt_is_prefilled_the_same_whatever_ran_before() -> None:
+    from reactlab.backends.local.llama import PREFIX_BLOCK
+
+    opening = list(range(100, 100 + PREFIX_BLOCK + 4))  # a shared system prompt
+    case = [*opening, *range(500, 620)]
+    other = [*opening, *range(700, 760)]
+    short = list(range(100, 100 + PREFIX_BLOCK - 10))
+    parted = [*opening[:20], *range(900, 1000)]  # shares less than the block
+    alone = _made_by(_fake_model(), case, [])
+    # its first PREFIX_BLOCK tokens alone, then the rest in one batch
+    assert alone[0] == (0, tuple(case[:PREFIX_BLOCK])) and alone[-1][0] == PREFIX_BLOCK
+    for before in ([other], [short, other], [other, short], [case], [other, parted],
+                   [parted]):
+        assert _made_by(_fake_model(), case, before) == alone, before
+    # the block was kept across the conversation: not prefilled again
+    lm = _fake_model()
+    lm.generate(other, 3)
+    lm.reset_cache()
+    assert lm.generate(case, 3).prefill_tokens == len(case) - PREFIX_BLOCK
+    # without reuse_cache, every prompt is prefilled whole, in one batch
+    assert set(_made_by(_fake_model(False), case, [other])) == {(0, tuple(case))}

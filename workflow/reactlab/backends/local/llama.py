@@ -9,7 +9,12 @@ decoded by the same tokenizer, so the parser, guardrails and verifier see text m
 same way. Greedy: ``temp 0`` (llama.cpp's greedy sampler); sampled: seeded per call as
 the transformers engine seeds torch (:meth:`LocalModel.set_sampling`), with llama.cpp's
 own sampler. llama.cpp reuses its KV cache for the common prefix of the previous and the
-new prompt (``reuse_cache``; off: every prompt is prefilled whole). Grammar-constrained
+new prompt (``reuse_cache``; off: every prompt is prefilled whole). With reuse, a prompt
+longer than :data:`PREFIX_BLOCK` tokens is always prefilled in two parts, its first
+:data:`PREFIX_BLOCK` tokens alone and then the rest, and the first part's KV cache is kept
+across conversations (a shard's cases share their system prompt's opening): the split is
+a function of the prompt alone, so a case's trace does not depend on the cases run before
+it in the same process. Grammar-constrained
 decoding and log-probability scoring are transformers features (the config refuses
 ``decoding`` other than ``free`` on this engine).
 
@@ -37,6 +42,10 @@ LLAMA_CPP_VERSION = "0.3.36"
 LLAMA_INSTALL_HINT = "make env-llama (pip install -e '.[llama]': llama-cpp-python==0.3.36)"
 #: The context llama.cpp allocates: the longest prompt plus max_new_tokens must fit.
 N_CTX = 8192
+#: With ``reuse_cache``, a longer prompt's first this many tokens are prefilled alone and
+#: their KV cache kept across conversations: BFCL's prompts share their first 68 (the
+#: system prompt and the Hermes tools header), the lesson's their system prompt and tools.
+PREFIX_BLOCK = 64
 
 
 def llama_module() -> Any:
@@ -70,6 +79,8 @@ class LlamaCppModel(LocalModel):
     def __init__(self, llm: Any, tokenizer: Any, name: str, reuse_cache: bool = True) -> None:
         super().__init__(None, tokenizer, name, reuse_cache=reuse_cache)
         self.llm = llm
+        #: The cache's first PREFIX_BLOCK tokens were prefilled alone (kept by a reset).
+        self._block = False
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str], threads: int = 1, *,
@@ -93,7 +104,36 @@ class LlamaCppModel(LocalModel):
         return cls(llm, tok, str(folder), reuse_cache=reuse_cache)
 
     def reset_cache(self) -> None:
+        """A new conversation: the cache keeps only the prefix block when it holds one
+        prefilled alone (:meth:`_reuse`), else nothing."""
+        if self.reuse_cache and self._block:
+            self.llm.n_tokens = PREFIX_BLOCK
+        else:
+            self._reset()
+
+    def _reset(self) -> None:
         self.llm.reset()
+        self._block = False
+
+    def _reuse(self, ids: list[int]) -> int:
+        """Prepare the cache for the prompt ``ids``; returns how many of its tokens were
+        reused from an earlier call. With ``reuse_cache``: the common prefix with the
+        cached tokens when it covers the prefix block (the previous step of this
+        conversation, or the block a reset kept), else the block prefilled alone on an
+        empty cache (reused: 0). A prompt of at most :data:`PREFIX_BLOCK` tokens, or
+        ``reuse_cache`` off: an empty cache, the whole prompt prefilled."""
+        if not self.reuse_cache or len(ids) <= PREFIX_BLOCK:
+            self._reset()
+            return 0
+        cached = list(self.llm.input_ids[:self.llm.n_tokens])
+        kept = min(_common_prefix(cached, ids), len(ids) - 1)
+        if kept >= PREFIX_BLOCK:
+            self.llm.n_tokens = kept
+            return kept
+        self._reset()
+        self.llm.eval(ids[:PREFIX_BLOCK])
+        self._block = True
+        return 0
 
     def _decoding(self) -> dict[str, Any]:
         if self._sampling is None:
@@ -114,14 +154,11 @@ class LlamaCppModel(LocalModel):
         if len(ids) + max_new_tokens > N_CTX:
             raise UsageError(f"prompt of {len(ids)} tokens + {max_new_tokens} new ones "
                              f"exceeds llama.cpp's context of {N_CTX}")
-        if not self.reuse_cache:
-            self.llm.reset()
-        cached = list(self.llm.input_ids[:self.llm.n_tokens])
-        kept = min(_common_prefix(cached, ids), len(ids) - 1)
+        t0 = time.perf_counter()
+        kept = self._reuse(ids)
         decoding = self._decoding()
         eos = self.eos_token_id
         new_ids: list[int] = []
-        t0 = time.perf_counter()
         for token in self.llm.generate(ids, repeat_penalty=1.0, typical_p=1.0, **decoding):
             new_ids.append(int(token))
             if token == eos or len(new_ids) >= max_new_tokens:
