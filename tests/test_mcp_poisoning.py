@@ -36,7 +36,7 @@ from reactlab.trace.records import Guardrail
 ROOT = Path(__file__).resolve().parents[1]
 OVERLAY = ROOT / driver.OVERLAY
 #: shadowing across two servers: the clean bank beside a currency server that shadows it
-CROSS = "banco_limpio+divisas_sombra"
+CROSS = "banco_limpio+monedas_sombra"
 ATTACKS = ("banco_descripcion", "banco_sombra", "banco_cambio", "banco_resultado", CROSS)
 RUNS = 54  # 6 tasks × 7 scenarios on local, × 2 on openai_chat
 ALL = "+".join(poisoning.DEFENCES)
@@ -262,7 +262,7 @@ def test_shadowing_across_two_servers(runs: tuple[Path, list[dict[str, Any]]],
     tr = read(out / "traces/veneno_sombra_cruzada/local/veneno_obedece.jsonl")
     spec = tr.header.run_spec
     assert spec.mcp is not None and [p.server for p in spec.mcp.parts()] == [
-        "banco_limpio", "divisas_sombra"]
+        "banco_limpio", "monedas_sombra"]
     assert [t["name"] for t in spec.tool_schemas or ()] == [
         "saldo", "transferir", "enviar_correo", "convertir_divisa"]
     transfer = next(c for c in tr.tool_calls() if c.name == "transferir")
@@ -276,7 +276,7 @@ def test_shadowing_across_two_servers(runs: tuple[Path, list[dict[str, Any]]],
             tools_recording=recording)
     lines = [json.loads(line) for line in recording.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["server"] == "banco_limpio"
-    assert [h["server"] for h in lines[0]["also"]] == ["divisas_sombra"]
+    assert [h["server"] for h in lines[0]["also"]] == ["monedas_sombra"]
     assert [e["request"]["params"]["name"] for e in lines[1:-1]] == ["saldo", "transferir"]
 
 
@@ -314,7 +314,7 @@ def raw(monkeypatch: pytest.MonkeyPatch, tool_cache: Path) -> Iterator[dict[str,
     # a task of several servers: a typo, a tool two of them list, one that none lists, a
     # server that serves none of its tools, a replay, an agent framework
     (lambda r: r["tasks"]["veneno_sombra_cruzada"].update(
-        mcp_servers=["banco_limpio", "divisas_sombr"]),
+        mcp_servers=["banco_limpio", "monedas_sombr"]),
      "tasks.veneno_sombra_cruzada.mcp_servers[1]"),
     (lambda r: r["tasks"]["veneno_sombra_cruzada"].update(
         mcp_servers=["banco_limpio", "banco_sombra"]),
@@ -325,8 +325,8 @@ def raw(monkeypatch: pytest.MonkeyPatch, tool_cache: Path) -> Iterator[dict[str,
     (lambda r: r["tasks"]["veneno_sombra_cruzada"].update(
         tools=["saldo", "transferir", "enviar_correo"]),
      "tasks.veneno_sombra_cruzada.mcp_servers[1]"),
-    (lambda r: r["mcp_servers"]["divisas_sombra"].update(replay=True),
-     "mcp_servers.divisas_sombra.replay"),
+    (lambda r: r["mcp_servers"]["monedas_sombra"].update(replay=True),
+     "mcp_servers.monedas_sombra.replay"),
     (lambda r: r["tasks"]["veneno_sombra_cruzada"].update(mcp_server="banco_limpio"),
      "tasks.veneno_sombra_cruzada"),
     (lambda r: r["tasks"]["veneno_sombra_cruzada"].update(mcp_servers=["banco_limpio"]),
