@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from reactlab.config.trials import MIN_TRIALS
 from reactlab.core.errors import UsageError
 
 # The 0.975 quantile of the standard normal (scipy.stats.norm.ppf(0.975)).
@@ -126,7 +125,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, seed: int = BOO
 
 #: The rule's ``min_trials`` for a benchmark's tables (:func:`case_rate`): the config's
 #: ``statistics.min_trials`` while its tables job runs (:func:`suite_min_trials`).
-_SUITE_MIN_TRIALS: ContextVar[int] = ContextVar("suite_min_trials", default=MIN_TRIALS)
+_SUITE_MIN_TRIALS: ContextVar[int | None] = ContextVar("suite_min_trials", default=None)
 
 
 @contextmanager
@@ -145,8 +144,11 @@ def case_rate(k: int, n: int, deterministic_runs: bool) -> tuple[float, float | 
     """A benchmark table's rate of ``k`` in ``n`` cases (or pairs), with its 95 % Wilson
     interval only where :func:`inferential` allows one (``None`` bounds otherwise):
     (estimate, low, high)."""
+    from reactlab.config.trials import MIN_TRIALS  # lazy: the config package (pydantic)
+
+    min_trials = _SUITE_MIN_TRIALS.get()
     iv = wilson(k, n)
-    if inferential(deterministic_runs, n, _SUITE_MIN_TRIALS.get()):
+    if inferential(deterministic_runs, n, MIN_TRIALS if min_trials is None else min_trials):
         return iv.estimate, iv.low, iv.high
     return iv.estimate, None, None
 
