@@ -41,7 +41,8 @@ def test_the_engine_is_typed_and_transformers_by_default() -> None:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ({"decoding": "forced"}, r"decoding 'forced' .*engine transformers only"),
+    # forced_scored scores whole tool names with transformers (other modes: test_llama_grammar)
+    ({"decoding": "forced_scored"}, r"forced_scored runs on engine transformers only"),
     ({"dtype": "bfloat16"}, r"dtype is a transformers option"),
 ])
 def test_transformers_options_are_refused_on_llama_cpp(extra: dict[str, Any],

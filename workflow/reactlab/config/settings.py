@@ -60,6 +60,15 @@ Dtype = Literal["float32", "bfloat16"]
 #: What generates a model backend's tokens: transformers (the default) or llama.cpp
 #: (``llama-cpp-python``, on the GGUF file the model folder was converted from).
 Engine = Literal["transformers", "llama_cpp"]
+#: What applies a constrained decoding's grammar on engine llama_cpp: xgrammar's token
+#: bitmask on llama.cpp's logits, or llama.cpp's own GBNF grammar sampler.
+GrammarBackend = Literal["xgrammar", "llama_cpp"]
+#: The constrained modes each grammar backend runs on engine llama_cpp (forced_scored
+#: scores whole tool names: transformers only; structural's trigger has no GBNF form).
+LLAMA_CPP_DECODINGS: dict[str, frozenset[str]] = {
+    "xgrammar": frozenset({"free", "structural", "union", "forced"}),
+    "llama_cpp": frozenset({"free", "union", "forced"}),
+}
 #: The strategies a scenario of config.yaml names (the schema's enum) ...
 ScenarioStrategy = Literal["react", "plan_execute"]
 #: ... and every strategy a run's script names: also ``single_turn``, one model turn whose
@@ -206,19 +215,28 @@ class ModelBackend(_Backend, _Sampling):
     reuse_cache: bool = _backend("reuse_cache")
     decoding: Decoding = _backend("decoding")
     engine: Engine = _backend("engine")
+    grammar_backend: GrammarBackend = _backend("grammar_backend")
 
     @model_validator(mode="after")
     def _engine_options(self) -> Self:
-        """llama.cpp runs the GGUF's own weights and decodes freely: ``dtype`` and a
-        grammar-constrained ``decoding`` are transformers options."""
-        if self.engine == "llama_cpp":
-            if "dtype" in self.model_fields_set:
-                raise PydanticCustomError("engine", "dtype is a transformers option; engine "
-                                          "llama_cpp runs the GGUF file's own (Q4_1) weights")
-            if self.decoding != "free":
-                raise PydanticCustomError(
-                    "engine", f"decoding {self.decoding!r} (grammar-constrained) runs on "
-                    "engine transformers only; engine llama_cpp decodes freely")
+        """llama.cpp runs the GGUF's own weights: ``dtype`` is a transformers option; a
+        constrained ``decoding`` runs there in the modes its ``grammar_backend`` can
+        express (:data:`LLAMA_CPP_DECODINGS`); ``grammar_backend`` is llama.cpp's only."""
+        if self.engine != "llama_cpp":
+            if "grammar_backend" in self.model_fields_set:
+                raise PydanticCustomError("engine", "grammar_backend is an option of engine "
+                                          "llama_cpp (transformers masks with xgrammar)")
+            return self
+        if "dtype" in self.model_fields_set:
+            raise PydanticCustomError("engine", "dtype is a transformers option; engine "
+                                      "llama_cpp runs the GGUF file's own (Q4_1) weights")
+        allowed = LLAMA_CPP_DECODINGS[self.grammar_backend]
+        if self.decoding not in allowed:
+            raise PydanticCustomError(
+                "engine", f"decoding {self.decoding!r} does not run on engine llama_cpp with "
+                f"grammar_backend {self.grammar_backend!r} (it runs: "
+                f"{', '.join(sorted(allowed))}); forced_scored runs on engine transformers "
+                "only, structural with grammar_backend xgrammar only")
         return self
 
     @property

@@ -9,6 +9,13 @@ whether the two agree (the same tool calls, the same verdict, the same trace rec
 The last row sums the wall times. Wall time is the whole run (prompts, tools, verifier),
 so a shared machine's load moves it: run it alone for numbers to quote. Needs
 llama-cpp-python (``make env-llama``); nothing here reaches a trace or a table.
+
+``--decoding MODE`` compares instead three llama.cpp backends on the same cases: free
+decoding, ``MODE`` with ``grammar_backend: xgrammar`` and ``MODE`` with ``grammar_backend:
+llama_cpp`` (left out where llama.cpp's grammar cannot express the mode): per backend the
+wall time, new tokens per second and the tool calls parsed; and whether the two grammar
+backends agree (the same calls, the same texts in every request record). ``--json PATH``
+also writes the rows there (docs/results/llama_decoding.json holds the measured ones).
 """
 
 from __future__ import annotations
@@ -24,24 +31,39 @@ from reactlab import data, trace
 from reactlab.analysis.verify import Verification
 from reactlab.backends.local import load_model
 from reactlab.config import Config, load_yaml, parse
+from reactlab.config.settings import LLAMA_CPP_DECODINGS
 from reactlab.runner import run_to_trace, tool_source
 from reactlab.suites.bfcl_run import run_case
 from reactlab.suites.plan import plan
 from reactlab.suites.registry import suite_record
 
 ENGINES = ("transformers", "llama_cpp")
+#: The backends compared by name, and the settings each adds: the two engines by default.
+Variants = dict[str, dict[str, Any]]
+ENGINE_VARIANTS: Variants = {e: {"engine": e} for e in ENGINES}
+
+
+def decoding_variants(mode: str) -> Variants:
+    """llama.cpp decoding freely, and ``mode`` with each grammar backend that runs it."""
+    out: Variants = {"free": {"engine": "llama_cpp"}}
+    for backend, modes in LLAMA_CPP_DECODINGS.items():
+        if mode in modes:
+            out[backend] = {"engine": "llama_cpp", "decoding": mode, "grammar_backend": backend}
+    return out
+
 #: The lesson's local experiments (workflow/configs/full.yaml): (task, scenario).
 LESSON = (("variacion_busi", "react"), ("cierre_acme", "react"),
           ("variacion_busi_alto", "react"), ("variacion_busi", "plan_execute"))
 
 
-def _backends(raw: dict[str, Any], model: str, threads: int) -> dict[str, str]:
+def _backends(raw: dict[str, Any], model: str, threads: int,
+              variants: Variants | None = None) -> dict[str, str]:
     names = {}
-    for engine in ENGINES:
-        name = f"bench_{engine}"
+    for variant, extra in (variants or ENGINE_VARIANTS).items():
+        name = f"bench_{variant}"
         raw["backends"][name] = {"provider": "local", "mode": "model", "model": model,
-                                 "max_new_tokens": 80, "threads": threads, "engine": engine}
-        names[engine] = name
+                                 "max_new_tokens": 80, "threads": threads, **extra}
+        names[variant] = name
     return names
 
 
@@ -57,27 +79,35 @@ def _summary(path: Path) -> dict[str, Any]:
                 else Verification.of(tr, str(path)).verified)
     tokens_out = sum(int(r.get("tokens_out") or 0) for r in records
                      if r.get("type") == "request")
+    texts = [r.get("text") for r in records if r.get("type") == "request"]
     return {"calls": calls, "verdict": (bool(verified), end.get("termination")),
-            "records": records, "end": end, "tokens_out": tokens_out}
+            "records": records, "end": end, "tokens_out": tokens_out, "texts": texts}
 
 
 def _row(case: str, runs: dict[str, tuple[float, dict[str, Any]]]) -> dict[str, Any]:
+    """Each run's time and speed; the agreement of the first two (the engines) or, with
+    three (free and two grammar backends), of the last two, and the calls each parsed."""
     row: dict[str, Any] = {"case": case}
     for engine, (wall, s) in runs.items():
         row[f"{engine}_s"] = round(wall, 2)
         row[f"{engine}_tok_s"] = round(s["tokens_out"] / wall, 1) if wall else None
-    a, b = (runs[e][1] for e in ENGINES)
+        if len(runs) != 2:
+            row[f"{engine}_calls"] = len(s["calls"])
+    a, b = (s for _, s in list(runs.values())[-2:])
     row.update(same_calls=a["calls"] == b["calls"], same_verdict=a["verdict"] == b["verdict"],
                same_records=a["records"] == b["records"] and a["end"] == b["end"])
+    if len(runs) != 2:
+        row["same_texts"] = a["texts"] == b["texts"]
     return row
 
 
-def lesson_config(config: str, model: str, threads: int) -> tuple[Config, dict[str, str]]:
+def lesson_config(config: str, model: str, threads: int,
+                  variants: Variants | None = None) -> tuple[Config, dict[str, str]]:
     """``config`` with a backend per engine (``bench_<engine>``: the model, greedy, 80 new
     tokens, ``threads``) running the lesson's local scenarios (and the figure's runs, which
     the config requires; no other run)."""
     raw = load_yaml(config)
-    names = _backends(raw, model, threads)
+    names = _backends(raw, model, threads, variants)
     fig = raw["figure"]
     keep = [b for b in raw["matrix"] if fig["task"] in b["tasks"]
             and fig["backend"] in b["backends"] and "agents" not in b]
@@ -86,8 +116,9 @@ def lesson_config(config: str, model: str, threads: int) -> tuple[Config, dict[s
     return parse(raw), names
 
 
-def lesson_rows(model: str, threads: int, out: Path, config: str) -> list[dict[str, Any]]:
-    cfg, names = lesson_config(config, model, threads)
+def lesson_rows(model: str, threads: int, out: Path, config: str,
+                variants: Variants | None = None) -> list[dict[str, Any]]:
+    cfg, names = lesson_config(config, model, threads, variants)
     prices, news = data.write(out / "data", int(cfg.data["seed"]))
     rows = []
     for task, scenario in LESSON:
@@ -104,9 +135,9 @@ def lesson_rows(model: str, threads: int, out: Path, config: str) -> list[dict[s
 
 
 def bfcl_rows(per_category: int, model: str, threads: int, out: Path,
-              config: str) -> list[dict[str, Any]]:
+              config: str, variants: Variants | None = None) -> list[dict[str, Any]]:
     raw = load_yaml(config)
-    names = _backends(raw, model, threads)
+    names = _backends(raw, model, threads, variants)
     suite = dict(raw["suites"]["bfcl"])
     suite.update(sample=per_category, backends=list(names.values()), shard_size=10**6,
                  batch_size=1)
@@ -133,21 +164,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bfcl", type=int, default=1, help="BFCL cases per category (0: none)")
     parser.add_argument("--config", default="config.yaml")
+    parser.add_argument("--decoding", choices=("structural", "union", "forced"), default=None,
+                        help="compare llama.cpp's free decoding and MODE's grammar backends")
+    parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args(argv)
     model = args.model or str(load_yaml(args.config)["backends"]["smollm2"]["model"])
+    variants = decoding_variants(args.decoding) if args.decoding else ENGINE_VARIANTS
     with tempfile.TemporaryDirectory() as tmp:
-        rows = lesson_rows(model, args.threads, Path(tmp), args.config)
+        rows = lesson_rows(model, args.threads, Path(tmp), args.config, variants)
         if args.bfcl:
-            rows += bfcl_rows(args.bfcl, model, args.threads, Path(tmp), args.config)
+            rows += bfcl_rows(args.bfcl, model, args.threads, Path(tmp), args.config,
+                              variants)
     total = {"case": "total"}
-    for engine in ENGINES:
-        total[f"{engine}_s"] = round(sum(r[f"{engine}_s"] for r in rows), 2)
+    for variant in variants:
+        total[f"{variant}_s"] = round(sum(r[f"{variant}_s"] for r in rows), 2)
     for row in [*rows, total]:
         print(json.dumps(row, ensure_ascii=False))
     agree = sum(r["same_calls"] and r["same_verdict"] for r in rows)
-    print(json.dumps({"cases": len(rows), "same_calls_and_verdict": agree,
-                      "same_records": sum(r["same_records"] for r in rows),
-                      "threads": args.threads}))
+    summary = {"cases": len(rows), "same_calls_and_verdict": agree,
+               "same_records": sum(r["same_records"] for r in rows), "threads": args.threads,
+               "decoding": args.decoding}
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summary, "rows": [*rows, total]},
+                                              indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

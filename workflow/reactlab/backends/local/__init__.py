@@ -152,7 +152,8 @@ class LocalModelSession(_TextSession):
         self.had_ok_result = False
         if self.decoding != "free":
             try:
-                self.decoder = Decoder(self.decoding, model, self.tools)
+                self.decoder = Decoder(self.decoding, model, self.tools,
+                                       settings.grammar_backend)
             except DecodingError as exc:
                 raise ClientError(str(exc)) from exc
 
@@ -213,6 +214,7 @@ class PlanExecuteSession:
         self.max_new_tokens = settings.max_new_tokens
         self.data: str | None = None  # the computed result, once the plan's call ran
         self.decoding = settings.decoding
+        self.grammar_backend = settings.grammar_backend
         self._grammar: Any = None
 
     def _extraction_grammar(self) -> Any:
@@ -220,8 +222,8 @@ class PlanExecuteSession:
         the JSON schema of `variacion`'s arguments instead of being started by
         PLAN_EXTRACT_PREFIX. Built once, on first use."""
         if self._grammar is None:
-            factory = GrammarFactory(self.model.tokenizer,
-                                     int(self.model.model.config.vocab_size))
+            factory = GrammarFactory(self.model.tokenizer, self.model.vocab_size,
+                                     native=self.grammar_backend == "llama_cpp")
             self._grammar = factory.json_object(json_schema(PLAN_TOOL))
         return self._grammar
 

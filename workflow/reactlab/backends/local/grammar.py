@@ -24,6 +24,14 @@ Modes (:data:`MODES`):
   writes ``<tool_call>\\n{"name": "<tool>", "arguments": `` itself (the trace records that
   prefix) and constrains the rest to that tool's arguments.
 
+On engine ``llama_cpp`` the same modes (but ``forced_scored``, which scores with
+transformers) run with one of two grammar backends (the backend's ``grammar_backend``):
+``xgrammar``, the very grammars above whose token bitmask is applied to llama.cpp's logits
+(:meth:`reactlab.backends.local.llama.LlamaCppModel.generate` adapts the processor), or
+``llama_cpp``, llama.cpp's own GBNF grammar sampler on the equivalent GBNF (the call
+object's grammar is llama-cpp-python's ``json_schema_to_gbnf`` of :func:`call_schema`;
+``structural``'s trigger has no GBNF form, the config refuses it there).
+
 xgrammar (and torch) are imported inside functions: importing this module is cheap.
 """
 
@@ -33,6 +41,7 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -97,8 +106,9 @@ def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
 class GrammarSpec:
     """A compiled grammar and what the trace says about it."""
 
-    compiled: Any  # xgr.CompiledGrammar
-    text: str  # the grammar's EBNF, as xgrammar prints it
+    compiled: Any  # xgr.CompiledGrammar, or a llama_cpp.LlamaGrammar when native
+    text: str  # the grammar's EBNF, as xgrammar prints it (or the GBNF given llama.cpp)
+    native: bool = False  # llama.cpp's own grammar sampler applies it
 
     @property
     def sha256(self) -> str:
@@ -114,6 +124,8 @@ class GrammarFactory:
 
     tokenizer: Any
     vocab_size: int
+    #: llama.cpp's own GBNF grammars instead of xgrammar's (engine llama_cpp)
+    native: bool = False
     _compiler: Any = None
     _cache: dict[str, GrammarSpec] = field(default_factory=dict)
     compile_s: list[float] = field(default_factory=list)
@@ -159,13 +171,31 @@ class GrammarFactory:
                                   cls._json(call_schema(tools)),
                                   xgr.Grammar.from_ebnf(f"root ::= {json.dumps(CALL_SUFFIX)}"))
 
+    def _native(self, key: str, gbnf: str) -> GrammarSpec:
+        if key not in self._cache:
+            from reactlab.backends.local.llama import llama_module  # lazy: optional engine
+
+            self._cache[key] = GrammarSpec(
+                llama_module().LlamaGrammar.from_string(gbnf, verbose=False), gbnf, True)
+        return self._cache[key]
+
+    def _no_native(self, mode: str) -> None:
+        if self.native:
+            raise DecodingError(f"{mode} has no llama.cpp grammar (grammar_backend llama_cpp)")
+
     def call(self, tools: list[dict[str, Any]]) -> GrammarSpec:
         """Exactly one well-formed call to one of ``tools``."""
+        if self.native:
+            return self._native("gbnf-call:" + json.dumps(tools, sort_keys=True),
+                                gbnf_call(call_schema(tools)))
         return self._compile("call:" + json.dumps(tools, sort_keys=True),
                              lambda: self._call(tools))
 
     def union(self, tools: list[dict[str, Any]]) -> GrammarSpec:
         """One well-formed call, or free text that does not start with ``<``."""
+        if self.native:
+            return self._native("gbnf-union:" + json.dumps(tools, sort_keys=True),
+                                gbnf_call(call_schema(tools), union=True))
         import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         return self._compile("union:" + json.dumps(tools, sort_keys=True),
@@ -175,6 +205,7 @@ class GrammarFactory:
 
     def structural(self, tools: list[dict[str, Any]]) -> GrammarSpec:
         """Free text; a ``<tool_call>`` the model opens must be a well-formed call."""
+        self._no_native("decoding 'structural'")
         import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         def build() -> Any:
@@ -187,6 +218,7 @@ class GrammarFactory:
     def arguments_tail(self, schema: dict[str, Any]) -> GrammarSpec:
         """The rest of a call after the program wrote ``{"name": "<tool>", "arguments": ``:
         the arguments object, then ``}`` and the closing tag."""
+        self._no_native("decoding 'forced_scored'")
         import xgrammar as xgr  # lazy: heavy (xgrammar, torch)
 
         return self._compile("tail:" + json.dumps(schema, sort_keys=True),
@@ -197,8 +229,52 @@ class GrammarFactory:
 
     def json_object(self, schema: dict[str, Any]) -> GrammarSpec:
         """One JSON value of ``schema`` (plan-and-execute's extraction step)."""
+        if self.native:
+            return self._native("gbnf-json:" + json.dumps(schema, sort_keys=True),
+                                gbnf_json(schema))
         return self._compile("json:" + json.dumps(schema, sort_keys=True),
                              lambda: self._json(schema))
+
+
+def _digit_classes(node: Any) -> Any:
+    """``schema`` with every ``pattern``'s ``\\d`` written ``[0-9]``: llama-cpp-python
+    0.3.36's converter copies ``\\d`` into a GBNF literal (a date pattern then matches
+    no date)."""
+    if isinstance(node, dict):
+        return {k: (v.replace("\\d", "[0-9]") if k == "pattern" and isinstance(v, str)
+                    else _digit_classes(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_digit_classes(v) for v in node]
+    return node
+
+
+def gbnf_json(schema: dict[str, Any], root: str = "root") -> str:
+    """llama.cpp's GBNF for one JSON value of ``schema`` (llama-cpp-python's
+    ``json_schema_to_gbnf``), its top rule named ``root``."""
+    from reactlab.backends.local.llama import llama_module  # lazy: optional engine
+
+    llama_module()  # the install hint when llama-cpp-python is missing
+    from llama_cpp.llama_grammar import json_schema_to_gbnf  # lazy: optional engine
+
+    try:
+        text = json_schema_to_gbnf(json.dumps(_digit_classes(schema)))
+    except Exception as exc:
+        raise DecodingError(f"cannot build a GBNF grammar from the tool schema: {exc}") from exc
+    if root == "root":
+        return str(text)
+    if re.search(r"(?<![\w-])root(?![\w-])(?! ::=)", text):
+        raise DecodingError("the tool schema's GBNF refers to its own root rule")
+    return re.sub(r"^root ::=", f"{root} ::=", str(text), flags=re.MULTILINE)
+
+
+def gbnf_call(schema: dict[str, Any], union: bool = False) -> str:
+    """GBNF of one Hermes call whose object is ``schema`` (``union``: or free text that
+    does not start with ``<``), as :meth:`GrammarFactory.call` / ``union`` in xgrammar.
+    llama.cpp's JSON rules allow an optional space around separators where xgrammar's
+    write exactly ``json.dumps``' (the benchmark compares the tokens)."""
+    head = f"tool-call ::= {json.dumps(CALL_PREFIX)} call-object {json.dumps(CALL_SUFFIX)}\n"
+    top = "root ::= tool-call | [^<] .*\n" if union else "root ::= tool-call\n"
+    return top + head + gbnf_json(schema, root="call-object")
 
 
 def make_processor(spec: GrammarSpec) -> Any:
@@ -276,7 +352,8 @@ class Decoded:
 class Decoder:
     """A decoding mode bound to one model and one tool list (grammars compiled once)."""
 
-    def __init__(self, mode: str, model: Any, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, mode: str, model: Any, tools: list[dict[str, Any]],
+                 grammar_backend: str = "xgrammar") -> None:
         if mode not in MODES:
             raise DecodingError(f"unknown decoding mode {mode!r}; expected one of {MODES}")
         if mode in CONSTRAINED and not tools:
@@ -285,7 +362,8 @@ class Decoder:
         self.mode = mode
         self.model = model
         self.tools = tools
-        self.factory = GrammarFactory(model.tokenizer, int(model.model.config.vocab_size))
+        self.factory = GrammarFactory(model.tokenizer, model.vocab_size,
+                                      native=grammar_backend == "llama_cpp")
 
     def _ids(self, text: str) -> list[int]:
         return list(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -331,7 +409,10 @@ def generate_with(model: Any, ids: list[int], max_new_tokens: int, mode: str,
     """(Generation, trace ``decoding`` record) of one turn, masked by ``grammar`` if given.
 
     ``prefix`` is text the program already wrote at the end of ``ids`` (recorded only).
+    A native grammar (llama.cpp's) goes to ``model.generate`` as its ``grammar``.
     """
+    if grammar is not None and grammar.native:
+        return _generate_native(model, ids, max_new_tokens, mode, grammar, prefix)
     processor = make_processor(grammar) if grammar is not None else None
     gen = model.generate(ids, max_new_tokens=max_new_tokens, logits_processor=processor)
     record: dict[str, Any] = {"mode": mode, "constrained": processor is not None}
@@ -341,4 +422,16 @@ def generate_with(model: Any, ids: list[int], max_new_tokens: int, mode: str,
         log.info("grammar mask: %d calls, %.2f ms", processor.calls, processor.mask_s * 1000,
                  extra={"reactlab_timing": {"mask_s": processor.mask_s,
                                             "mask_calls": processor.calls}})
+    return gen, record
+
+
+def _generate_native(model: Any, ids: list[int], max_new_tokens: int, mode: str,
+                     grammar: GrammarSpec, prefix: str) -> tuple[Any, dict[str, Any]]:
+    """One turn under llama.cpp's own grammar sampler; the grammar completed when the turn
+    ended with EOS (llama.cpp allows EOS only where the grammar may end)."""
+    gen = model.generate(ids, max_new_tokens=max_new_tokens, grammar=grammar.compiled)
+    complete = bool(gen.new_ids) and gen.new_ids[-1] == model.eos_token_id
+    record: dict[str, Any] = {"mode": mode, "constrained": True, "grammar_backend": "llama_cpp",
+                              "grammar_sha256": grammar.sha256, "prefix": prefix,
+                              "grammar_complete": complete}
     return gen, record

@@ -14,9 +14,10 @@ longer than :data:`PREFIX_BLOCK` tokens is always prefilled in two parts, its fi
 :data:`PREFIX_BLOCK` tokens alone and then the rest, and the first part's KV cache is kept
 across conversations (a shard's cases share their system prompt's opening): the split is
 a function of the prompt alone, so a case's trace does not depend on the cases run before
-it in the same process. Grammar-constrained
-decoding and log-probability scoring are transformers features (the config refuses
-``decoding`` other than ``free`` on this engine).
+it in the same process. Grammar-constrained decoding runs here with either grammar
+backend (:mod:`reactlab.backends.local.grammar`): xgrammar's processor, adapted to
+llama.cpp's logits by :func:`numpy_processor`, or llama.cpp's own GBNF grammar sampler;
+log-probability scoring (``forced_scored``) is a transformers feature.
 
 ``llama-cpp-python`` is an optional dependency (``make env-llama``); importing this module
 never imports it.
@@ -71,6 +72,21 @@ def folder_gguf(folder: Path) -> Path:
         raise ModelNotFound(f"{folder} was converted from {source.get('source')!r}, not from "
                             f"the installed {gguf.name}: engine llama_cpp cannot find its GGUF")
     return gguf
+
+
+def numpy_processor(processor: Any) -> list[Any]:
+    """A transformers logits processor (batch of one, torch tensors) as llama-cpp-python's
+    ``logits_processor`` list (numpy: all the ids so far, one row of logits): the logits
+    are copied into a tensor, masked, and given back."""
+    import numpy as np  # lazy: with the optional engine (torch too)
+    import torch  # lazy: heavy (torch)
+
+    def apply(input_ids: Any, scores: Any) -> Any:
+        ids = torch.from_numpy(np.asarray(input_ids, dtype=np.int64))[None, :]
+        logits = torch.from_numpy(np.array(scores, dtype=np.float32))[None, :]
+        return processor(ids, logits)[0].numpy()
+
+    return [apply]
 
 
 class LlamaCppModel(LocalModel):
@@ -143,12 +159,16 @@ class LlamaCppModel(LocalModel):
         self._calls += 1
         return {"temp": temperature, "top_k": 0, "top_p": top_p, "min_p": 0.0}
 
-    def generate(self, ids: list[int], max_new_tokens: int = 80,
-                 logits_processor: Any = None) -> Generation:
+    @property
+    def vocab_size(self) -> int:
+        return int(self.llm.n_vocab())
+
+    def generate(self, ids: list[int], max_new_tokens: int = 80, logits_processor: Any = None,
+                 grammar: Any = None) -> Generation:
         """Continuation of the prompt ``ids``: llama.cpp's tokens, stopped at EOS (kept in
-        ``new_ids``, as transformers keeps it) or after ``max_new_tokens``."""
-        if logits_processor is not None:
-            raise UsageError("engine llama_cpp decodes freely (no logits processor)")
+        ``new_ids``, as transformers keeps it) or after ``max_new_tokens``. A
+        ``logits_processor`` is a transformers one (a grammar's mask,
+        :func:`numpy_processor`); ``grammar`` a ``llama_cpp.LlamaGrammar``."""
         if not ids:
             raise UsageError("empty prompt")
         if len(ids) + max_new_tokens > N_CTX:
@@ -159,6 +179,10 @@ class LlamaCppModel(LocalModel):
         decoding = self._decoding()
         eos = self.eos_token_id
         new_ids: list[int] = []
+        if logits_processor is not None:
+            decoding["logits_processor"] = numpy_processor(logits_processor)
+        if grammar is not None:
+            decoding["grammar"] = grammar
         for token in self.llm.generate(ids, repeat_penalty=1.0, typical_p=1.0, **decoding):
             new_ids.append(int(token))
             if token == eos or len(new_ids) >= max_new_tokens:

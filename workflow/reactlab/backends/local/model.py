@@ -192,6 +192,11 @@ class LocalModel:
     def eos_token_id(self) -> int:
         return int(self.tokenizer.eos_token_id)
 
+    @property
+    def vocab_size(self) -> int:
+        """The width of the logits a grammar's token mask covers."""
+        return int(self.model.config.vocab_size)
+
     def _render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
         text: str = self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
         return text
