@@ -219,6 +219,10 @@ TABLE: dict[str, Entry] = {
                 "wheel); tests/test_llama_engine.py checks the extra's pin"),
     ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1":
         not_run("runs the real model on both engines and times them: a measurement"),
+    ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1 --decoding forced "
+    "--json docs/results/llama_decoding.json":
+        not_run("runs the real model on llama.cpp in a decoding mode with each grammar "
+                "backend and times them: a measurement"),
     ".venv/bin/python -m reactlab.dev.llama_serve serve --port 8012":
         not_run("a model server that runs until stopped; tests/test_llama_serve.py starts "
                 "it on a free port (full)"),

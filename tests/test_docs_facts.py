@@ -542,3 +542,48 @@ def test_local_models_page_gives_the_measured_llama_cpp_suite() -> None:
     assert (sum(len(s.specs) for s in shards), len(shards)) == (
         record["slice"]["cases"], record["slice"]["shards"])
     assert {s.specs[0].backend_config.engine for s in shards} == {"llama_cpp"}
+
+
+# ------------------------------------------- constrained decoding on llama.cpp, measured
+
+LLAMA_DECODING_RECORD = ROOT / "docs/results/llama_decoding.json"
+GRAMMAR_BACKENDS = {"free": "— (free)", "xgrammar": "xgrammar's mask",
+                    "llama_cpp": "llama.cpp's GBNF"}
+
+
+def llama_decoding_table(r: dict[str, Any]) -> str:
+    """docs/local-models.md's table of ``engine_bench --decoding`` on llama.cpp, rendered
+    from its record (docs/results/llama_decoding.json: one run per mode)."""
+    lines = ["| decoding | grammar | wall, all runs | vs free | new tok/s | runs with a call "
+             "| calls | same calls | same requests |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode, run in r["modes"].items():
+        rows, total = run["rows"][:-1], run["rows"][-1]
+        for variant, label in GRAMMAR_BACKENDS.items():
+            if f"{variant}_s" not in total:
+                continue
+            wall, tokens = total[f"{variant}_s"], sum(x[f"{variant}_tokens"] for x in rows)
+            with_call = sum(x[f"{variant}_calls"] > 0 for x in rows)
+            agree = ("| |" if variant == "free" or "llama_cpp_s" not in total else
+                     f"| {sum(x['same_calls'] for x in rows)}/{len(rows)} | "
+                     f"{sum(x['same_requests'] for x in rows)}/{len(rows)} |")
+            lines.append(f"| {'free' if variant == 'free' else mode} | {label} | {wall:.1f} s "
+                         f"| {wall / total['free_s']:.2f}× | {tokens / wall:.1f} | "
+                         f"{with_call}/{len(rows)} | {sum(x[f'{variant}_calls'] for x in rows)} "
+                         + agree)
+    return "\n".join(lines)
+
+
+def test_local_models_page_gives_the_measured_llama_cpp_decoding() -> None:
+    """docs/local-models.md's table of constrained decoding on llama.cpp is rendered from
+    its measurement record, and every mode the config lets llama.cpp run was measured."""
+    from reactlab.config.engines import LLAMA_CPP_DECODINGS
+
+    record = json.loads(text(LLAMA_DECODING_RECORD))
+    fragment = llama_decoding_table(record)
+    assert " ".join(fragment.split()) in flat(ROOT / "docs/local-models.md"), fragment
+    runnable = set().union(*LLAMA_CPP_DECODINGS.values()) - {"free"}
+    assert set(record["modes"]) == runnable
+    for mode, run in record["modes"].items():
+        assert run["summary"]["decoding"] == mode and run["summary"]["threads"] == 1
+        assert ("llama_cpp_s" in run["rows"][-1]) == (mode in LLAMA_CPP_DECODINGS["llama_cpp"])

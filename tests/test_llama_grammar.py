@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from reactlab.config.settings import LLAMA_CPP_DECODINGS, backend_settings
+from reactlab.config.engines import LLAMA_CPP_DECODINGS
+from reactlab.config.settings import backend_settings
 from reactlab.core.errors import ConfigError
 from tests.test_llama_engine import BASE, _spec, needs_llama
 

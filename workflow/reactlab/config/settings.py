@@ -44,6 +44,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from reactlab.config.engines import GrammarBackend, engine_refusal
 from reactlab.config.schema import schema_field
 from reactlab.core.errors import ConfigError
 
@@ -60,15 +61,6 @@ Dtype = Literal["float32", "bfloat16"]
 #: What generates a model backend's tokens: transformers (the default) or llama.cpp
 #: (``llama-cpp-python``, on the GGUF file the model folder was converted from).
 Engine = Literal["transformers", "llama_cpp"]
-#: What applies a constrained decoding's grammar on engine llama_cpp: xgrammar's token
-#: bitmask on llama.cpp's logits, or llama.cpp's own GBNF grammar sampler.
-GrammarBackend = Literal["xgrammar", "llama_cpp"]
-#: The constrained modes each grammar backend runs on engine llama_cpp (forced_scored
-#: scores whole tool names: transformers only; structural's trigger has no GBNF form).
-LLAMA_CPP_DECODINGS: dict[str, frozenset[str]] = {
-    "xgrammar": frozenset({"free", "structural", "union", "forced"}),
-    "llama_cpp": frozenset({"free", "union", "forced"}),
-}
 #: The strategies a scenario of config.yaml names (the schema's enum) ...
 ScenarioStrategy = Literal["react", "plan_execute"]
 #: ... and every strategy a run's script names: also ``single_turn``, one model turn whose
@@ -219,24 +211,11 @@ class ModelBackend(_Backend, _Sampling):
 
     @model_validator(mode="after")
     def _engine_options(self) -> Self:
-        """llama.cpp runs the GGUF's own weights: ``dtype`` is a transformers option; a
-        constrained ``decoding`` runs there in the modes its ``grammar_backend`` can
-        express (:data:`LLAMA_CPP_DECODINGS`); ``grammar_backend`` is llama.cpp's only."""
-        if self.engine != "llama_cpp":
-            if "grammar_backend" in self.model_fields_set:
-                raise PydanticCustomError("engine", "grammar_backend is an option of engine "
-                                          "llama_cpp (transformers masks with xgrammar)")
-            return self
-        if "dtype" in self.model_fields_set:
-            raise PydanticCustomError("engine", "dtype is a transformers option; engine "
-                                      "llama_cpp runs the GGUF file's own (Q4_1) weights")
-        allowed = LLAMA_CPP_DECODINGS[self.grammar_backend]
-        if self.decoding not in allowed:
-            raise PydanticCustomError(
-                "engine", f"decoding {self.decoding!r} does not run on engine llama_cpp with "
-                f"grammar_backend {self.grammar_backend!r} (it runs: "
-                f"{', '.join(sorted(allowed))}); forced_scored runs on engine transformers "
-                "only, structural with grammar_backend xgrammar only")
+        """What the engine cannot run is refused (:mod:`reactlab.config.engines`)."""
+        refusal = engine_refusal(self.engine, self.decoding, self.grammar_backend,
+                                 self.model_fields_set)
+        if refusal is not None:
+            raise PydanticCustomError("engine", refusal)
         return self
 
     @property

@@ -14,8 +14,10 @@ llama-cpp-python (``make env-llama``); nothing here reaches a trace or a table.
 decoding, ``MODE`` with ``grammar_backend: xgrammar`` and ``MODE`` with ``grammar_backend:
 llama_cpp`` (left out where llama.cpp's grammar cannot express the mode): per backend the
 wall time, new tokens per second and the tool calls parsed; and whether the two grammar
-backends agree (the same calls, the same texts in every request record). ``--json PATH``
-also writes the rows there (docs/results/llama_decoding.json holds the measured ones).
+backends agree (the same calls; the same request records but for the grammar's record:
+texts, new tokens, the next prompt's length). ``--json PATH``
+also writes the rows there, under the mode's key of the file's ``modes``
+(docs/results/llama_decoding.json holds the measured ones).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from reactlab import data, trace
 from reactlab.analysis.verify import Verification
 from reactlab.backends.local import load_model
 from reactlab.config import Config, load_yaml, parse
-from reactlab.config.settings import LLAMA_CPP_DECODINGS
+from reactlab.config.engines import LLAMA_CPP_DECODINGS
 from reactlab.runner import run_to_trace, tool_source
 from reactlab.suites.bfcl_run import run_case
 from reactlab.suites.plan import plan
@@ -79,9 +81,12 @@ def _summary(path: Path) -> dict[str, Any]:
                 else Verification.of(tr, str(path)).verified)
     tokens_out = sum(int(r.get("tokens_out") or 0) for r in records
                      if r.get("type") == "request")
-    texts = [r.get("text") for r in records if r.get("type") == "request"]
+    # the request records but their decoding record (whose grammar hash differs by
+    # backend): the text outside calls, the new tokens, the next prompt's length
+    requests = [{k: v for k, v in r.items() if k != "decoding"} for r in records
+                if r.get("type") == "request"]
     return {"calls": calls, "verdict": (bool(verified), end.get("termination")),
-            "records": records, "end": end, "tokens_out": tokens_out, "texts": texts}
+            "records": records, "end": end, "tokens_out": tokens_out, "requests": requests}
 
 
 def _row(case: str, runs: dict[str, tuple[float, dict[str, Any]]]) -> dict[str, Any]:
@@ -92,12 +97,13 @@ def _row(case: str, runs: dict[str, tuple[float, dict[str, Any]]]) -> dict[str, 
         row[f"{engine}_s"] = round(wall, 2)
         row[f"{engine}_tok_s"] = round(s["tokens_out"] / wall, 1) if wall else None
         if len(runs) != 2:
+            row[f"{engine}_tokens"] = s["tokens_out"]
             row[f"{engine}_calls"] = len(s["calls"])
     a, b = (s for _, s in list(runs.values())[-2:])
     row.update(same_calls=a["calls"] == b["calls"], same_verdict=a["verdict"] == b["verdict"],
                same_records=a["records"] == b["records"] and a["end"] == b["end"])
     if len(runs) != 2:
-        row["same_texts"] = a["texts"] == b["texts"]
+        row["same_requests"] = a["requests"] == b["requests"]
     return row
 
 
@@ -186,9 +192,19 @@ def main(argv: list[str] | None = None) -> int:
                "decoding": args.decoding}
     print(json.dumps(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "rows": [*rows, total]},
-                                              indent=1, ensure_ascii=False) + "\n")
+        _write_json(Path(args.json), args.decoding, {"summary": summary, "rows": [*rows, total]})
     return 0
+
+
+def _write_json(path: Path, mode: str | None, run: dict[str, Any]) -> None:
+    """``run`` into ``path``; with ``--decoding``, as that mode's entry of the file's
+    ``modes`` (the other modes' entries kept)."""
+    if mode is None:
+        record: dict[str, Any] = run
+    else:
+        record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        record.setdefault("modes", {})[mode] = run
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
