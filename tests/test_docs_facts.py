@@ -564,10 +564,11 @@ def llama_decoding_table(r: dict[str, Any]) -> str:
                 continue
             wall, tokens = total[f"{variant}_s"], sum(x[f"{variant}_tokens"] for x in rows)
             with_call = sum(x[f"{variant}_calls"] > 0 for x in rows)
-            agree = ("| |" if variant == "free" or "llama_cpp_s" not in total else
+            agree = ("| | |" if variant == "free" or "llama_cpp_s" not in total else
                      f"| {sum(x['same_calls'] for x in rows)}/{len(rows)} | "
                      f"{sum(x['same_requests'] for x in rows)}/{len(rows)} |")
-            lines.append(f"| {'free' if variant == 'free' else mode} | {label} | {wall:.1f} s "
+            name = f"free (beside {mode})" if variant == "free" else mode
+            lines.append(f"| {name} | {label} | {wall:.1f} s "
                          f"| {wall / total['free_s']:.2f}× | {tokens / wall:.1f} | "
                          f"{with_call}/{len(rows)} | {sum(x[f'{variant}_calls'] for x in rows)} "
                          + agree)

@@ -90,19 +90,20 @@ def _summary(path: Path) -> dict[str, Any]:
 
 
 def _row(case: str, runs: dict[str, tuple[float, dict[str, Any]]]) -> dict[str, Any]:
-    """Each run's time and speed; the agreement of the first two (the engines) or, with
-    three (free and two grammar backends), of the last two, and the calls each parsed."""
+    """Each run's time and speed; the agreement of the last two (the engines, or with
+    ``--decoding`` the grammar backends), and with ``--decoding`` the calls each made."""
     row: dict[str, Any] = {"case": case}
+    decoding = "free" in runs  # --decoding: free, then one or two grammar backends
     for engine, (wall, s) in runs.items():
         row[f"{engine}_s"] = round(wall, 2)
         row[f"{engine}_tok_s"] = round(s["tokens_out"] / wall, 1) if wall else None
-        if len(runs) != 2:
+        if decoding:
             row[f"{engine}_tokens"] = s["tokens_out"]
             row[f"{engine}_calls"] = len(s["calls"])
     a, b = (s for _, s in list(runs.values())[-2:])
     row.update(same_calls=a["calls"] == b["calls"], same_verdict=a["verdict"] == b["verdict"],
                same_records=a["records"] == b["records"] and a["end"] == b["end"])
-    if len(runs) != 2:
+    if decoding:
         row["same_requests"] = a["requests"] == b["requests"]
     return row
 
