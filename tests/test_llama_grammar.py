@@ -151,6 +151,7 @@ def test_generate_with_masks_llama_cpp_and_hands_a_native_grammar_over() -> None
     assert record["grammar_backend"] == "llama_cpp" and not record["grammar_complete"]
 
 
+@pytest.mark.full  # llama-cpp-python: `make test-full` installs it first (make env-llama)
 def test_the_native_call_grammar_is_gbnf_of_the_call_schema() -> None:
     pytest.importorskip("llama_cpp")
     from reactlab.backends.local.grammar import call_schema, gbnf_call
