@@ -226,3 +226,24 @@ def test_a_prompt_is_prefilled_the_same_whatever_ran_before() -> None:
     assert lm.generate(case, 3).prefill_tokens == len(case) - PREFIX_BLOCK
     # without reuse_cache, every prompt is prefilled whole, in one batch
     assert set(_made_by(_fake_model(False), case, [other])) == {(0, tuple(case))}
+
+
+@pytest.mark.full
+@needs_llama
+def test_the_floor_times_every_weight_type_and_divides_the_counts() -> None:
+    """``engine_bench --floor``: llama.cpp's own quantiser writes each weight type from
+    the shipped Q4_1 file, each is timed at 1 thread, at the thread count asked in one
+    process and as that many one-thread processes together, and a row's least time is
+    the counts divided by the faster layout's rates, phase by phase."""
+    from reactlab.dev.engine_bench import FLOOR_TYPES, floor_run
+
+    run = floor_run(10_000, 1_000, threads=2, prompt=16, rounds=1)
+    assert [r["weights"].split()[0] for r in run["rows"]] == ["Q4_1", *FLOOR_TYPES]
+    for r in run["rows"]:
+        rates = [r[f"{phase}_{layout}"] for phase in ("prefill", "decode")
+                 for layout in ("1t", "2t", "2j")]
+        assert min(rates) > 0
+        prefill, decode = max(r["prefill_2t"], r["prefill_2j"]), max(r["decode_2t"], r["decode_2j"])
+        assert r["floor_s"] == round(10_000 / prefill + 1_000 / decode)
+    sizes = {r["weights"].split()[0]: r["mb"] for r in run["rows"]}
+    assert sizes["F32"] > sizes["F16"] > sizes["Q8_0"] > sizes["Q4_1"] > sizes["Q4_0"]
