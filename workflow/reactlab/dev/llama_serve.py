@@ -16,7 +16,8 @@ calls out of the text in this format: a call comes back as ``<tool_call>`` text 
 ``python -m reactlab.dev.llama_serve serve --port 8012`` serves until Ctrl-C (or a TERM);
 ``python -m reactlab.dev.llama_serve bench --per-category 2`` runs one BFCL shard on the
 in-process engine and through the server, one after the other in this process, and
-prints both wall times. Needs the ``llama`` extra (``make env-llama``).
+prints both wall times (``--json PATH``: also into that file). Needs the ``llama`` extra
+(``make env-llama``).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def bench(per_category: int, threads: int, config: str = "config.yaml",
     other, ``rounds`` times: each shard's wall time (the in-process one includes loading
     the model) and the new tokens generated."""
     os.environ.setdefault(KEY_ENV, "local")
-    out: dict[str, Any] = {"threads": threads, "rounds": []}
+    out: dict[str, Any] = {"threads": threads, "per_category": per_category, "rounds": []}
+    load = round(os.getloadavg()[0], 2)
     with LlamaCppServe(threads=threads) as server, tempfile.TemporaryDirectory() as tmp:
         shards = _shards(per_category, threads, server.base_url, config)
         for i in range(rounds):
@@ -144,6 +146,7 @@ def bench(per_category: int, threads: int, config: str = "config.yaml",
             row["ratio"] = round(row["bench_server"]["wall_s"]
                                  / row["bench_inprocess"]["wall_s"], 3)
             out["rounds"].append(row)
+    out["load"] = [load, round(os.getloadavg()[0], 2)]  # the 1-minute load, first and last
     return out
 
 
@@ -161,9 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--config", default="config.yaml")
     b.add_argument("--rounds", type=int, default=1, help="both shards, this many times")
+    b.add_argument("--json", default=None, help="also write the result to this file")
     args = parser.parse_args(argv)
     if args.command == "bench":
-        print(json.dumps(bench(args.per_category, args.threads, args.config, args.rounds)))
+        result = bench(args.per_category, args.threads, args.config, args.rounds)
+        print(json.dumps(result))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         return 0
 
     server = LlamaCppServe(args.folder, port=args.port, threads=args.threads, log=args.log)
