@@ -219,6 +219,8 @@ TABLE: dict[str, Entry] = {
                 "wheel); tests/test_llama_engine.py checks the extra's pin"),
     ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1":
         not_run("runs the real model on both engines and times them: a measurement"),
+    ".venv/bin/python -m reactlab.dev.engine_bench --compare local openai":
+        slow("engine_compare"),
     ".venv/bin/python -m reactlab.dev.engine_bench --threads 1 --bfcl 1 --decoding forced "
     "--json docs/results/llama_decoding.json":
         not_run("runs the real model on llama.cpp in a decoding mode with each grammar "
@@ -234,8 +236,8 @@ TABLE: dict[str, Entry] = {
     "workflow/configs/replay.yaml":
         not_run("replays the recordings of the run above; tests/test_llama_serve.py "
                 "replays what it recorded (full)"),
-    ".venv/bin/python -m reactlab.dev.llama_serve bench --per-category 2 --threads 1 "
-    "--rounds 3":
+    ".venv/bin/python -m reactlab.dev.llama_serve bench --per-category 4 --threads 1 "
+    "--rounds 3 --json docs/results/llama_serve.json":
         not_run("a BFCL shard on the in-process engine and through the server, timed: a "
                 "measurement of minutes"),
     # --- docs/agents.md
@@ -317,6 +319,19 @@ TABLE: dict[str, Entry] = {
     "results/tables/bfcl.csv":
         not_run("200 cases on llama.cpp: most of half an hour on 2 shared cores, measured "
                 "in docs/local-models.md (docs/results/bfcl_llama.json)"),
+    ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
+    "workflow/configs/bfcl_bf16.yaml workflow/configs/bfcl_llama.yaml "
+    "workflow/configs/bfcl_engines.yaml -- results/tables/bfcl.csv":
+        not_run("2,480 cases on the two local engines: 53 minutes on 2 cores, measured "
+                "in docs/local-models.md (docs/results/bfcl_engines.json)"),
+    ".venv/bin/python -m reactlab.dev.engine_bench --compare smollm2_bf16 smollm2_llama "
+    "--json docs/results/bfcl_engines.json --cases docs/results/bfcl_engines_cases.csv":
+        not_run("reads the finished run above; the same command on the default run's "
+                "slice (--compare local openai) is run (slow)"),
+    ".venv/bin/python -m reactlab.dev.engine_bench --floor 402341 88868 --threads 2 "
+    "--prompt 324 --json docs/results/llama_floor.json":
+        not_run("the counts of the run above, a measurement of llama.cpp's rates (about a "
+                "minute and a half); tests/test_llama_engine.py runs a small one (full)"),
     ".venv/bin/snakemake --cores 4 --configfile workflow/configs/bfcl.yaml "
     "workflow/configs/bfcl_free_forced.yaml -- results/tables/bfcl.csv":
         not_run("1,240 cases on the local model in two modes: about an hour"),
@@ -654,6 +669,33 @@ def run_bfcl_table(command: str, request: pytest.FixtureRequest) -> None:
     ran = shell(command, work, timeout=600)
     assert ran.rc == 0, ran.why()
     assert (work / "results" / "tables" / "bfcl.csv").is_file()
+
+
+def run_engine_compare(command: str, request: pytest.FixtureRequest) -> None:
+    """``engine_bench --compare`` on the default run's BFCL slice (the scripted policies
+    on ``local``, as text, and on the ``openai`` simulator, as native calls): every case
+    of both is compared, its counts are bfcl.csv's, each backend's shards are its logs,
+    and the same policy makes the same calls with the same verdict on both."""
+    import csv
+
+    work = request.getfixturevalue("default_run")
+    built = shell(".venv/bin/snakemake --cores 2 results/tables/bfcl.csv", work, timeout=600)
+    assert built.rc == 0, built.why()
+    ran = shell(command, work, timeout=300)
+    assert ran.rc == 0, ran.why()
+    summary = json.loads(ran.out.splitlines()[-1])
+    with open(work / "results/tables/bfcl.csv", encoding="utf-8", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    logs = work / "results/logs/suites/bfcl"
+    for backend in ("local", "openai"):
+        rows = [r for r in table if r["backend"] == backend]
+        got = summary["backends"][backend]
+        assert summary["cases"] == sum(int(r["cases"]) for r in rows) > 0
+        assert got["correct"] == sum(int(r["correct"]) for r in rows)
+        assert got["shards"] == len(list(logs.glob(f"bfcl__{backend}__*.run.log"))) > 0
+        assert got["shard_s"] > 0 and got["new_tokens"] > 0
+    assert summary["same_calls"] == summary["same_verdict"] == summary["cases"], summary
+    assert sum(c["cases"] for c in summary["categories"].values()) == summary["cases"]
 
 
 def run_decoding_table(command: str, request: pytest.FixtureRequest) -> None:

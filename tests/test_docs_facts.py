@@ -17,13 +17,12 @@ The commands themselves are run (or listed with the reason they are not) by
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 import subprocess
 from collections import Counter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pytest
 
@@ -438,153 +437,3 @@ def test_readme_gives_the_default_runs_job_count(plan: Plan) -> None:
     """The README's `make run` line names the number of jobs the default run plans."""
     (stated,) = re.findall(r"default run's (\d+) jobs", flat(ROOT / "README.md"))
     assert int(stated) == plan.jobs["total"], f"README.md: write {plan.jobs['total']} jobs"
-
-
-# ------------------------------------------------- the BFCL suite on llama.cpp, measured
-
-LLAMA_RECORD = ROOT / "docs/results/bfcl_llama.json"
-BFCL_CASES = 1240
-GOAL_S = 300  # the whole suite in at most 5 minutes on 2 cores
-
-
-def llama_tables(r: dict[str, Any]) -> dict[str, str]:
-    """docs/local-models.md's fragments of the llama.cpp measurement, by placeholder name,
-    rendered from its record (docs/results/bfcl_llama.json)."""
-    p, x, s, a = r["profile"], r["prefix"], r["slice"], r["agreement"]
-    per_shard = p["imports_s"] + p["load_s"]
-    prefill_rate, decode_rate = p["prompt_tokens"] / p["prefill_s"], p["new_tokens"] / p["decode_s"]
-    busy = p["prompt_s"] + p["prefill_s"] + p["decode_s"]
-    out = {"PROFILE": "\n".join([
-        "| step | measured | per case |", "|---|---|---|",
-        f"| imports and model load (tokenizer, GGUF), once per shard job | {p['imports_s']:.2f} "
-        f"+ {p['load_s']:.2f} s (llama.cpp's own load of the GGUF: {p['gguf_load_s']:.2f} s) "
-        f"| {per_shard / 62:.2f} s over a shard of 62 |",
-        f"| prompts rendered and tokenised | {p['prompt_s']:.2f} s | "
-        f"{p['prompt_s'] / p['cases'] * 1000:.0f} ms |",
-        f"| prefill: {p['prompt_tokens']:,} prompt tokens at {prefill_rate:.0f} tok/s | "
-        f"{p['prefill_s']:.2f} s | {p['prefill_s'] / p['cases']:.2f} s "
-        f"({p['prefill_s'] / busy:.0%}) |",
-        f"| decoding: {p['new_tokens']:,} new tokens at {decode_rate:.0f} tok/s | "
-        f"{p['decode_s']:.2f} s | {p['decode_s'] / p['cases']:.2f} s "
-        f"({p['decode_s'] / busy:.0%}) |"])}
-    out["WHY"] = (f"prefill is {p['prefill_s'] / busy:.0%} of the time: BFCL's prompts carry "
-                  f"each case's function documents ({p['prompt_tokens'] / p['cases']:.0f} "
-                  f"tokens on average here, {p['shared_tokens']} of them shared by every "
-                  f"case), and one core prefills about {prefill_rate:.0f} tokens a second on "
-                  "the Q4_1 weights")
-    out["TRIED"] = "\n".join([
-        "| setting (llama.cpp directly, the ten prompts) | same new tokens | what it did |",
-        "|---|---|---|", *(f"| {t['setting']} | {t['same']}/{p['cases']} | {t['effect']} |"
-                            for t in r["tried"])])
-    out["PREFIX"] = (
-        f"{x['identical']}/{x['cases']} traces byte-identical to the engine's before the "
-        f"change, in the shard's order and reversed; CPU {x['cpu_before_s']:.1f} s before, "
-        f"{x['cpu_after_s']:.1f} and {x['cpu_reversed_s']:.1f} s after "
-        f"({1 - (x['cpu_after_s'] + x['cpu_reversed_s']) / 2 / x['cpu_before_s']:.0%} less)")
-    wall_case, cpu_case = s["wall_s"] / s["cases"], s["cpu_s"] / s["cases"]
-    full_wall, full_free = wall_case * BFCL_CASES, cpu_case * BFCL_CASES / 2
-    out["PIPELINE"] = "\n".join([
-        "| | measured |", "|---|---|",
-        f"| cases, shards | {s['cases']} ({s['cases'] // 5} per category), {s['shards']} shard "
-        "jobs, two at a time |",
-        f"| wall, start to table | **{s['wall_s'] // 60:.0f} min {s['wall_s'] % 60:.0f} s** "
-        f"({wall_case:.2f} s per case), load average {s['load']} |",
-        f"| CPU, every process of the run (user + sys) | {s['cpu_s']:.0f} s "
-        f"({cpu_case:.2f} s per case; {s['mean_prompt_tokens']:.0f} prompt tokens and "
-        f"{s['mean_new_tokens']:.1f} new ones per case) |",
-        f"| BFCL's checker | {s['correct']}/{s['cases']} correct |",
-        f"| the whole suite, extrapolated | {full_wall / 60:.0f} min at this load; "
-        f"{full_free / 60:.0f} min on 2 cores of its own (CPU per case × {BFCL_CASES:,} / 2) |",
-        f"| goal: ≤ {GOAL_S // 60} min on 2 cores | "
-        f"{'met' if full_free <= GOAL_S else 'not met'} |"])
-    out["AGREEMENT"] = (
-        f"{a['same_calls']}/{a['cases']} the same calls, {a['same_verdict']}/{a['cases']} the "
-        f"same verdict, {a['same_records']}/{a['cases']} the same trace records; "
-        f"{a['correct_llama']} correct on llama.cpp, {a['correct_transformers']} on "
-        f"transformers, which took {a['transformers_cpu_s'] / a['cases']:.2f} CPU seconds per "
-        f"case against llama.cpp's {cpu_case:.2f} through the pipeline")
-    from reactlab.backends.local.llama import PREFIX_BLOCK  # lazy: only this test
-
-    prefilled = s["mean_prompt_tokens"] - PREFIX_BLOCK  # the block: once per shard
-    out["VERDICT"] = (
-        f"At {cpu_case:.2f} CPU seconds per case the {BFCL_CASES:,} cases need "
-        f"{full_free / 60:.0f} minutes of two cores of their own, "
-        f"{full_free / GOAL_S:.1f} times the goal, and prefilling their prompts alone "
-        f"({s['mean_prompt_tokens']:.0f} tokens per case, {prefilled:.0f} after the shared "
-        f"block, at the profile's {prefill_rate:.0f} a second a core) takes about "
-        f"{prefilled * BFCL_CASES / prefill_rate / 2 / 60:.0f} of those minutes")
-    out["GOAL"] = f"**The goal is {'met' if full_free <= GOAL_S else 'not met'}.**"
-    return out
-
-
-def test_local_models_page_gives_the_measured_llama_cpp_suite() -> None:
-    """Every number of docs/local-models.md's "The whole BFCL suite on llama.cpp" is
-    rendered from its measurement record, the slice's count of cases and shards is what
-    its overlays plan, and the goal's verdict follows from the numbers."""
-    from reactlab.backends.local.llama import PREFIX_BLOCK
-    from reactlab.config import load_yaml
-    from reactlab.config.loading import merge
-    from reactlab.suites.plan import plan as plan_suites
-
-    record = json.loads(text(LLAMA_RECORD))
-    page = flat(ROOT / "docs/local-models.md")
-    for name, fragment in llama_tables(record).items():
-        assert " ".join(fragment.split()) in page, f"docs/local-models.md ({name}): {fragment}"
-    assert f"first {PREFIX_BLOCK} tokens" in page
-    raw = load_yaml(ROOT / "config.yaml")
-    for overlay in ("bfcl.yaml", "bfcl_llama.yaml"):
-        raw = merge(raw, load_yaml(ROOT / "workflow/configs" / overlay))
-    whole = [s for s in plan_suites(raw) if s.suite == "bfcl"]  # 20 shards of 62
-    assert [len(s.specs) for s in whole] == [62] * 20 and "20 shards of 62" in page
-    assert sum(len(s.specs) for s in whole) == BFCL_CASES
-    slice_raw = merge(raw, load_yaml(ROOT / "workflow/configs/bfcl_llama_slice.yaml"))
-    shards = [s for s in plan_suites(slice_raw) if s.suite == "bfcl"]
-    assert (sum(len(s.specs) for s in shards), len(shards)) == (
-        record["slice"]["cases"], record["slice"]["shards"])
-    assert {s.specs[0].backend_config.engine for s in shards} == {"llama_cpp"}
-
-
-# ------------------------------------------- constrained decoding on llama.cpp, measured
-
-LLAMA_DECODING_RECORD = ROOT / "docs/results/llama_decoding.json"
-GRAMMAR_BACKENDS = {"free": "— (free)", "xgrammar": "xgrammar's mask",
-                    "llama_cpp": "llama.cpp's GBNF"}
-
-
-def llama_decoding_table(r: dict[str, Any]) -> str:
-    """docs/local-models.md's table of ``engine_bench --decoding`` on llama.cpp, rendered
-    from its record (docs/results/llama_decoding.json: one run per mode)."""
-    lines = ["| decoding | grammar | wall, all runs | vs free | new tok/s | runs with a call "
-             "| calls | same calls | same requests |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for mode, run in r["modes"].items():
-        rows, total = run["rows"][:-1], run["rows"][-1]
-        for variant, label in GRAMMAR_BACKENDS.items():
-            if f"{variant}_s" not in total:
-                continue
-            wall, tokens = total[f"{variant}_s"], sum(x[f"{variant}_tokens"] for x in rows)
-            with_call = sum(x[f"{variant}_calls"] > 0 for x in rows)
-            agree = ("| | |" if variant == "free" or "llama_cpp_s" not in total else
-                     f"| {sum(x['same_calls'] for x in rows)}/{len(rows)} | "
-                     f"{sum(x['same_requests'] for x in rows)}/{len(rows)} |")
-            name = f"free (beside {mode})" if variant == "free" else mode
-            lines.append(f"| {name} | {label} | {wall:.1f} s "
-                         f"| {wall / total['free_s']:.2f}× | {tokens / wall:.1f} | "
-                         f"{with_call}/{len(rows)} | {sum(x[f'{variant}_calls'] for x in rows)} "
-                         + agree)
-    return "\n".join(lines)
-
-
-def test_local_models_page_gives_the_measured_llama_cpp_decoding() -> None:
-    """docs/local-models.md's table of constrained decoding on llama.cpp is rendered from
-    its measurement record, and every mode the config lets llama.cpp run was measured."""
-    from reactlab.config.engines import LLAMA_CPP_DECODINGS
-
-    record = json.loads(text(LLAMA_DECODING_RECORD))
-    fragment = llama_decoding_table(record)
-    assert " ".join(fragment.split()) in flat(ROOT / "docs/local-models.md"), fragment
-    runnable = set().union(*LLAMA_CPP_DECODINGS.values()) - {"free"}
-    assert set(record["modes"]) == runnable
-    for mode, run in record["modes"].items():
-        assert run["summary"]["decoding"] == mode and run["summary"]["threads"] == 1
-        assert ("llama_cpp_s" in run["rows"][-1]) == (mode in LLAMA_CPP_DECODINGS["llama_cpp"])
