@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
 import json
+import multiprocessing
 import os
 import re
 import tempfile
@@ -56,6 +58,8 @@ from typing import Any
 from reactlab import data, trace
 from reactlab.analysis.verify import Verification
 from reactlab.backends.local import load_model
+from reactlab.backends.local.llama import llama_module
+from reactlab.backends.local.provision import gguf_path
 from reactlab.config import Config, load_yaml, parse
 from reactlab.config.engines import LLAMA_CPP_DECODINGS
 from reactlab.runner import run_to_trace, tool_source
@@ -287,16 +291,12 @@ def _rates(llama_cpp: Any, gguf: Path, threads: int, prompt: int,
 
 def _job_rates(gguf: str, prompt: int, rounds: int, barrier: Any, out: Any) -> None:
     """One of --floor's parallel one-thread jobs (a process of its own, as a shard job)."""
-    from reactlab.backends.local.llama import llama_module
-
     out.put(_rates(llama_module(), Path(gguf), 1, prompt, rounds, barrier))
 
 
 def _parallel_rates(gguf: Path, jobs: int, prompt: int, rounds: int) -> tuple[float, float]:
     """The prefill and decoding rates of ``jobs`` one-thread processes timed together,
     phase by phase (the pipeline's layout: one shard job a core): the sum of their rates."""
-    import multiprocessing
-
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(jobs), ctx.Queue()
     procs = [ctx.Process(target=_job_rates, args=(str(gguf), prompt, rounds, barrier, out))
@@ -313,11 +313,6 @@ def floor_run(n_prefill: int, n_new: int, threads: int, prompt: int,
               rounds: int) -> dict[str, Any]:
     """--floor: the rates per weight type and thread count, and the least time of a run
     of ``n_prefill`` + ``n_new`` tokens at the faster thread count."""
-    import ctypes
-
-    from reactlab.backends.local.llama import llama_module
-    from reactlab.backends.local.provision import gguf_path
-
     llama_cpp = llama_module()
     shipped = gguf_path()
     rows = []
