@@ -247,3 +247,16 @@ def test_the_floor_times_every_weight_type_and_divides_the_counts() -> None:
         assert r["floor_s"] == round(10_000 / prefill + 1_000 / decode)
     sizes = {r["weights"].split()[0]: r["mb"] for r in run["rows"]}
     assert sizes["F32"] > sizes["F16"] > sizes["Q8_0"] > sizes["Q4_1"] > sizes["Q4_0"]
+
+
+@pytest.mark.full
+@needs_llama
+def test_a_floor_job_that_cannot_load_its_file_stops_the_floor_at_once(tmp_path: Path) -> None:
+    """A one-thread job of ``--floor`` that dies (llama.cpp refuses the file) ends the
+    measurement with its exit code, not after the queue's ten-minute wait."""
+    from reactlab.dev.engine_bench import _parallel_rates
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_text("not a gguf file\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"bad\.gguf: a one-thread job exited with 1"):
+        _parallel_rates(bad, 2, 16, 1)

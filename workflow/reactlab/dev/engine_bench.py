@@ -49,6 +49,7 @@ import ctypes
 import json
 import multiprocessing
 import os
+import queue
 import re
 import tempfile
 import time
@@ -303,7 +304,16 @@ def _parallel_rates(gguf: Path, jobs: int, prompt: int, rounds: int) -> tuple[fl
              for _ in range(jobs)]
     for p in procs:
         p.start()
-    got = [out.get(timeout=600) for _ in procs]
+    got: list[tuple[float, float]] = []
+    while len(got) < jobs:
+        try:
+            got.append(out.get(timeout=5))
+        except queue.Empty:  # a job that died (llama.cpp could not load the file) says so
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                for p in procs:
+                    p.terminate()
+                raise SystemExit(f"{gguf.name}: a one-thread job exited with {dead[0]}") from None
     for p in procs:
         p.join()
     return sum(p for p, _ in got), sum(d for _, d in got)
